@@ -1,0 +1,139 @@
+"""What every client step needs: its config, its partition, its model, and reply builders.
+
+``LocalClient.from_context`` finds the node's partition id (``context.node_config``), loads
+the data set (cached per process) and cuts the same partition the ServerApp computed, then
+splits it into local train and local test. Algorithm files receive a ``LocalClient`` and the
+incoming ``Message`` and use the helpers here, so that each holds only its particular step.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+
+from .config import RunConfig
+from .data import DatasetSplits, load_dataset, partition_indices, split_train_test
+from .models import Classifier, build_model
+from .training import TrainResult, build_optimizer, evaluate, train_local
+
+
+def load_splits(config: RunConfig) -> DatasetSplits:
+    return load_dataset(config.dataset, config.data_path, config.download, config.image_size)
+
+
+def partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray]:
+    """The partition of the training pool; identical in the ServerApp and every ClientApp."""
+    return _partition_cached(
+        config.dataset, str(config.data_path), config.download, config.image_size,
+        num_partitions, config.partitioner, config.seed, config.dirichlet_alpha,
+        config.min_partition_size, config.classes_per_client,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _partition_cached(dataset, data_dir, download, image_size, num_partitions, scheme, seed,
+                      alpha, min_partition_size, classes_per_client) -> list[np.ndarray]:
+    splits = load_dataset(dataset, data_dir, download, image_size)
+    return partition_indices(
+        splits.y_train.numpy(), num_partitions, scheme, seed=seed, alpha=alpha,
+        min_partition_size=min_partition_size, classes_per_client=classes_per_client,
+    )
+
+
+def seed_for(*parts: int) -> int:
+    """A 63-bit seed derived deterministically from integers (run seed, partition, round)."""
+    return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(1, np.uint64)[0] >> 1)
+
+
+@dataclass
+class LocalClient:
+    config: RunConfig
+    context: Context
+    partition_id: int
+    num_partitions: int
+    data: DatasetSplits
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+    @classmethod
+    def from_context(cls, context: Context) -> "LocalClient":
+        config = RunConfig.from_run_config(context.run_config)
+        partition_id = int(context.node_config["partition-id"])
+        num_partitions = int(context.node_config["num-partitions"])
+        data = load_splits(config)
+        indices = partition_for(config, num_partitions)[partition_id]
+        train_idx, test_idx = split_train_test(
+            indices, config.local_test_fraction, seed_for(config.seed, partition_id)
+        )
+        train_idx, test_idx = torch.from_numpy(train_idx), torch.from_numpy(test_idx)
+        return cls(
+            config=config, context=context, partition_id=partition_id,
+            num_partitions=num_partitions, data=data,
+            x_train=data.x_train[train_idx], y_train=data.y_train[train_idx],
+            x_test=data.x_train[test_idx], y_test=data.y_train[test_idx],
+        )
+
+    # --- model -------------------------------------------------------------------------------
+    def new_model(self) -> Classifier:
+        return build_model(self.config.model, self.data.input_shape, self.data.num_classes)
+
+    def model_from(self, msg: Message, key: str = "arrays") -> Classifier:
+        """A fresh model holding the arrays the server sent."""
+        model = self.new_model()
+        model.load_state_dict(msg.content.array_records[key].to_torch_state_dict())
+        return model
+
+    # --- training ----------------------------------------------------------------------------
+    def server_round(self, msg: Message) -> int:
+        config = msg.content.config_records.get("config")
+        return int(config.get("server-round", 0)) if config is not None else 0
+
+    def local_epochs(self) -> int:
+        return self.config.local_epochs
+
+    def train(self, model: torch.nn.Module, server_round: int, **hooks) -> TrainResult:
+        """Local training with the run's optimizer, epochs and batch size; seeded per round."""
+        torch.manual_seed(seed_for(self.config.seed, self.partition_id, server_round, 1))
+        generator = torch.Generator().manual_seed(
+            seed_for(self.config.seed, self.partition_id, server_round)
+        )
+        return train_local(
+            model,
+            self.x_train,
+            self.y_train,
+            epochs=self.local_epochs(),
+            batch_size=self.config.batch_size,
+            optimizer=build_optimizer(model.parameters(), self.config),
+            generator=generator,
+            **hooks,
+        )
+
+    # --- replies -----------------------------------------------------------------------------
+    def metrics(self, num_examples: int, **values: float) -> MetricRecord:
+        return MetricRecord(
+            {"num-examples": int(num_examples), "partition-id": self.partition_id, **values}
+        )
+
+    def train_reply(self, msg: Message, model: torch.nn.Module, result: TrainResult,
+                    **extra_metrics: float) -> Message:
+        content = RecordDict(
+            {
+                "arrays": ArrayRecord(model.state_dict()),
+                "metrics": self.metrics(
+                    result.num_examples, **{"train-loss": result.mean_loss,
+                                            "num-steps": result.num_steps}, **extra_metrics,
+                ),
+            }
+        )
+        return Message(content=content, reply_to=msg)
+
+    def evaluate_reply(self, msg: Message, model: torch.nn.Module) -> Message:
+        loss, accuracy = evaluate(model, self.x_test, self.y_test)
+        metrics = self.metrics(len(self.y_test), loss=loss, accuracy=accuracy)
+        return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)

@@ -1,0 +1,15 @@
+"""Data sets and partitions."""
+
+from .datasets import DataNotFoundError, DatasetSplits, available_datasets, load_dataset
+from .partition import PARTITIONERS, label_counts, partition_indices, split_train_test
+
+__all__ = [
+    "DataNotFoundError",
+    "DatasetSplits",
+    "PARTITIONERS",
+    "available_datasets",
+    "label_counts",
+    "load_dataset",
+    "partition_indices",
+    "split_train_test",
+]

@@ -1,0 +1,29 @@
+"""Strategy registry: run-config name -> ``StrategySpec`` (server rule + client step).
+
+To add an algorithm, write ``strategies/<name>.py`` holding its Flower strategy, its client
+step and a ``SPEC`` (or ``SPECS``), and list it below.
+"""
+
+from __future__ import annotations
+
+from . import fedavg, fedmedian, fedprox, server_optimizers
+from .common import StrategySpec
+
+STRATEGIES: dict[str, StrategySpec] = {
+    spec.name: spec
+    for spec in (
+        fedavg.SPEC,
+        fedprox.SPEC,
+        *server_optimizers.SPECS,
+        fedmedian.SPEC,
+    )
+}
+
+
+def get_strategy(name: str) -> StrategySpec:
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; valid choices: {', '.join(STRATEGIES)}")
+    return STRATEGIES[name]
+
+
+__all__ = ["STRATEGIES", "StrategySpec", "get_strategy"]

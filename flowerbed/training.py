@@ -1,0 +1,103 @@
+"""The shared local training and evaluation loops.
+
+Every algorithm trains through ``train_local``; what makes it particular goes in small hooks:
+
+* ``extra_loss(model) -> Tensor``: a term added to the cross-entropy (FedProx's proximal term,
+  FedDyn's linear and quadratic terms, ...);
+* ``after_backward(model)``: runs between ``backward()`` and ``optimizer.step()`` (SCAFFOLD's
+  gradient correction).
+* ``loss_fn(model, x, y) -> Tensor``: replaces the whole loss (MOON, knowledge distillation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .config import RunConfig
+
+LossFn = Callable[[nn.Module, Tensor, Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    mean_loss: float
+    num_steps: int
+    num_examples: int
+
+
+def minibatches(
+    x: Tensor, y: Tensor, batch_size: int, generator: torch.Generator | None = None
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """Shuffled mini-batches of in-memory tensors (a DataLoader would only add overhead)."""
+    order = torch.randperm(len(x), generator=generator) if generator is not None else torch.arange(len(x))
+    for start in range(0, len(x), batch_size):
+        idx = order[start : start + batch_size]
+        yield x[idx], y[idx]
+
+
+def build_optimizer(params, config: RunConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+    return torch.optim.SGD(
+        params, lr=config.learning_rate, momentum=config.momentum, weight_decay=config.weight_decay
+    )
+
+
+def cross_entropy(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+    return nn.functional.cross_entropy(model(x), y)
+
+
+def train_local(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    loss_fn: LossFn = cross_entropy,
+    extra_loss: Callable[[nn.Module], Tensor] | None = None,
+    after_backward: Callable[[nn.Module], None] | None = None,
+) -> TrainResult:
+    """Run ``epochs`` passes of mini-batch training; returns the mean batch loss."""
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for xb, yb in minibatches(x, y, batch_size, generator):
+            optimizer.zero_grad()
+            loss = loss_fn(model, xb, yb)
+            if extra_loss is not None:
+                loss = loss + extra_loss(model)
+            loss.backward()
+            if after_backward is not None:
+                after_backward(model)
+            optimizer.step()
+            losses.append(loss.item())
+    return TrainResult(
+        mean_loss=float(np.mean(losses)) if losses else float("nan"),
+        num_steps=len(losses),
+        num_examples=len(x),
+    )
+
+
+@torch.no_grad()
+def predict(model: nn.Module, x: Tensor, batch_size: int = 512) -> Tensor:
+    """Logits for ``x`` in eval mode."""
+    model.eval()
+    return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+
+
+def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int = 512) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of ``model`` on ``(x, y)``."""
+    if len(x) == 0:
+        return float("nan"), float("nan")
+    logits = predict(model, x, batch_size)
+    loss = nn.functional.cross_entropy(logits, y).item()
+    accuracy = (logits.argmax(dim=1) == y).float().mean().item()
+    return loss, accuracy
