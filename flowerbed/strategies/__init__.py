@@ -16,6 +16,9 @@ STRATEGIES: dict[str, StrategySpec] = {
         fedprox.SPEC,
         *server_optimizers.SPECS,
         fedmedian.SPEC,
+        # --- classic strategy suite (issue 3) ---
+        # --- quantum FL (issue 4) ---
+        # --- knowledge transfer (issue 5) ---
     )
 }
 
