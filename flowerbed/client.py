@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
-from .config import RunConfig
+from .config import ConfigError, RunConfig
 from .data import DatasetSplits, load_dataset, partition_indices, split_train_test
 from .models import Classifier, build_model
 from .training import TrainResult, build_optimizer, evaluate, train_local
@@ -47,6 +47,19 @@ def _partition_cached(dataset, data_dir, download, image_size, num_partitions, s
 def seed_for(*parts: int) -> int:
     """A 63-bit seed derived deterministically from integers (run seed, partition, round)."""
     return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def local_epochs_range(config: RunConfig) -> tuple[int, int]:
+    """(least, most) local epochs per round; run-config ``local-epochs-max`` (0 = off)."""
+    high = config.get("local-epochs-max", 0)
+    if high == 0:
+        return config.local_epochs, config.local_epochs
+    if high < config.local_epochs:
+        raise ConfigError(
+            f"local-epochs-max must be 0 (off) or at least local-epochs={config.local_epochs},"
+            f" got {high}"
+        )
+    return config.local_epochs, high
 
 
 @dataclass
@@ -94,8 +107,19 @@ class LocalClient:
         config = msg.content.config_records.get("config")
         return int(config.get("server-round", 0)) if config is not None else 0
 
-    def local_epochs(self) -> int:
-        return self.config.local_epochs
+    def local_epochs(self, server_round: int = 0) -> int:
+        """Epochs of local training this round.
+
+        With ``local-epochs-max`` > 0 (heterogeneous local work, for every strategy) each
+        client draws its epochs uniformly from [local-epochs, local-epochs-max], afresh every
+        round, seeded by (seed, partition id, round): clients do different amounts of work and
+        the same run repeats exactly. Otherwise every client runs ``local-epochs``.
+        """
+        low, high = local_epochs_range(self.config)
+        if high == low:
+            return low
+        rng = np.random.default_rng(seed_for(self.config.seed, self.partition_id, server_round, 2))
+        return int(rng.integers(low, high + 1))
 
     def train(self, model: torch.nn.Module, server_round: int, **hooks) -> TrainResult:
         """Local training with the run's optimizer, epochs and batch size; seeded per round."""
@@ -107,7 +131,7 @@ class LocalClient:
             model,
             self.x_train,
             self.y_train,
-            epochs=self.local_epochs(),
+            epochs=self.local_epochs(server_round),
             batch_size=self.config.batch_size,
             optimizer=build_optimizer(model.parameters(), self.config),
             generator=generator,

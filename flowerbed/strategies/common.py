@@ -17,7 +17,7 @@ from flwr.app import Message, MetricRecord, RecordDict
 from flwr.serverapp.strategy import Strategy
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
-from ..client import LocalClient
+from ..client import LocalClient, local_epochs_range
 from ..config import RunConfig
 
 
@@ -67,3 +67,4 @@ def flower_kwargs(config: RunConfig) -> dict[str, Any]:
         "train_metrics_aggr_fn": aggregate_with_spread,
         "evaluate_metrics_aggr_fn": aggregate_with_spread,
     }
+    local_epochs_range(config)  # every server is built here, before training: check the range
