@@ -94,7 +94,8 @@ class LocalClient:
 
     # --- model -------------------------------------------------------------------------------
     def new_model(self) -> Classifier:
-        return build_model(self.config.model, self.data.input_shape, self.data.num_classes)
+        return build_model(self.config.model, self.data.input_shape, self.data.num_classes,
+                           config=self.config)
 
     def model_from(self, msg: Message, key: str = "arrays") -> Classifier:
         """A fresh model holding the arrays the server sent."""

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 from .classifier import Classifier
 from .cnn import build_cnn
 from .mlp import build_mlp
 from .resnet import build_resnet18
+from .vqc import build_vqc
 
 MODELS: dict[str, Callable[..., Classifier]] = {
     "mlp": build_mlp,
     "cnn": build_cnn,
     "resnet18": build_resnet18,
+    "vqc": build_vqc,  # PennyLane variational quantum classifier (issue 4)
 }
 
 
-def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> Classifier:
+def build_model(
+    name: str, input_shape: tuple[int, ...], num_classes: int, config=None
+) -> Classifier:
+    """``MODELS[name](input_shape, num_classes)``; builders that take a ``config`` argument
+    (the VQC: qubits, layers, readout, device) also receive the run config, when given."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; valid choices: {', '.join(MODELS)}")
-    return MODELS[name](tuple(input_shape), num_classes)
+    builder = MODELS[name]
+    if config is not None and "config" in inspect.signature(builder).parameters:
+        return builder(tuple(input_shape), num_classes, config=config)
+    return builder(tuple(input_shape), num_classes)
 
 
 __all__ = ["Classifier", "MODELS", "build_model"]

@@ -7,6 +7,7 @@ step and a ``SPEC`` (or ``SPECS``), and list it below.
 from __future__ import annotations
 
 from . import fedavg, fedmedian, fedprox, server_optimizers
+from . import qfedfisher, quantum_baselines  # issue 4
 from .common import StrategySpec
 
 STRATEGIES: dict[str, StrategySpec] = {
@@ -18,6 +19,8 @@ STRATEGIES: dict[str, StrategySpec] = {
         fedmedian.SPEC,
         # --- classic strategy suite (issue 3) ---
         # --- quantum FL (issue 4) ---
+        *quantum_baselines.SPECS,  # issue 4
+        qfedfisher.SPEC,  # issue 4
         # --- knowledge transfer (issue 5) ---
     )
 }

@@ -1,0 +1,224 @@
+"""Variational quantum classifier (VQC) of the QFedFisher paper (Bhatia & Kais, 2025, Fig. 2).
+
+Circuit, simulated by PennyLane behind ``qml.qnn.TorchLayer`` (so it is a ``torch.nn.Module``
+whose weights Flower ships like any other state-dict entry)::
+
+    |0..0>  --AmplitudeEmbedding(x, pad_with=0, normalize=True)-->  |psi(x)> = x / ||x||
+            --L x [ RY(w[l, q, 0]) RX(w[l, q, 1]) on every qubit q; CNOT(0,1) CNOT(1,2) ...
+                    CNOT(n-2, n-1) ]-->
+            <Z_q> for every qubit q
+
+A d-dimensional input is padded with zeros to 2^n amplitudes, n = ceil(log2 d) by default
+(digits: 64 features -> 6 qubits; breast-cancer: 30 -> 32, 5 qubits; MNIST 784 -> 1024,
+10 qubits). Inputs larger than the register need a reduction: ``reduction='linear'`` puts a
+classical ``Linear(d, 2^n)`` pre-layer in front of the embedding (a hybrid model, trained and
+aggregated with the circuit).
+
+Model split (every flowerbed model is ``head(features(x))``):
+
+* ``features`` = (optional classical pre-layer) + the quantum circuit; it outputs the n Pauli-Z
+  expectation values, a flat vector of width n in [-1, 1];
+* ``head`` = ``VQCReadout``, the readout that turns expectations into class logits:
+  - ``per-class``: logit_c = s * <Z_c> for classes c < n (needs num_classes <= n; the paper's
+    MNIST setting, 10 qubits for 10 classes);
+  - ``last-qubit``: binary tasks, logits = s * (<Z_{n-1}>, -<Z_{n-1}>) (the paper's ADNI
+    setting: "a final measurement is taken from the last qubit");
+  - ``linear``: a classical ``Linear(n, num_classes)`` on all expectations (when there are more
+    classes than qubits, e.g. digits with 6 qubits);
+  - ``auto`` (default): ``last-qubit`` for 2 classes, ``per-class`` when classes <= n, else
+    ``linear``.
+  The scale s (expectations lie in [-1, 1], too flat for a softmax) is a trainable parameter
+  initialised at ``vqc-scale`` unless ``vqc-scale-trainable=false``, where it stays fixed.
+
+Simulation: with ``default.qubit`` and ``diff_method='backprop'`` a whole mini-batch is ONE
+broadcast simulation (PennyLane parameter broadcasting; no loop over samples). ``lightning.qubit``
+uses the adjoint method, which PennyLane runs per sample. ``benchmarks/vqc_speed.py`` measures
+both; ``vqc-device`` picks one.
+
+Weights are initialised with Kaiming-uniform, as the paper states.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .classifier import Classifier
+
+DEVICES = {"default.qubit": "backprop", "lightning.qubit": "adjoint"}
+READOUTS = ("auto", "per-class", "last-qubit", "linear")
+REDUCTIONS = ("none", "linear")
+
+# run-config key -> (builder argument, default)
+CONFIG_KEYS = {
+    "vqc-qubits": ("qubits", 0),
+    "vqc-layers": ("layers", 4),
+    "vqc-readout": ("readout", "auto"),
+    "vqc-device": ("device", "default.qubit"),
+    "vqc-scale": ("scale", 5.0),
+    "vqc-scale-trainable": ("scale_trainable", True),
+    "vqc-reduction": ("reduction", "none"),
+}
+
+
+def _config_error(message: str) -> Exception:
+    from ..config import ConfigError  # lazy: config imports the model registry
+
+    return ConfigError(message)
+
+
+def circuit(inputs: Tensor, weights: Tensor, num_qubits: int) -> list:
+    """Amplitude encoding, L x (RY, RX on every qubit + CNOT chain), <Z_q> for every qubit.
+
+    ``inputs`` may be a batch (B, 2^n or fewer): PennyLane broadcasts the whole batch.
+    """
+    import pennylane as qml
+
+    wires = range(num_qubits)
+    qml.AmplitudeEmbedding(inputs, wires=wires, pad_with=0.0, normalize=True)
+    for layer in range(weights.shape[0]):
+        for q in wires:
+            qml.RY(weights[layer, q, 0], wires=q)
+            qml.RX(weights[layer, q, 1], wires=q)
+        for q in range(num_qubits - 1):
+            qml.CNOT(wires=[q, q + 1])
+    return [qml.expval(qml.PauliZ(q)) for q in wires]
+
+
+class QuantumCircuit(nn.Module):
+    """The VQC as a torch module: ``(B, d) -> (B, n)`` Pauli-Z expectations (float32).
+
+    A thin wrapper around ``qml.qnn.TorchLayer`` (which holds the trainable ``weights`` of shape
+    (layers, qubits, 2)); it only flattens the input and casts the simulator's float64 output to
+    the model's dtype.
+    """
+
+    def __init__(self, num_qubits: int, num_layers: int, device: str = "default.qubit") -> None:
+        super().__init__()
+        import pennylane as qml
+
+        if device not in DEVICES:
+            raise _config_error(
+                f"unknown vqc-device {device!r}; valid choices: {', '.join(DEVICES)}"
+            )
+        self.num_qubits, self.num_layers, self.device_name = num_qubits, num_layers, device
+        dev = qml.device(device, wires=num_qubits)
+
+        def qnode_fn(inputs, weights):  # TorchLayer wants exactly (inputs, <weights...>)
+            return circuit(inputs, weights, num_qubits)
+
+        qnode = qml.QNode(qnode_fn, dev, interface="torch", diff_method=DEVICES[device])
+        self.qlayer = qml.qnn.TorchLayer(
+            qnode, {"weights": (num_layers, num_qubits, 2)}, init_method=nn.init.kaiming_uniform_
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.qlayer(x.flatten(1))
+        return out.to(x.dtype if x.is_floating_point() else torch.get_default_dtype())
+
+
+class VQCReadout(nn.Module):
+    """Expectations ``(B, n)`` -> class logits ``(B, classes)``; see the module docstring."""
+
+    def __init__(self, mode: str, num_qubits: int, num_classes: int, scale: float,
+                 scale_trainable: bool) -> None:
+        super().__init__()
+        self.mode, self.num_qubits, self.num_classes = mode, num_qubits, num_classes
+        if mode == "linear":
+            self.linear = nn.Linear(num_qubits, num_classes)
+            self.in_features = num_qubits
+            return
+        self.in_features = num_qubits
+        value = torch.tensor(float(scale))
+        if scale_trainable:
+            self.scale = nn.Parameter(value)
+        else:
+            self.register_buffer("scale", value)
+
+    def forward(self, z: Tensor) -> Tensor:
+        if self.mode == "linear":
+            return self.linear(z)
+        if self.mode == "last-qubit":
+            last = z[:, -1:]
+            return self.scale * torch.cat([last, -last], dim=1)
+        return self.scale * z[:, : self.num_classes]
+
+
+def default_qubits(input_shape: tuple[int, ...]) -> int:
+    """Smallest register whose 2^n amplitudes hold the flattened input."""
+    return max(1, math.ceil(math.log2(math.prod(input_shape))))
+
+
+def resolve_readout(readout: str, num_qubits: int, num_classes: int) -> str:
+    if readout not in READOUTS:
+        raise _config_error(f"unknown vqc-readout {readout!r}; valid choices: {', '.join(READOUTS)}")
+    if readout == "auto":
+        if num_classes == 2:
+            return "last-qubit"
+        return "per-class" if num_classes <= num_qubits else "linear"
+    if readout == "last-qubit" and num_classes != 2:
+        raise _config_error(
+            f"vqc-readout 'last-qubit' is for binary tasks, the data has {num_classes} classes;"
+            " use 'per-class' (classes <= qubits), 'linear' or 'auto'"
+        )
+    if readout == "per-class" and num_classes > num_qubits:
+        raise _config_error(
+            f"vqc-readout 'per-class' needs at least one qubit per class: {num_classes} classes,"
+            f" {num_qubits} qubits; raise vqc-qubits or use vqc-readout 'linear' or 'auto'"
+        )
+    return readout
+
+
+def build_vqc(
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    config: Any = None,
+    *,
+    qubits: int | None = None,
+    layers: int | None = None,
+    readout: str | None = None,
+    device: str | None = None,
+    scale: float | None = None,
+    scale_trainable: bool | None = None,
+    reduction: str | None = None,
+) -> Classifier:
+    """The VQC for ``input_shape``; settings from keyword arguments, else the run config's
+    ``vqc-*`` keys (``config.get``), else the defaults in ``CONFIG_KEYS``.
+
+    ``qubits=0`` means "from the data": ceil(log2(prod(input_shape))).
+    """
+    given = dict(qubits=qubits, layers=layers, readout=readout, device=device, scale=scale,
+                 scale_trainable=scale_trainable, reduction=reduction)
+    settings = {}
+    for key, (name, default) in CONFIG_KEYS.items():
+        if given[name] is not None:
+            settings[name] = given[name]
+        elif config is not None:
+            settings[name] = config.get(key, default)
+        else:
+            settings[name] = default
+    dim = math.prod(input_shape)
+    n = settings["qubits"] or default_qubits(input_shape)
+    if n < 1:
+        raise _config_error(f"vqc-qubits must be >= 1 (or 0 for 'from the data'), got {n}")
+    if settings["layers"] < 1:
+        raise _config_error(f"vqc-layers must be at least 1, got {settings['layers']}")
+    if settings["reduction"] not in REDUCTIONS:
+        raise _config_error(
+            f"unknown vqc-reduction {settings['reduction']!r}; valid choices: {', '.join(REDUCTIONS)}"
+        )
+    stages: list[nn.Module] = [nn.Flatten()]
+    if settings["reduction"] == "linear":
+        stages.append(nn.Linear(dim, 2**n))  # classical pre-layer: a hybrid model
+    elif dim > 2**n:
+        raise _config_error(
+            f"the input has {dim} features but {n} qubits hold only {2**n} amplitudes; raise"
+            f" vqc-qubits to {default_qubits(input_shape)} or set vqc-reduction='linear'"
+        )
+    mode = resolve_readout(settings["readout"], n, num_classes)
+    stages.append(QuantumCircuit(n, settings["layers"], settings["device"]))
+    head = VQCReadout(mode, n, num_classes, settings["scale"], settings["scale_trainable"])
+    return Classifier(nn.Sequential(*stages), head)

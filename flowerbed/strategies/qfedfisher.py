@@ -1,0 +1,282 @@
+"""QFedFisher (Bhatia & Kais, 2025, "Enhancing Quantum Federated Learning with Fisher
+Information-Based Optimization"): Fisher-information-masked aggregation.
+
+Client i, round r (paper Sec. II.A and Fig. 3):
+
+1. client-side rule (Fig. 3, run-config ``qfedfisher-client-rule``, on by default): starting
+   from the global model theta_g, the client keeps its own previous parameters where its
+   previous normalised Fisher is significant and takes the global value elsewhere:
+   theta_start[j] = theta_i^{r-1}[j] if F_i^{r-1}[j] >= delta else theta_g[j]
+   (first participation: theta_start = theta_g). theta_i^{r-1} and F_i^{r-1} live in the
+   node's ``context.state``.
+2. local training (the run's optimizer; the paper uses Adam, lr 1e-3, E = 1, B = 32);
+3. empirical diagonal Fisher, eq. (1): F_i[j] = mean over the local mini-batches b of
+   (dL_b / d theta_j)^2 (``qfedfisher-fisher-pass='final'``: one extra pass over the local
+   batches at the trained parameters; ``'training'``: the squared gradients of the local
+   training steps themselves, no extra pass);
+4. layer-wise min-max normalisation: F <- (F - min F) / (max F - min F) within each layer
+   (``qfedfisher-normalization='layer'``: each circuit layer of a PennyLane ``TorchLayer``'s
+   weights, i.e. each slice (RY, RX angles of every qubit) along the first axis, and each other
+   parameter tensor as a whole; ``'tensor'``: every parameter tensor as a whole). A layer whose
+   Fisher values are all equal carries no ranking and is set to 0 (so it falls back to FedAvg);
+5. reply: the parameters (ArrayRecord ``arrays``) and the normalised Fisher as a second
+   ArrayRecord ``fisher`` (its bytes are part of the reply, so the history counts them).
+
+Server, eqs. (2)-(4), per parameter entry j:
+
+    theta_avg = sum_i p_i theta_i,  p_i = n_i / sum_k n_k            (Flower's weighted mean)
+    F_s = sum_i F_i,  G_s = sum_i F_i theta_i,  theta_s = G_s / F_s
+    theta_s[j] = theta_avg[j]  wherever F_s[j] < delta  (delta = ``qfedfisher-delta``, 0.01)
+
+State-dict entries without a Fisher value (buffers such as batch-norm statistics) get
+theta_avg. Nothing here is specific to the VQC: it works for every flowerbed model.
+
+Flower's ``FedAvg.aggregate_train`` accepts exactly one ArrayRecord per reply, so
+``QFedFisher.aggregate_train`` splits the Fisher record off, lets Flower validate and average
+the rest, and applies eqs. (3)-(4).
+"""
+
+from __future__ import annotations
+
+from logging import INFO
+from typing import Iterable
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.common.logger import log
+from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy.strategy_utils import (
+    aggregate_arrayrecords,
+    validate_message_reply_consistency,
+)
+from torch import Tensor, nn
+
+from ..client import LocalClient, seed_for
+from ..config import ConfigError, RunConfig
+from ..training import cross_entropy, minibatches
+from .common import StrategySpec
+
+FISHER_KEY = "fisher"
+STATE_PARAMS, STATE_FISHER = "qfedfisher-params", "qfedfisher-fisher"
+NORMALIZATIONS = ("layer", "tensor")
+FISHER_PASSES = ("final", "training")
+
+
+# --- client side ----------------------------------------------------------------------------
+
+
+def empirical_fisher(model: nn.Module, x: Tensor, y: Tensor, batch_size: int,
+                     generator: torch.Generator | None = None) -> dict[str, Tensor]:
+    """Eq. (1): mean over the local mini-batches of the squared gradient of the batch loss.
+
+    Runs in eval mode, so batch-norm statistics are left as training made them.
+    """
+    was_training = model.training
+    model.eval()
+    params = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    total = {name: torch.zeros_like(p) for name, p in params.items()}
+    num_batches = 0
+    for xb, yb in minibatches(x, y, batch_size, generator):
+        grads = torch.autograd.grad(cross_entropy(model, xb, yb), list(params.values()),
+                                    allow_unused=True)
+        for name, grad in zip(params, grads):
+            if grad is not None:
+                total[name] += grad.detach() ** 2
+        num_batches += 1
+    model.train(was_training)
+    return {name: t / max(num_batches, 1) for name, t in total.items()}
+
+
+class SquaredGradients:
+    """``after_backward`` hook that accumulates the squared gradients of the training steps
+    (``qfedfisher-fisher-pass='training'``): the same estimator along the local trajectory."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, Tensor] = {}
+        self.steps = 0
+
+    def __call__(self, model: nn.Module) -> None:
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                g2 = p.grad.detach() ** 2 if p.grad is not None else torch.zeros_like(p)
+                self.total[name] = self.total.get(name, 0) + g2
+        self.steps += 1
+
+    def mean(self) -> dict[str, Tensor]:
+        return {name: t / max(self.steps, 1) for name, t in self.total.items()}
+
+
+def circuit_layer_parameters(model: nn.Module) -> set[str]:
+    """Names of the weights of PennyLane ``TorchLayer``s, whose first axis is the circuit layer."""
+    from pennylane.qnn import TorchLayer
+
+    names = set()
+    for module_name, module in model.named_modules():
+        if isinstance(module, TorchLayer):
+            prefix = f"{module_name}." if module_name else ""
+            names.update(prefix + name for name, _ in module.named_parameters())
+    return names
+
+
+def minmax(t: Tensor, per_first_axis: bool = False) -> Tensor:
+    """(t - min) / (max - min) over the whole tensor, or over each slice t[l] of the first
+    axis; a group whose values are all equal becomes 0."""
+    if per_first_axis and t.ndim >= 2:
+        flat = t.reshape(t.shape[0], -1)
+        lo, hi = flat.min(dim=1, keepdim=True).values, flat.max(dim=1, keepdim=True).values
+    else:
+        flat = t.reshape(1, -1)
+        lo, hi = flat.min(), flat.max()
+    span = hi - lo
+    out = torch.where(span > 0, (flat - lo) / torch.where(span > 0, span, 1), 0.0)
+    return out.reshape(t.shape)
+
+
+def normalize_layerwise(fisher: dict[str, Tensor], circuit_layers: set[str] = frozenset(),
+                        mode: str = "layer") -> dict[str, Tensor]:
+    """Min-max normalisation per layer (see the module docstring, step 4)."""
+    return {
+        name: minmax(f, per_first_axis=(mode == "layer" and name in circuit_layers))
+        for name, f in fisher.items()
+    }
+
+
+def keep_significant(model: nn.Module, state: RecordDict, delta: float) -> int:
+    """Fig. 3: keep the client's previous parameters where its previous Fisher >= delta, take
+    the global value (already loaded in ``model``) elsewhere. Returns how many entries kept."""
+    if STATE_PARAMS not in state or STATE_FISHER not in state:
+        return 0
+    own = state[STATE_PARAMS].to_torch_state_dict()
+    fisher = state[STATE_FISHER].to_torch_state_dict()
+    kept = 0
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name in own and name in fisher:
+                mask = fisher[name] >= delta
+                p.copy_(torch.where(mask, own[name].to(p.dtype), p))
+                kept += int(mask.sum())
+    return kept
+
+
+def settings(config: RunConfig) -> dict:
+    """The QFedFisher run-config keys, validated (``ConfigError`` on a bad value)."""
+    delta = config.get("qfedfisher-delta", 0.01)
+    normalization = config.get("qfedfisher-normalization", "layer")
+    fisher_pass = config.get("qfedfisher-fisher-pass", "final")
+    if not delta > 0:
+        raise ConfigError(f"qfedfisher-delta must be > 0, got {delta}")
+    if normalization not in NORMALIZATIONS:
+        raise ConfigError(f"unknown qfedfisher-normalization {normalization!r}; valid choices:"
+                          f" {', '.join(NORMALIZATIONS)}")
+    if fisher_pass not in FISHER_PASSES:
+        raise ConfigError(f"unknown qfedfisher-fisher-pass {fisher_pass!r}; valid choices:"
+                          f" {', '.join(FISHER_PASSES)}")
+    return {"delta": delta, "normalization": normalization, "fisher_pass": fisher_pass,
+            "client_rule": config.get("qfedfisher-client-rule", True)}
+
+
+def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
+    """Steps 1-5 of the client (module docstring)."""
+    opts = settings(client.config)
+    server_round = client.server_round(msg)
+    model = client.model_from(msg)
+    kept = keep_significant(model, client.context.state, opts["delta"]) if opts["client_rule"] else 0
+    if opts["fisher_pass"] == "training":
+        hook = SquaredGradients()
+        result = client.train(model, server_round, after_backward=hook)
+        fisher = hook.mean()
+    else:
+        result = client.train(model, server_round)
+        generator = torch.Generator().manual_seed(
+            seed_for(client.config.seed, client.partition_id, server_round, 2))
+        fisher = empirical_fisher(model, client.x_train, client.y_train,
+                                  client.config.batch_size, generator)
+    fisher = normalize_layerwise(fisher, circuit_layer_parameters(model), opts["normalization"])
+    params = {name: p.detach() for name, p in model.named_parameters() if name in fisher}
+    client.context.state[STATE_PARAMS] = ArrayRecord(params)
+    client.context.state[STATE_FISHER] = ArrayRecord(fisher)
+    reply = client.train_reply(msg, model, result, **{"fisher-kept": kept})
+    reply.content[FISHER_KEY] = ArrayRecord(fisher)
+    return reply
+
+
+# --- server side ----------------------------------------------------------------------------
+
+
+def fisher_average(thetas: list[dict[str, np.ndarray]], fishers: list[dict[str, np.ndarray]],
+                   theta_avg: dict[str, np.ndarray], delta: float
+                   ) -> tuple[dict[str, np.ndarray], int, int]:
+    """Eqs. (3)-(4): theta_s = sum_i F_i theta_i / sum_i F_i, theta_avg where sum_i F_i < delta.
+
+    Entries without Fisher (buffers) take theta_avg. Returns (arrays, substituted, total)
+    counted over the entries that carry Fisher.
+    """
+    out, substituted, total = {}, 0, 0
+    for key, avg in theta_avg.items():
+        if key not in fishers[0]:
+            out[key] = avg
+            continue
+        f = np.stack([fi[key].astype(np.float64) for fi in fishers])
+        th = np.stack([ti[key].astype(np.float64) for ti in thetas])
+        f_s, g_s = f.sum(axis=0), (f * th).sum(axis=0)
+        low = f_s < delta
+        theta_s = np.where(low, avg.astype(np.float64), g_s / np.where(low, 1.0, f_s))
+        out[key] = theta_s.astype(avg.dtype)
+        substituted += int(low.sum())
+        total += low.size
+    return out, substituted, total
+
+
+class QFedFisher(FedAvg):
+    """Flower ``FedAvg`` whose aggregation is the Fisher-weighted rule of eqs. (2)-(4)."""
+
+    def __init__(self, delta: float = 0.01, fisher_key: str = FISHER_KEY, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.delta, self.fisher_key = float(delta), fisher_key
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        valid, _ = self._check_and_log_replies(replies, is_train=True, validate=False)
+        if not valid:
+            return None, None
+        contents = [msg.content for msg in valid]
+        missing = [i for i, c in enumerate(contents) if self.fisher_key not in c.array_records]
+        if missing:
+            raise ValueError(f"QFedFisher: {len(missing)} replies carry no '{self.fisher_key}'"
+                             " ArrayRecord: are the clients running strategy 'qfedfisher'?")
+        models = [RecordDict({k: v for k, v in c.items() if k != self.fisher_key})
+                  for c in contents]
+        validate_message_reply_consistency(models, self.weighted_by_key, check_arrayrecord=True)
+        theta_avg = aggregate_arrayrecords(models, self.weighted_by_key)  # eq. (2), Flower's
+        key = self.arrayrecord_key
+        arrays, substituted, total = fisher_average(
+            [_numpy(c[key]) for c in contents], [_numpy(c[self.fisher_key]) for c in contents],
+            _numpy(theta_avg), self.delta,
+        )
+        metrics = self.train_metrics_aggr_fn(models, self.weighted_by_key)
+        metrics["fisher-substituted-fraction"] = substituted / total if total else 0.0
+        log(INFO, "QFedFisher round %d: %d of %d entries below delta=%g took theta_avg",
+            server_round, substituted, total, self.delta)
+        record = ArrayRecord({k: Array(np.ascontiguousarray(arrays[k])) for k in theta_avg})
+        return record, metrics
+
+
+def _numpy(record: ArrayRecord) -> dict[str, np.ndarray]:
+    return {k: v.numpy() for k, v in record.items()}
+
+
+def build_qfedfisher(config: RunConfig, **kwargs) -> QFedFisher:
+    return QFedFisher(delta=settings(config)["delta"], **kwargs)
+
+
+SPEC = StrategySpec(
+    name="qfedfisher",
+    summary="Fisher-weighted average of client models, FedAvg value where sum F_i < delta",
+    paper="Bhatia & Kais, 2025 (QFedFisher)",
+    build_server=build_qfedfisher,
+    client_train=train_qfedfisher,
+    config_keys=("qfedfisher-delta", "qfedfisher-client-rule", "qfedfisher-normalization",
+                 "qfedfisher-fisher-pass"),
+)
