@@ -1,0 +1,132 @@
+"""Loaders read files written here in exactly the libraries' on-disk formats (no network)."""
+
+import hashlib
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import torch
+from torchvision import datasets as tv_datasets
+
+from flowerbed.data import DataNotFoundError, available_datasets, load_dataset
+from flowerbed.data.datasets import medmnist_file
+
+
+def test_bundled_sklearn_sets_have_fixed_stratified_test_splits():
+    digits = load_dataset("digits")
+    assert digits.x_train.shape[1:] == (1, 8, 8) and digits.num_classes == 10
+    assert len(digits.x_train) + len(digits.x_test) == 1797
+    assert len(digits.x_test) == 360
+    assert digits.x_train.dtype == torch.float32 and digits.y_train.dtype == torch.int64
+    # standardised with training statistics
+    assert abs(float(digits.x_train.mean())) < 1e-4
+    cancer = load_dataset("breast-cancer")
+    assert cancer.input_shape == (30,) and cancer.num_classes == 2
+    assert len(cancer.x_train) + len(cancer.x_test) == 569
+    # stratified: class shares in train and test agree within 2 points
+    share = lambda y: float((y == 1).float().mean())  # noqa: E731
+    assert abs(share(cancer.y_train) - share(cancer.y_test)) < 0.02
+
+
+def test_dataset_list_has_2d_medmnist_but_not_3d_or_multilabel():
+    names = available_datasets()
+    assert {"bloodmnist", "pathmnist", "dermamnist", "cifar10", "mnist"} <= set(names)
+    assert "organmnist3d" not in names and "chestmnist" not in names
+
+
+def write_medmnist_npz(path, n_train=12, n_test=6, shape=(28, 28, 3), classes=8):
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for split, n in (("train", n_train), ("val", 4), ("test", n_test)):
+        arrays[f"{split}_images"] = rng.integers(0, 256, (n, *shape), dtype=np.uint8)
+        arrays[f"{split}_labels"] = (np.arange(n) % classes).reshape(n, 1).astype(np.uint8)
+    np.savez_compressed(path, **arrays)
+    return arrays
+
+
+@pytest.mark.parametrize("size", [28, 64])
+def test_medmnist_reads_the_npz_file_medmnist_would_download(tmp_path, size):
+    arrays = write_medmnist_npz(medmnist_file("bloodmnist", tmp_path, size), shape=(size, size, 3))
+    data = load_dataset("bloodmnist", tmp_path, download=False, image_size=size)
+    assert data.x_train.shape == (12, 3, size, size) and data.x_test.shape == (6, 3, size, size)
+    assert data.y_train.tolist() == arrays["train_labels"].reshape(-1).tolist()
+    # pixel order survives the HWC -> CHW transpose (standardisation is affine per channel)
+    raw = arrays["train_images"][:, :, :, 0].astype(np.float64).reshape(-1)
+    ours = data.x_train[:, 0].double().reshape(-1).numpy()
+    assert np.corrcoef(raw, ours)[0, 1] > 0.9999
+
+
+def test_grayscale_medmnist_gets_one_channel(tmp_path):
+    write_medmnist_npz(tmp_path / "pneumoniamnist.npz", shape=(28, 28), classes=2)
+    data = load_dataset("pneumoniamnist", tmp_path)
+    assert data.input_shape == (1, 28, 28) and data.num_classes == 2
+
+
+def test_missing_medmnist_file_names_the_path_and_the_fix(tmp_path):
+    with pytest.raises(DataNotFoundError) as info:
+        load_dataset("pathmnist", tmp_path / "nowhere")
+    assert str(tmp_path / "nowhere" / "pathmnist.npz") in str(info.value)
+    assert "download=true" in str(info.value)
+
+
+def test_bad_medmnist_size_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="image-size 32 is not a MedMNIST size"):
+        load_dataset("bloodmnist", tmp_path, image_size=32)
+
+
+def write_cifar10(root, n_per_batch=4):
+    """The python-pickle layout of cifar-10-python.tar.gz, with torchvision's checksums patched."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    for i, name in enumerate(names):
+        batch = {
+            "data": rng.integers(0, 256, (n_per_batch, 3072), dtype=np.uint8),
+            "labels": [(i + j) % 10 for j in range(n_per_batch)],
+        }
+        (folder / name).write_bytes(pickle.dumps(batch))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
+    md5 = lambda name: hashlib.md5((folder / name).read_bytes()).hexdigest()  # noqa: E731
+    return {name: md5(name) for name in [*names, "batches.meta"]}
+
+
+def test_cifar10_reads_the_torchvision_folder(tmp_path, monkeypatch):
+    sums = write_cifar10(tmp_path)
+    # torchvision checks each file's MD5 against the real data set's; point it at ours.
+    monkeypatch.setattr(tv_datasets.CIFAR10, "train_list", [[f"data_batch_{i}", sums[f"data_batch_{i}"]] for i in range(1, 6)])
+    monkeypatch.setattr(tv_datasets.CIFAR10, "test_list", [["test_batch", sums["test_batch"]]])
+    monkeypatch.setattr(tv_datasets.CIFAR10, "meta", {"filename": "batches.meta", "key": "label_names", "md5": sums["batches.meta"]})
+    data = load_dataset("cifar10", tmp_path)
+    assert data.x_train.shape == (20, 3, 32, 32) and data.x_test.shape == (4, 3, 32, 32)
+    assert data.y_train[:4].tolist() == [0, 1, 2, 3]
+
+
+def write_idx(path, array):
+    """MNIST's IDX format: magic (0, 0, dtype 0x08, ndim), big-endian dims, raw bytes."""
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def test_mnist_reads_the_torchvision_raw_idx_files(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(2)
+    for prefix, n in (("train", 10), ("t10k", 5)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 256, (n, 28, 28)))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", np.arange(n) % 10)
+    data = load_dataset("mnist", tmp_path)
+    assert data.x_train.shape == (10, 1, 28, 28) and data.x_test.shape == (5, 1, 28, 28)
+    assert data.y_train.tolist() == list(range(10))
+
+
+@pytest.mark.parametrize("name, expected", [("cifar10", "cifar-10-batches-py"), ("mnist", "MNIST/raw")])
+def test_missing_torchvision_data_names_the_folder(tmp_path, name, expected):
+    with pytest.raises(DataNotFoundError, match=expected):
+        load_dataset(name, tmp_path)
+
+
+def test_unknown_dataset_lists_choices():
+    with pytest.raises(ValueError, match="unknown dataset 'svhn'; valid choices: digits, breast-cancer"):
+        load_dataset("svhn")

@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+from flowerbed.models import MODELS, Classifier, build_model
+
+
+@pytest.mark.parametrize(
+    "name, shape",
+    [("mlp", (30,)), ("mlp", (1, 8, 8)), ("cnn", (1, 8, 8)), ("cnn", (3, 32, 32)),
+     ("cnn", (1, 28, 28)), ("resnet18", (3, 32, 32)), ("resnet18", (1, 8, 8))],
+)
+def test_models_give_one_logit_per_class_and_split_features_from_head(name, shape):
+    torch.manual_seed(0)
+    model = build_model(name, shape, num_classes=7)
+    assert isinstance(model, Classifier)
+    x = torch.randn(4, *shape)
+    logits = model(x)
+    assert logits.shape == (4, 7)
+    features = model.features(x)
+    assert features.ndim == 2 and features.shape[0] == 4
+    assert torch.allclose(model.head(features), logits, atol=1e-6)
+    # the head is the last linear layer: its input width is the feature width
+    assert model.head.in_features == features.shape[1]
+
+
+def test_resnet18_is_torchvisions_with_a_small_image_stem():
+    model = build_model("resnet18", (3, 32, 32), 10)
+    backbone = model.features
+    assert backbone.conv1.kernel_size == (3, 3) and backbone.conv1.stride == (1, 1)
+    assert isinstance(backbone.maxpool, torch.nn.Identity)
+    assert sum(p.numel() for p in model.parameters()) > 11_000_000  # ResNet-18 scale
+
+
+def test_gradients_reach_every_parameter():
+    model = build_model("cnn", (1, 8, 8), 10)
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.arange(8))
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    "name, shape, message",
+    [("cnn", (30,), "model 'cnn' needs images"), ("cnn", (1, 4, 4), "at least 8x8"),
+     ("resnet18", (30,), "model 'resnet18' needs images"), ("vgg", (1, 8, 8), "unknown model 'vgg'")],
+)
+def test_model_data_mismatch_is_a_clear_error(name, shape, message):
+    with pytest.raises(ValueError, match=message):
+        build_model(name, shape, 10)
+
+
+def test_registry_lists_the_classical_models():
+    assert {"mlp", "cnn", "resnet18"} <= set(MODELS)
