@@ -8,6 +8,7 @@ incoming ``Message`` and use the helpers here, so that each holds only its parti
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -62,6 +63,39 @@ def local_epochs_range(config: RunConfig) -> tuple[int, int]:
     return config.local_epochs, high
 
 
+NODE_DATA_DIR_KEY = "data-dir"  # node-config key: a real site's own data folder (issue 6)
+
+
+def with_node_data_dir(config: RunConfig, context: Context) -> RunConfig:
+    """The run config with ``data-dir`` replaced by the SuperNode's own data folder, if given.
+
+    A real site starts its SuperNode with ``--node-config "... data-dir='/srv/site/data'"``;
+    that folder (an absolute path on the site's machine) overrides the run-config ``data-dir``
+    for this node only. A missing folder raises at once with the node, the path and the fix,
+    so the error reply reaches the ServerApp's log instead of the round waiting for a reply.
+    """
+    value = context.node_config.get(NODE_DATA_DIR_KEY)
+    if value is None or str(value) == "":
+        return config
+    from pathlib import Path
+
+    from .data.datasets import DataNotFoundError
+
+    path = Path(str(value)).expanduser()
+    if not path.is_absolute():
+        raise ConfigError(
+            f"node-config {NODE_DATA_DIR_KEY}={str(value)!r} on node {context.node_id} must be"
+            " an absolute path (the app bundle carries only code)"
+        )
+    if not path.is_dir():
+        raise DataNotFoundError(
+            f"data folder {path} (node-config {NODE_DATA_DIR_KEY}) does not exist on node"
+            f" {context.node_id}: create it and put the files of data set {config.dataset!r} there, or"
+            f" restart the SuperNode with --node-config \"... {NODE_DATA_DIR_KEY}='/abs/path'\""
+        )
+    return dataclasses.replace(config, data_dir=str(path))
+
+
 @dataclass
 class LocalClient:
     config: RunConfig
@@ -76,7 +110,7 @@ class LocalClient:
 
     @classmethod
     def from_context(cls, context: Context) -> "LocalClient":
-        config = RunConfig.from_run_config(context.run_config)
+        config = with_node_data_dir(RunConfig.from_run_config(context.run_config), context)
         partition_id = int(context.node_config["partition-id"])
         num_partitions = int(context.node_config["num-partitions"])
         data = load_splits(config)
