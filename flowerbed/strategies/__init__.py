@@ -6,6 +6,7 @@ step and a ``SPEC`` (or ``SPECS``), and list it below.
 
 from __future__ import annotations
 
+from . import fednova  # issue 3a
 from . import fedavg, fedmedian, fedprox, server_optimizers
 from . import qfedfisher, quantum_baselines  # issue 4
 from .common import StrategySpec
@@ -18,6 +19,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         *server_optimizers.SPECS,
         fedmedian.SPEC,
         # --- classic strategy suite (issue 3) ---
+        fednova.SPEC,  # issue 3a
         # --- quantum FL (issue 4) ---
         *quantum_baselines.SPECS,  # issue 4
         qfedfisher.SPEC,  # issue 4

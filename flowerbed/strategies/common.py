@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from flwr.app import Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp.strategy import Strategy
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
@@ -58,6 +58,7 @@ def aggregate_with_spread(records: list[RecordDict], weighting_key: str) -> Metr
 
 def flower_kwargs(config: RunConfig) -> dict[str, Any]:
     """Constructor arguments shared by every Flower ``FedAvg``-family strategy."""
+    local_epochs_range(config)  # every server is built here, before training: check the range
     return {
         "fraction_train": config.fraction_train,
         "fraction_evaluate": config.fraction_evaluate,
@@ -67,4 +68,54 @@ def flower_kwargs(config: RunConfig) -> dict[str, Any]:
         "train_metrics_aggr_fn": aggregate_with_spread,
         "evaluate_metrics_aggr_fn": aggregate_with_spread,
     }
-    local_epochs_range(config)  # every server is built here, before training: check the range
+
+
+# --- trainable parameters and buffers, for server rules on model updates (issue 3) ---------
+
+
+def trainable_keys(config: RunConfig) -> frozenset[str]:
+    """State-dict keys of the run's model that are trainable parameters.
+
+    Everything else in the state dict is a buffer (batch-norm running mean/var,
+    num_batches_tracked). Server rules that treat model updates as gradients (FedNova,
+    SCAFFOLD, FedDyn, the server optimisers) act on these keys only; buffers get the FedAvg
+    value (sample-weighted mean).
+    """
+    from ..client import load_splits
+    from ..models import build_model
+
+    data = load_splits(config)
+    model = build_model(config.model, data.input_shape, data.num_classes, config=config)
+    return frozenset(name for name, p in model.named_parameters() if p.requires_grad)
+
+
+def sample_weights(contents: list[RecordDict], key: str = "num-examples") -> np.ndarray:
+    """p_i = n_i / sum_j n_j over the replies (the FedAvg weights)."""
+    counts = np.array([float(next(iter(c.metric_records.values()))[key]) for c in contents])
+    return counts / counts.sum()
+
+
+def mean_of_replies(
+    contents: list[RecordDict], keys, weights=None, record_key: str = "arrays"
+) -> dict[str, np.ndarray]:
+    """sum_i w_i * array_i[k] for each k in ``keys`` (uniform w_i = 1/|S| by default).
+
+    Hand-written because Flower's ``aggregate_arrayrecords`` averages whole records with
+    sample weights only, while these rules need subsets of keys and uniform means too.
+    """
+    weights = np.full(len(contents), 1.0 / len(contents)) if weights is None else weights
+    return {
+        k: sum(w * c[record_key][k].numpy().astype(np.float64) for c, w in zip(contents, weights))
+        for k in keys
+    }
+
+
+def as_arrayrecord(arrays: dict[str, np.ndarray], like: dict[str, np.ndarray]) -> ArrayRecord:
+    """An ArrayRecord with the key order and dtypes of ``like`` (integer buffers rounded)."""
+    out = {}
+    for key, ref in like.items():
+        value = np.asarray(arrays[key])
+        if np.issubdtype(ref.dtype, np.integer):
+            value = np.rint(value)
+        out[key] = Array(np.ascontiguousarray(value.astype(ref.dtype)))
+    return ArrayRecord(out)
