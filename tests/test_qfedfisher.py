@@ -1,0 +1,193 @@
+"""QFedFisher: Fisher estimate, layer-wise min-max, the client rule of Fig. 3 and the server rule
+of eqs. (2)-(4), each against values computed by hand; then a short in-process federation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+from torch import nn
+
+from flowerbed.config import ConfigError, RunConfig
+from flowerbed.models.vqc import build_vqc
+from flowerbed.simulation import run_in_process
+from flowerbed.strategies.qfedfisher import (
+    STATE_FISHER,
+    STATE_PARAMS,
+    QFedFisher,
+    build_qfedfisher,
+    circuit_layer_parameters,
+    empirical_fisher,
+    fisher_average,
+    keep_significant,
+    minmax,
+    normalize_layerwise,
+)
+
+
+def test_minmax_per_tensor_and_per_circuit_layer_by_hand():
+    f = torch.tensor([[1.0, 3.0], [5.0, 9.0]])
+    assert torch.allclose(minmax(f), torch.tensor([[0.0, 0.25], [0.5, 1.0]]))
+    assert torch.allclose(minmax(f, per_first_axis=True), torch.tensor([[0.0, 1.0], [0.0, 1.0]]))
+    # (L=2, n=2, 2) circuit weights: each layer l scaled on its own
+    w = torch.tensor([[[0.0, 2.0], [4.0, 8.0]], [[1.0, 1.0], [1.0, 1.0]]])
+    expected = torch.tensor([[[0.0, 0.25], [0.5, 1.0]], [[0.0, 0.0], [0.0, 0.0]]])
+    assert torch.allclose(minmax(w, per_first_axis=True), expected)
+    # no spread, no ranking: 0 (-> the FedAvg value on the server)
+    assert minmax(torch.tensor(7.0)).item() == 0.0
+    assert torch.equal(minmax(torch.full((3,), 2.0)), torch.zeros(3))
+
+
+def test_normalisation_is_per_circuit_layer_for_the_vqc_and_per_tensor_otherwise():
+    model = build_vqc((8,), 2, qubits=3, layers=2)
+    layers = circuit_layer_parameters(model)
+    assert layers == {"features.1.qlayer.weights"}
+    fisher = {
+        "features.1.qlayer.weights": torch.arange(12.0).reshape(2, 3, 2),
+        "head.scale": torch.tensor(0.3),
+    }
+    out = normalize_layerwise(fisher, layers, mode="layer")
+    assert torch.allclose(out["features.1.qlayer.weights"],
+                          (torch.arange(12.0).reshape(2, 3, 2) % 6) / 5)
+    assert out["head.scale"].item() == 0.0
+    whole = normalize_layerwise(fisher, layers, mode="tensor")
+    assert torch.allclose(whole["features.1.qlayer.weights"], torch.arange(12.0).reshape(2, 3, 2) / 11)
+
+
+def test_empirical_fisher_is_the_mean_of_squared_batch_gradients_by_hand():
+    # logits = W x (no bias); dCE/dW = (softmax(Wx) - onehot)^T x / B per batch
+    model = nn.Linear(2, 2, bias=False)
+    w = np.array([[0.5, -1.0], [0.25, 2.0]])
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor(w))
+    x = np.array([[1.0, 2.0], [-1.0, 0.5], [0.0, 1.0], [2.0, -1.0]])
+    y = np.array([0, 1, 1, 0])
+
+    def grad(xb, yb):
+        logits = xb @ w.T
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        p[np.arange(len(yb)), yb] -= 1
+        return p.T @ xb / len(yb)
+
+    expected = (grad(x[:2], y[:2]) ** 2 + grad(x[2:], y[2:]) ** 2) / 2
+    fisher = empirical_fisher(model, torch.tensor(x, dtype=torch.float32),
+                              torch.tensor(y), batch_size=2, generator=None)
+    np.testing.assert_allclose(fisher["weight"].numpy(), expected, rtol=1e-5)
+
+
+def test_server_rule_by_hand_including_the_substitution_below_delta():
+    thetas = [{"w": np.array([1.0, 2.0, 3.0], dtype=np.float32), "bn": np.array([10.0])},
+              {"w": np.array([3.0, 4.0, 5.0], dtype=np.float32), "bn": np.array([20.0])}]
+    fishers = [{"w": np.array([0.5, 0.004, 0.0], dtype=np.float32)},
+               {"w": np.array([0.5, 0.004, 1.0], dtype=np.float32)}]
+    # sizes 1 and 3: theta_avg = 0.25 theta_1 + 0.75 theta_2
+    theta_avg = {"w": np.array([2.5, 3.5, 4.5], dtype=np.float32), "bn": np.array([17.5])}
+    out, substituted, total = fisher_average(thetas, fishers, theta_avg, delta=0.01)
+    # F_s = (1.0, 0.008, 1.0): entry 1 is below delta -> theta_avg; entry 0: (0.5+1.5)/1;
+    # entry 2: (0*3 + 1*5)/1; the buffer without Fisher -> theta_avg
+    np.testing.assert_allclose(out["w"], [2.0, 3.5, 5.0])
+    assert out["w"].dtype == np.float32
+    np.testing.assert_allclose(out["bn"], [17.5])
+    assert (substituted, total) == (1, 3)
+
+
+def test_fisher_proportional_to_client_sizes_gives_fedavg():
+    rng = np.random.default_rng(0)
+    thetas = [{"w": rng.normal(size=5)} for _ in range(3)]
+    sizes = np.array([1.0, 2.0, 5.0])
+    p = sizes / sizes.sum()
+    fishers = [{"w": np.full(5, 0.5 * pi)} for pi in p]
+    avg = {"w": sum(pi * t["w"] for pi, t in zip(p, thetas))}
+    out, substituted, _ = fisher_average(thetas, fishers, avg, delta=0.01)
+    np.testing.assert_allclose(out["w"], avg["w"])
+    assert substituted == 0
+
+
+@pytest.fixture
+def task_identity():
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.task_identity import TaskIdentity
+
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
+
+
+def _reply(theta, fisher, n):
+    content = RecordDict({
+        "arrays": ArrayRecord({k: torch.tensor(v) for k, v in theta.items()}),
+        "metrics": MetricRecord({"num-examples": n, "train-loss": 1.0}),
+        "fisher": ArrayRecord({k: torch.tensor(v) for k, v in fisher.items()}),
+    })
+    return Message(content=content, dst_node_id=1, message_type="train")
+
+
+def test_strategy_aggregate_train_applies_eqs_2_to_4(task_identity):
+    strategy = QFedFisher(delta=0.01)
+    replies = [
+        _reply({"w": np.array([1.0, 2.0, 3.0], dtype=np.float32)},
+               {"w": np.array([0.5, 0.004, 0.0], dtype=np.float32)}, 1),
+        _reply({"w": np.array([3.0, 4.0, 5.0], dtype=np.float32)},
+               {"w": np.array([0.5, 0.004, 1.0], dtype=np.float32)}, 3),
+    ]
+    arrays, metrics = strategy.aggregate_train(1, replies)
+    np.testing.assert_allclose(arrays["w"].numpy(), [2.0, 3.5, 5.0])
+    assert metrics["fisher-substituted-fraction"] == pytest.approx(1 / 3)
+    assert metrics["train-loss"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="carry no 'fisher'"):
+        bare = Message(content=RecordDict({k: v for k, v in replies[0].content.items()
+                                           if k != "fisher"}), dst_node_id=1, message_type="train")
+        strategy.aggregate_train(1, [bare])
+
+
+def test_client_rule_keeps_significant_own_parameters():
+    model = nn.Linear(3, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[10.0, 20.0, 30.0]]))  # the global model
+    state = RecordDict({
+        STATE_PARAMS: ArrayRecord({"weight": torch.tensor([[1.0, 2.0, 3.0]])}),
+        STATE_FISHER: ArrayRecord({"weight": torch.tensor([[0.5, 0.001, 0.01]])}),
+    })
+    assert keep_significant(model, state, delta=0.01) == 2
+    assert torch.equal(model.weight.detach(), torch.tensor([[1.0, 20.0, 3.0]]))
+    fresh = nn.Linear(3, 1)
+    before = fresh.weight.detach().clone()
+    assert keep_significant(fresh, RecordDict(), 0.01) == 0
+    assert torch.equal(fresh.weight.detach(), before)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("qfedfisher-delta", 0.0, "qfedfisher-delta must be > 0"),
+    ("qfedfisher-normalization", "global", "unknown qfedfisher-normalization 'global'"),
+    ("qfedfisher-fisher-pass", "sometimes", "unknown qfedfisher-fisher-pass 'sometimes'"),
+])
+def test_bad_settings_are_clear_config_errors(key, value, message):
+    config = RunConfig.from_run_config({"strategy": "qfedfisher", key: value})
+    with pytest.raises(ConfigError, match=message):
+        build_qfedfisher(config)
+
+
+def test_federation_sends_the_fisher_record_and_counts_its_bytes(tmp_path):
+    """A classical model (mlp) on breast-cancer, in process: QFedFisher vs FedAvg traffic."""
+    common = {"dataset": "breast-cancer", "model": "mlp", "num-server-rounds": 2,
+              "local-epochs": 1, "output-dir": str(tmp_path), "data-dir": str(tmp_path)}
+    histories = {}
+    for strategy in ("fedavg", "qfedfisher"):
+        run_dir = run_in_process({**common, "strategy": strategy}, num_clients=3)
+        histories[strategy] = json.loads((run_dir / "history.json").read_text())
+    fisher_bytes = ArrayRecord(
+        {n: p.detach() for n, p in _mlp_for_breast_cancer().named_parameters()}
+    ).count_bytes()
+    for avg_row, fisher_row in zip(histories["fedavg"][1:], histories["qfedfisher"][1:]):
+        extra = fisher_row["bytes_received"] - avg_row["bytes_received"]
+        assert 3 * fisher_bytes <= extra < 3 * fisher_bytes + 3 * 100  # + the fisher-kept metric
+        assert fisher_row["clients_trained"] == 3 and np.isfinite(fisher_row["central_loss"])
+    assert histories["qfedfisher"][-1]["central_accuracy"] > 0.5
+
+
+def _mlp_for_breast_cancer():
+    from flowerbed.models import build_model
+
+    return build_model("mlp", (30,), 2)
