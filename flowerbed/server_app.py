@@ -74,7 +74,7 @@ def run_federation(grid: Grid, config: RunConfig) -> Path:
     """Run one federated training job; returns its results folder."""
     spec = get_strategy(config.strategy)
     data = load_splits(config)
-    build_model(config.model, data.input_shape, data.num_classes)  # fails early on a mismatch
+    spec.build_model(config, data.input_shape, data.num_classes)  # fails early on a mismatch
 
     recording = RecordingGrid(grid)
     nodes = recording.handshake(config.min_available_clients, config.round_timeout)
@@ -92,7 +92,7 @@ def run_federation(grid: Grid, config: RunConfig) -> Path:
 
     random.seed(config.seed)  # Flower samples clients with Python's random
     torch.manual_seed(config.seed)
-    model = build_model(config.model, data.input_shape, data.num_classes)
+    model = spec.build_model(config, data.input_shape, data.num_classes)
     strategy = spec.build_server(config, **flower_kwargs(config))
     history: list[dict] = []
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import fednova  # issue 3a
 from . import fedavg, fedmedian, fedprox, server_optimizers
+from . import ditto, fedbn, moon  # issue 3b
 from . import qfedfisher, quantum_baselines  # issue 4
 from .common import StrategySpec
 
@@ -19,6 +20,9 @@ STRATEGIES: dict[str, StrategySpec] = {
         *server_optimizers.SPECS,
         fedmedian.SPEC,
         # --- classic strategy suite (issue 3) ---
+        fedbn.SPEC,  # issue 3b
+        moon.SPEC,  # issue 3b
+        ditto.SPEC,  # issue 3b
         fednova.SPEC,  # issue 3a
         # --- quantum FL (issue 4) ---
         *quantum_baselines.SPECS,  # issue 4

@@ -35,6 +35,17 @@ class StrategySpec:
     client_train: Callable[[LocalClient, Message], Message]
     client_evaluate: Callable[[LocalClient, Message], Message] = evaluate_global_model
     config_keys: tuple[str, ...] = ()
+    # The model the algorithm trains, when it is not the registry's ``config.model`` as is
+    # (MOON adds a projection head): ``model_builder(config, input_shape, num_classes)``.
+    model_builder: Callable[..., Any] | None = None
+
+    def build_model(self, config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
+        """The global model of this algorithm (the server's initial and evaluated model)."""
+        if self.model_builder is not None:
+            return self.model_builder(config, tuple(input_shape), num_classes)
+        from ..models import build_model
+
+        return build_model(config.model, input_shape, num_classes)
 
 
 def aggregate_with_spread(records: list[RecordDict], weighting_key: str) -> MetricRecord:
