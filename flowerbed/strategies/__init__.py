@@ -7,6 +7,7 @@ step and a ``SPEC`` (or ``SPECS``), and list it below.
 from __future__ import annotations
 
 from . import fednova  # issue 3a
+from . import scaffold  # issue 3a
 from . import fedavg, fedmedian, fedprox, server_optimizers
 from . import ditto, fedbn, moon  # issue 3b
 from . import qfedfisher, quantum_baselines  # issue 4
@@ -24,6 +25,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         moon.SPEC,  # issue 3b
         ditto.SPEC,  # issue 3b
         fednova.SPEC,  # issue 3a
+        scaffold.SPEC,  # issue 3a
         # --- quantum FL (issue 4) ---
         *quantum_baselines.SPECS,  # issue 4
         qfedfisher.SPEC,  # issue 4

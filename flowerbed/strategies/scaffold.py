@@ -1,0 +1,140 @@
+"""SCAFFOLD, option II (Karimireddy et al., ICML 2020, "SCAFFOLD: Stochastic Controlled
+Averaging for Federated Learning"), Algorithm 1.
+
+State: the server's control variate c; each client's c_i, kept in the client's
+``context.state`` across rounds (zero before its first round). Both cover the trainable
+parameters only.
+
+Client i, sent (x, c): from y = x, K local steps
+
+    y <- y - eta (g_i(y) + c - c_i)                 (the gradient is corrected after backward)
+    c_i+ = c_i - c + (x - y) / (K eta)               (option II)
+
+it stores c_i+ and replies Delta y_i = y - x and Delta c_i = c_i+ - c_i (packed in one
+ArrayRecord: parameter names for Delta y, ``scaffold-dc/<name>`` for Delta c; buffers as
+trained). Server, over the clients S that replied, N = number of connected clients:
+
+    x <- x + eta_g * (1/|S|) sum_i Delta y_i
+    c <- c + (|S|/N) * (1/|S|) sum_i Delta c_i      (correct under partial participation)
+
+eta_g is run-config ``scaffold-server-learning-rate``; means are uniform as in the paper.
+Buffers (batch-norm statistics) are not control-varied: they take the FedAvg value.
+
+The paper's local steps are plain SGD; flowerbed's client runs the run's SGD with
+``momentum`` rho on the corrected gradients. With rho > 0 the K of option II becomes the
+effective step count a (FedNova's ``effective_steps``: x - y = eta a g for a constant
+gradient g), so c_i+ still estimates the client's mean gradient; with rho = 0, a = K and the
+rule is exactly the paper's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+
+from ..client import LocalClient
+from ..config import ConfigError, RunConfig
+from .common import StrategySpec, as_arrayrecord, mean_of_replies, sample_weights, trainable_keys
+from .fednova import check_sgd, effective_steps
+
+C_KEY = "scaffold-c"  # the server's c, in training messages
+CI_KEY = "scaffold-ci"  # the client's c_i, in context.state
+DC_PREFIX = "scaffold-dc/"  # Delta c_i entries of a reply
+
+
+def train_scaffold(client: LocalClient, msg: Message) -> Message:
+    """Corrected local SGD; update and store c_i; reply (Delta y, Delta c, buffers)."""
+    model = client.model_from(msg)
+    x = {k: p.detach().clone() for k, p in model.named_parameters()}
+    c = msg.content[C_KEY].to_torch_state_dict()
+    state = client.context.state
+    if CI_KEY in state:
+        c_i = state[CI_KEY].to_torch_state_dict()
+    else:
+        c_i = {k: torch.zeros_like(v) for k, v in x.items()}
+    correction = {k: c[k] - c_i[k] for k in x}
+
+    def correct(model: torch.nn.Module) -> None:
+        for name, p in model.named_parameters():
+            if p.grad is not None:
+                p.grad.add_(correction[name])
+
+    result = client.train(model, client.server_round(msg), after_backward=correct)
+    steps = effective_steps(result.num_steps, client.config.momentum)  # K for plain SGD
+    y = model.state_dict()
+    c_plus = {
+        k: c_i[k] - c[k] + (x[k] - y[k]) / (steps * client.config.learning_rate) for k in x
+    }
+    state[CI_KEY] = ArrayRecord(c_plus)
+    update = {k: (y[k] - x[k] if k in x else y[k]) for k in y}
+    update.update({DC_PREFIX + k: c_plus[k] - c_i[k] for k in x})
+    reply = client.train_reply(msg, model, result)
+    reply.content["arrays"] = ArrayRecord(update)
+    return reply
+
+
+class Scaffold(FedAvg):
+    """Server half of SCAFFOLD (see the module docstring for the rule)."""
+
+    def __init__(self, *, trainable: Iterable[str], server_learning_rate: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.trainable = frozenset(trainable)
+        self.server_learning_rate = server_learning_rate
+        self.c: dict[str, np.ndarray] | None = None
+        self.current: dict[str, np.ndarray] | None = None
+        self.num_clients = 0
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        self.current = {k: v.numpy() for k, v in arrays.items()}
+        if self.c is None:
+            self.c = {k: np.zeros_like(v) for k, v in self.current.items() if k in self.trainable}
+        self.num_clients = len(list(grid.get_node_ids()))  # N in c's update
+        messages = list(super().configure_train(server_round, arrays, config, grid))
+        c_record = ArrayRecord({k: Array(v) for k, v in self.c.items()})
+        for message in messages:
+            message.content[C_KEY] = c_record
+        return messages
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        valid, _ = self._check_and_log_replies(replies, is_train=True)
+        if not valid:
+            return None, None
+        contents = [msg.content for msg in valid]
+        params = [k for k in self.current if k in self.trainable]
+        buffers = [k for k in self.current if k not in self.trainable]
+        mean = mean_of_replies(contents, params + [DC_PREFIX + k for k in params])
+        new = {k: self.current[k] + self.server_learning_rate * mean[k] for k in params}
+        new.update(mean_of_replies(contents, buffers, weights=sample_weights(contents)))
+        share = len(valid) / max(self.num_clients, len(valid))  # |S| / N
+        self.c = {
+            k: (v + share * mean[DC_PREFIX + k]).astype(v.dtype) for k, v in self.c.items()
+        }
+        metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+        return as_arrayrecord(new, self.current), metrics
+
+
+def build_scaffold(config: RunConfig, **kwargs) -> Scaffold:
+    check_sgd(config, "scaffold")
+    eta_g = config.get("scaffold-server-learning-rate", 1.0)
+    if not eta_g > 0:
+        raise ConfigError(f"scaffold-server-learning-rate must be > 0, got {eta_g}")
+    return Scaffold(trainable=trainable_keys(config), server_learning_rate=eta_g, **kwargs)
+
+
+SPEC = StrategySpec(
+    name="scaffold",
+    summary="control variates: local steps corrected by (c - c_i); c_i kept on the client",
+    paper="Karimireddy et al., ICML 2020",
+    build_server=build_scaffold,
+    client_train=train_scaffold,
+    config_keys=("scaffold-server-learning-rate",),
+)
