@@ -8,20 +8,97 @@ With Delta_t = sum_i (n_i / n) y_i - x_t (the FedAvg step, a "pseudo-gradient"):
   v <- v - (1 - beta2) Delta_t^2 sign(v - Delta_t^2) (Yogi), v <- beta2 v + (1 - beta2) Delta_t^2
   (Adam);  x <- x + eta m / (sqrt(v) + tau).
 
-All four are Flower's own strategies; clients run plain local training (``fedavg.train_plain``).
+All four are Flower's own strategies, subclassed only so that the pseudo-gradient covers the
+*trainable parameters*: batch-norm running statistics (running_mean, running_var,
+num_batches_tracked) are not gradients, so they are simply averaged (the FedAvg value,
+sample-weighted) and never enter Delta_t, the momentum or the moments. (The point-cloud
+benchmark ran these optimisers on every float entry, statistics included, and reports them
+collapsing.)
+Clients run plain local training (``fedavg.train_plain``). Hyperparameters come from the run
+config: ``server-learning-rate``, ``server-momentum`` (FedAvgM); ``adaptive-eta``,
+``adaptive-beta-1``, ``adaptive-beta-2``, ``adaptive-tau`` (FedAdam, FedYogi, FedAdagrad).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAdagrad, FedAdam, FedAvgM, FedYogi
 
 from ..config import RunConfig
-from .common import StrategySpec
+from .common import StrategySpec, as_arrayrecord, mean_of_replies, sample_weights, trainable_keys
 from .fedavg import train_plain
 
 
+class TrainableOnly:
+    """Mixin for Flower's server optimisers: optimise trainable parameters, average buffers.
+
+    The Flower class sees only the trainable entries: its remembered current model
+    (``current_arrays``, set in ``configure_train``) and the clients' replies are restricted to
+    them before it runs; the buffers' FedAvg value is merged back into the result.
+    """
+
+    def __init__(self, *, trainable: Iterable[str], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.trainable = frozenset(trainable)
+
+    def _restrict_current(self) -> None:
+        current = self.current_arrays
+        if isinstance(current, ArrayRecord):  # FedAvgM
+            self.current_arrays = ArrayRecord({k: current[k] for k in current if k in self.trainable})
+        elif isinstance(current, dict):  # FedOpt: {key: ndarray}
+            self.current_arrays = {k: v for k, v in current.items() if k in self.trainable}
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        self._global = {k: v.numpy() for k, v in arrays.items()}  # key order and dtypes
+        messages = super().configure_train(server_round, arrays, config, grid)
+        self._restrict_current()
+        return messages
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        valid = [msg.content for msg in replies if not msg.has_error()]
+        buffers = [k for k in self._global if k not in self.trainable]
+        averaged = {}
+        if valid:
+            averaged = mean_of_replies(valid, buffers, sample_weights(valid, self.weighted_by_key))
+            for content in valid:  # what the Flower optimiser sees: trainable entries only
+                arrays = content[self.arrayrecord_key]
+                content[self.arrayrecord_key] = ArrayRecord(
+                    {k: arrays[k] for k in arrays if k in self.trainable}
+                )
+        aggregated, metrics = super().aggregate_train(server_round, replies)
+        if aggregated is None:
+            return None, metrics
+        averaged.update({k: v.numpy() for k, v in aggregated.items()})
+        return as_arrayrecord(averaged, self._global), metrics
+
+
+class FedAvgMTrainable(TrainableOnly, FedAvgM):
+    """Flower's FedAvgM on trainable parameters; buffers averaged."""
+
+
+class FedAdamTrainable(TrainableOnly, FedAdam):
+    """Flower's FedAdam on trainable parameters; buffers averaged."""
+
+
+class FedYogiTrainable(TrainableOnly, FedYogi):
+    """Flower's FedYogi on trainable parameters; buffers averaged."""
+
+
+class FedAdagradTrainable(TrainableOnly, FedAdagrad):
+    """Flower's FedAdagrad on trainable parameters; buffers averaged."""
+
+
 def build_fedavgm(config: RunConfig, **kwargs) -> FedAvgM:
-    return FedAvgM(
+    return FedAvgMTrainable(
+        trainable=trainable_keys(config),
         server_learning_rate=config.get("server-learning-rate", 1.0),
         server_momentum=config.get("server-momentum", 0.9),
         **kwargs,
@@ -41,15 +118,17 @@ def _adaptive_kwargs(config: RunConfig, with_betas: bool = True) -> dict:
 
 
 def build_fedadam(config: RunConfig, **kwargs) -> FedAdam:
-    return FedAdam(**_adaptive_kwargs(config), **kwargs)
+    return FedAdamTrainable(trainable=trainable_keys(config), **_adaptive_kwargs(config), **kwargs)
 
 
 def build_fedyogi(config: RunConfig, **kwargs) -> FedYogi:
-    return FedYogi(**_adaptive_kwargs(config), **kwargs)
+    return FedYogiTrainable(trainable=trainable_keys(config), **_adaptive_kwargs(config), **kwargs)
 
 
 def build_fedadagrad(config: RunConfig, **kwargs) -> FedAdagrad:
-    return FedAdagrad(**_adaptive_kwargs(config, with_betas=False), **kwargs)
+    return FedAdagradTrainable(
+        trainable=trainable_keys(config), **_adaptive_kwargs(config, with_betas=False), **kwargs
+    )
 
 
 _ADAPTIVE_KEYS = ("adaptive-eta", "adaptive-beta-1", "adaptive-beta-2", "adaptive-tau")
