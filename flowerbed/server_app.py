@@ -140,6 +140,13 @@ def history_row(server_round: int, loss: float, accuracy: float, recording: Reco
                            if "partition-id" in m and "accuracy" in m},
         failures=traffic.failures,
     )
+    # any other metric the clients' evaluation reports (Ditto's personal-accuracy): its mean
+    # over the clients, as client_<name>_mean (JSON history only)
+    standard = {"num-examples", "partition-id", "loss", "accuracy"}
+    for key in sorted({k for m in traffic.evaluate for k in m} - standard):
+        values = [m[key] for m in traffic.evaluate if isinstance(m.get(key), (int, float))]
+        if values:
+            row[f"client_{key.replace('-', '_')}_mean"] = float(np.mean(values))
     return row
 
 

@@ -142,6 +142,8 @@ def test_global_model_sequence_equals_fedavg(fast_run):
         runs[strategy] = run_in_process(overrides, num_clients=3)
     histories = {s: json.loads((d / "history.json").read_text()) for s, d in runs.items()}
     assert len(histories["ditto"]) == 3
+    for row in histories["ditto"][1:]:  # the personal models' accuracy is in the history too
+        assert 0.0 <= row["client_personal_accuracy_mean"] <= 1.0
     for a, b in zip(histories["fedavg"], histories["ditto"]):
         assert a["central_accuracy"] == b["central_accuracy"]
         assert a["central_loss"] == b["central_loss"]
