@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import fednova  # issue 3a
 from . import scaffold  # issue 3a
+from . import feddyn  # issue 3a
 from . import fedavg, fedmedian, fedprox, server_optimizers
 from . import ditto, fedbn, moon  # issue 3b
 from . import qfedfisher, quantum_baselines  # issue 4
@@ -26,6 +27,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         ditto.SPEC,  # issue 3b
         fednova.SPEC,  # issue 3a
         scaffold.SPEC,  # issue 3a
+        feddyn.SPEC,  # issue 3a
         # --- quantum FL (issue 4) ---
         *quantum_baselines.SPECS,  # issue 4
         qfedfisher.SPEC,  # issue 4

@@ -1,0 +1,124 @@
+"""FedDyn (Acar et al., ICLR 2021, "Federated Learning Based on Dynamic Regularization"),
+Algorithm 1.
+
+State: the server's h (zero at the start) and, on each client k, the gradient state
+grad_k = grad L_k(theta_k) (zero before its first round), kept in the client's
+``context.state``. Both cover the trainable parameters; alpha is run-config ``feddyn-alpha``.
+
+Client k in round t, sent theta^{t-1}:
+
+    theta_k^t = argmin_theta  L_k(theta) - <grad_k, theta> + (alpha/2) ||theta - theta^{t-1}||^2
+                (approximately: the run's local epochs of SGD on this loss)
+    grad_k   <- grad_k - alpha (theta_k^t - theta^{t-1})
+
+and replies theta_k^t. Server, over the clients P_t that replied, m = number of connected
+clients:
+
+    h^t     = h^{t-1} - (alpha/m) sum_{k in P_t} (theta_k^t - theta^{t-1})
+    theta^t = (1/|P_t|) sum_{k in P_t} theta_k^t - h^t / alpha
+
+Means are uniform, as in the paper. Buffers (batch-norm statistics) take the FedAvg value.
+theta^t is both broadcast and evaluated (Algorithm 1); the authors' code reports the accuracy
+of the plain average of the active clients' models instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+
+from ..client import LocalClient
+from ..config import ConfigError, RunConfig
+from .common import StrategySpec, as_arrayrecord, mean_of_replies, sample_weights, trainable_keys
+
+GRAD_KEY = "feddyn-grad"  # the client's grad L_k(theta_k), in context.state
+
+
+def dynamic_regulariser(grad: dict, start: dict, alpha: float):
+    """The loss term -<grad_k, theta> + (alpha/2) ||theta - theta^{t-1}||^2."""
+
+    def extra_loss(model: torch.nn.Module) -> torch.Tensor:
+        return sum(
+            -(grad[k] * p).sum() + 0.5 * alpha * (p - start[k]).pow(2).sum()
+            for k, p in model.named_parameters()
+        )
+
+    return extra_loss
+
+
+def train_feddyn(client: LocalClient, msg: Message) -> Message:
+    model = client.model_from(msg)
+    alpha = client.config.get("feddyn-alpha", 0.01)
+    start = {k: p.detach().clone() for k, p in model.named_parameters()}
+    state = client.context.state
+    if GRAD_KEY in state:
+        grad = state[GRAD_KEY].to_torch_state_dict()
+    else:
+        grad = {k: torch.zeros_like(v) for k, v in start.items()}
+    result = client.train(
+        model, client.server_round(msg), extra_loss=dynamic_regulariser(grad, start, alpha)
+    )
+    theta = {k: p.detach() for k, p in model.named_parameters()}
+    state[GRAD_KEY] = ArrayRecord({k: grad[k] - alpha * (theta[k] - start[k]) for k in start})
+    return client.train_reply(msg, model, result)
+
+
+class FedDyn(FedAvg):
+    """Server half of FedDyn (see the module docstring for the rule)."""
+
+    def __init__(self, *, trainable: Iterable[str], alpha: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.trainable = frozenset(trainable)
+        self.alpha = alpha
+        self.h: dict[str, np.ndarray] | None = None
+        self.current: dict[str, np.ndarray] | None = None
+        self.num_clients = 0
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        self.current = {k: v.numpy() for k, v in arrays.items()}
+        if self.h is None:
+            self.h = {k: np.zeros(v.shape) for k, v in self.current.items() if k in self.trainable}
+        self.num_clients = len(list(grid.get_node_ids()))  # m in h's update
+        return super().configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        valid, _ = self._check_and_log_replies(replies, is_train=True)
+        if not valid:
+            return None, None
+        contents = [msg.content for msg in valid]
+        params = [k for k in self.current if k in self.trainable]
+        buffers = [k for k in self.current if k not in self.trainable]
+        mean = mean_of_replies(contents, params)  # (1/|P|) sum theta_k
+        m = max(self.num_clients, len(valid))
+        for k in params:  # sum_k (theta_k - theta) = |P| (mean - theta)
+            self.h[k] = self.h[k] - self.alpha / m * len(valid) * (mean[k] - self.current[k])
+        new = {k: mean[k] - self.h[k] / self.alpha for k in params}
+        new.update(mean_of_replies(contents, buffers, weights=sample_weights(contents)))
+        metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+        return as_arrayrecord(new, self.current), metrics
+
+
+def build_feddyn(config: RunConfig, **kwargs) -> FedDyn:
+    alpha = config.get("feddyn-alpha", 0.01)
+    if not alpha > 0:
+        raise ConfigError(f"feddyn-alpha must be > 0, got {alpha}")
+    return FedDyn(trainable=trainable_keys(config), alpha=alpha, **kwargs)
+
+
+SPEC = StrategySpec(
+    name="feddyn",
+    summary="dynamic regulariser -<grad_k, w> + (alpha/2)||w - w_global||^2; server state h",
+    paper="Acar et al., ICLR 2021",
+    build_server=build_feddyn,
+    client_train=train_feddyn,
+    config_keys=("feddyn-alpha",),
+)
