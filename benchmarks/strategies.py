@@ -1,0 +1,169 @@
+"""Compare the classic FL strategies on the same non-IID federation.
+
+Thirteen strategies (fedavg fedprox fednova scaffold feddyn fedavgm fedadam fedyogi fedadagrad
+fedmedian fedbn moon ditto; those not registered in this checkout are listed as missing) on
+scikit-learn digits, 10 clients, two label-skewed partitions (Dirichlet alpha = 0.1 and
+label-sorted), heterogeneous local work (each client draws 1 to 5 local epochs per round,
+run-config ``local-epochs-max``), 3 seeds; everything else is the run-config default (SGD,
+learning rate 0.05, momentum 0.9, batch 32) with the ``mlp`` model. Every run is the real
+ServerApp/ClientApp code in this process (``run_in_process``), one torch thread.
+
+Writes to ``--out`` (default ``benchmarks/results/strategies``):
+
+* ``runs.jsonl``: one line per run (appended as runs finish; a rerun skips the runs there);
+* ``table.md``: final and best centralized test accuracy (mean ± std over seeds) per partition,
+  seconds per round and bytes per round (sent + received, over all runs of the strategy);
+* ``accuracy.png``: centralized accuracy per round per strategy (mean over seeds), one panel
+  per partition.
+
+    python benchmarks/strategies.py [--rounds 20] [--seeds 0 1 2] [--strategies fedavg scaffold]
+    python benchmarks/strategies.py --table-only     # rebuild table and plot from runs.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+CLASSIC = ("fedavg", "fedprox", "fednova", "scaffold", "feddyn", "fedavgm", "fedadam", "fedyogi",
+           "fedadagrad", "fedmedian", "fedbn", "moon", "ditto")
+PARTITIONS = {
+    "dirichlet-0.1": {"partitioner": "dirichlet", "dirichlet-alpha": 0.1},
+    "label-sorted": {"partitioner": "label-sorted"},
+}
+SETTING = {"dataset": "digits", "model": "mlp", "local-epochs": 1, "local-epochs-max": 5}
+
+
+def run_one(strategy: str, partition: str, seed: int, rounds: int, workdir: Path) -> dict:
+    from flowerbed.simulation import run_in_process
+
+    overrides = {**SETTING, **PARTITIONS[partition], "strategy": strategy, "seed": seed,
+                 "num-server-rounds": rounds, "output-dir": str(workdir),
+                 "run-name": f"{strategy}-{partition}-{seed}"}
+    started = time.perf_counter()
+    run_dir = run_in_process(overrides, num_clients=10)
+    history = json.loads((run_dir / "history.json").read_text())
+    rounds_rows = history[1:]
+    return {
+        "strategy": strategy, "partition": partition, "seed": seed, "rounds": rounds,
+        "accuracy": [row["central_accuracy"] for row in history],
+        "seconds_per_round": statistics.mean(row["seconds"] for row in rounds_rows),
+        "bytes_per_round": statistics.mean(row["bytes_sent"] + row["bytes_received"] for row in rounds_rows),
+        "wall_seconds": time.perf_counter() - started,
+    }
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "–"
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{100 * statistics.mean(values):.1f} ± {100 * std:.1f}"
+
+
+def table(runs: list[dict], strategies: list[str], missing: list[str]) -> str:
+    seeds = sorted({r["seed"] for r in runs})
+    rounds = sorted({r["rounds"] for r in runs})
+    lines = [
+        f"Digits, 10 clients, mlp, local epochs drawn per client and round from 1..5, "
+        f"{'/'.join(map(str, rounds))} rounds, seeds {', '.join(map(str, seeds))}; centralized "
+        "test accuracy in % (mean ± std over seeds).",
+        "",
+        "| strategy | Dir(0.1) final | Dir(0.1) best | label-sorted final | label-sorted best "
+        "| s / round | MB / round |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in strategies:
+        mine = [r for r in runs if r["strategy"] == name]
+        if not mine:
+            continue
+        cells = []
+        for partition in PARTITIONS:
+            rs = [r for r in mine if r["partition"] == partition]
+            cells += [mean_std([r["accuracy"][-1] for r in rs]),
+                      mean_std([max(r["accuracy"][1:]) for r in rs])]
+        seconds = statistics.mean(r["seconds_per_round"] for r in mine)
+        megabytes = statistics.mean(r["bytes_per_round"] for r in mine) / 1e6
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {seconds:.2f} | {megabytes:.2f} |")
+    if missing:
+        lines += ["", f"Not registered in this checkout (not run): {', '.join(missing)}."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: list[dict], strategies: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(PARTITIONS), figsize=(13, 5), sharey=True)
+    colors = plt.get_cmap("tab20")
+    for ax, partition in zip(axes, PARTITIONS):
+        for i, name in enumerate(strategies):
+            curves = [r["accuracy"] for r in runs if r["strategy"] == name and r["partition"] == partition]
+            if not curves:
+                continue
+            length = min(map(len, curves))
+            mean = [statistics.mean(c[t] for c in curves) for t in range(length)]
+            style = "-" if name in ("fedavg", "fednova", "scaffold") else "--"
+            ax.plot(range(length), mean, style, color=colors(i), label=name,
+                    linewidth=2.2 if style == "-" else 1.2)
+        ax.set_title(f"digits, 10 clients, {partition}")
+        ax.set_xlabel("round")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("centralized test accuracy (mean over seeds)")
+    axes[-1].legend(fontsize=8, ncol=2, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--strategies", nargs="+", default=list(CLASSIC))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "strategies")
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args()
+
+    from flowerbed.strategies import STRATEGIES
+
+    torch.set_num_threads(1)  # small models: threads only contend on a shared machine
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    strategies = [s for s in args.strategies if s in STRATEGIES]
+    missing = [s for s in args.strategies if s not in STRATEGIES]
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "runs.jsonl"
+    runs = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    if not args.table_only:
+        done = {(r["strategy"], r["partition"], r["seed"], r["rounds"]) for r in runs}
+        with tempfile.TemporaryDirectory() as workdir:
+            for seed in args.seeds:  # all strategies of one seed first: partial results stay balanced
+                for partition in PARTITIONS:
+                    for name in strategies:
+                        if (name, partition, seed, args.rounds) in done:
+                            continue
+                        result = run_one(name, partition, seed, args.rounds, Path(workdir))
+                        runs.append(result)
+                        with log.open("a") as f:
+                            f.write(json.dumps(result) + "\n")
+                        print(f"{name:11s} {partition:14s} seed {seed}: final "
+                              f"{result['accuracy'][-1]:.3f} ({result['wall_seconds']:.0f} s)", flush=True)
+
+    runs = [r for r in runs if r["rounds"] == args.rounds and r["seed"] in args.seeds]
+    text = table(runs, strategies, missing)
+    (args.out / "table.md").write_text(text)
+    plot(runs, strategies, args.out / "accuracy.png")
+    print(text)
+    print(f"written: {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
+
+
+if __name__ == "__main__":
+    main()
