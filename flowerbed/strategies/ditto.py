@@ -18,7 +18,9 @@ v_k starts as the first global model the client receives (the reference code sta
 from the initial global model; the two agree under full participation). The regulariser covers
 the trainable parameters (as FedProx's; ``fedprox.proximal_term`` is reused); batch-norm
 statistics of v_k follow v_k's own training. Both updates see the same mini-batch order (the
-reference code uses the same batch for both), each with a fresh optimizer of the run's kind.
+reference code uses the same batch for both), each with a fresh optimizer of the run's kind;
+the code runs the personal update first, which changes nothing, since each local training
+is seeded by (seed, partition, round) alone.
 
 Evaluation on the client's local test split reports both models: ``accuracy`` / ``loss`` of the
 global model w^t (so the history's client columns are comparable with every other strategy)
