@@ -89,8 +89,8 @@ def with_node_data_dir(config: RunConfig, context: Context) -> RunConfig:
         )
     if not path.is_dir():
         raise DataNotFoundError(
-            f"data folder {path} (node-config {NODE_DATA_DIR_KEY}) does not exist on node"
-            f" {context.node_id}: create it and put the files of data set {config.dataset!r} there, or"
+            f"data folder {path} (node-config {NODE_DATA_DIR_KEY}) does not exist on this"
+            f" SuperNode: create it and put the files of data set {config.dataset!r} there, or"
             f" restart the SuperNode with --node-config \"... {NODE_DATA_DIR_KEY}='/abs/path'\""
         )
     return dataclasses.replace(config, data_dir=str(path))
