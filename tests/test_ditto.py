@@ -129,7 +129,8 @@ def test_evaluation_reports_global_and_personal_model(linear):
 
 
 def test_negative_lambda_is_rejected():
-    config = RunConfig.from_run_config(resolve_run_config({"strategy": "ditto", "ditto-lambda": -1.0}))
+    run_config = resolve_run_config({"strategy": "ditto", "ditto-lambda": -1.0})
+    config = RunConfig.from_run_config(run_config)
     with pytest.raises(ConfigError, match="ditto-lambda"):
         build_ditto(config)
 

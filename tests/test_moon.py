@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from flowerbed.config import ConfigError, RunConfig

@@ -79,7 +79,8 @@ def train_ditto(client: LocalClient, msg: Message) -> Message:
 
     model = client.model_from(msg)  # the global update: FedAvg's client step
     result = client.train(model, server_round)
-    return client.train_reply(msg, model, result, **{"personal-train-loss": personal_result.mean_loss})
+    return client.train_reply(msg, model, result,
+                              **{"personal-train-loss": personal_result.mean_loss})
 
 
 def evaluate_ditto(client: LocalClient, msg: Message) -> Message:
