@@ -1,0 +1,64 @@
+"""The one-round baselines of the QKT paper (Alballa et al., ICLR 2025, Sec. 4.1), in the same
+two-round protocol as QKT (``one_shot.py``): same partitions, same local models, same queries.
+
+* ``local``: no transfer; the student keeps its locally trained model (the paper's "Local"
+  reference; nothing is uploaded, 0 communication rounds).
+* ``fedavg1``: FedAvg(1), one FedAvg round: the server averages the locally trained models,
+  weighted by n_i / n (Flower's ``aggregate_arrayrecords``), and every client evaluates that
+  global model. The local models start from one common seeded initialisation.
+* ``ensemble``: the student predicts with the mean of the softmax outputs of its own model and
+  every teacher (Dietterich, 2000).
+* ``kd``: naive knowledge distillation (Hinton et al., 2015), Eq. (1) of the QKT paper: the
+  student minimises CE + alpha * sum over all teachers of KL(p_t, p_s) on its own data for E
+  epochs (alpha = T = 1 by default).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .one_shot import Transfer, eval_scores, one_shot_spec
+from .qkt import naive_kd, teacher_probabilities
+
+QKT_PAPER = "baseline of Alballa et al., ICLR 2025"
+
+
+def keep_local(job: Transfer):
+    return eval_scores(job.student), {}
+
+
+def fedavg_one_round(job: Transfer):
+    return eval_scores(job.global_model), {}
+
+
+def ensemble(job: Transfer):
+    models = [eval_scores(job.student), *job.teachers]
+
+    def scores(x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([F.softmax(m(x), dim=1) for m in models]).mean(dim=0)
+
+    return scores, {"teachers-kept": len(job.teachers)}
+
+
+def knowledge_distillation(job: Transfer):
+    s = job.settings
+    probs = teacher_probabilities(job.teachers, job.client.x_train, job.client.data.num_classes, s.temperature)
+    loss = naive_kd(job, probs)
+    return eval_scores(job.student), {"teachers-kept": len(job.teachers), "train-loss": loss}
+
+
+_BASE_KEYS = ("kt-query", "kt-query-threshold", "kt-max-query-classes", "kt-local-max-epochs",
+              "kt-local-patience", "kt-client-models")
+
+SPECS = (
+    one_shot_spec("local", "no transfer: each client keeps its locally trained model",
+                  QKT_PAPER, keep_local, "none", _BASE_KEYS),
+    one_shot_spec("fedavg1", "FedAvg(1): one round averaging the locally trained models",
+                  "McMahan et al., AISTATS 2017 (one round)", fedavg_one_round, "average", _BASE_KEYS),
+    one_shot_spec("ensemble", "mean of the softmax outputs of the student's and every teacher's model",
+                  "Dietterich, 2000", ensemble, "teachers", _BASE_KEYS),
+    one_shot_spec("kd", "naive KD (Eq. 1): CE + alpha * sum of KL to every teacher on local data",
+                  "Hinton et al., 2015", knowledge_distillation, "teachers",
+                  _BASE_KEYS + ("kt-epochs", "kt-alpha", "kt-temperature")),
+)
