@@ -92,6 +92,9 @@ def run_federation(grid: Grid, config: RunConfig) -> Path:
 
     random.seed(config.seed)  # Flower samples clients with Python's random
     torch.manual_seed(config.seed)
+    if spec.run_server is not None:  # a protocol of its own (one-shot knowledge transfer)
+        spec.run_server(recording, config, data, run_dir)
+        return run_dir
     model = spec.build_model(config, data.input_shape, data.num_classes)
     strategy = spec.build_server(config, **flower_kwargs(config))
     history: list[dict] = []
@@ -113,6 +116,11 @@ def run_federation(grid: Grid, config: RunConfig) -> Path:
         evaluate_fn=central_evaluate,
     )
     save_model(run_dir / "model.pt", result.arrays.to_torch_state_dict())
+    if config.get("kt-metrics", False):  # knowledge-transfer metrics of the final model (issue 5)
+        from .strategies.one_shot import write_global_kt_metrics
+
+        model.load_state_dict(result.arrays.to_torch_state_dict())
+        write_global_kt_metrics(run_dir, config, data, num_partitions, model)
     plot_accuracy(run_dir / "accuracy.png", history,
                   f"{config.strategy} on {config.dataset} ({num_partitions} clients)")
     log(INFO, "flowerbed: final accuracy %.4f; results in %s", history[-1]["central_accuracy"], run_dir)

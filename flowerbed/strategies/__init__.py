@@ -12,6 +12,7 @@ from . import feddyn  # issue 3a
 from . import fedavg, fedmedian, fedprox, server_optimizers
 from . import ditto, fedbn, moon  # issue 3b
 from . import qfedfisher, quantum_baselines  # issue 4
+from . import one_shot_baselines, qkt  # issue 5
 from .common import StrategySpec
 
 STRATEGIES: dict[str, StrategySpec] = {
@@ -32,6 +33,8 @@ STRATEGIES: dict[str, StrategySpec] = {
         *quantum_baselines.SPECS,  # issue 4
         qfedfisher.SPEC,  # issue 4
         # --- knowledge transfer (issue 5) ---
+        *qkt.SPECS,  # issue 5
+        *one_shot_baselines.SPECS,  # issue 5
     )
 }
 

@@ -38,6 +38,10 @@ class StrategySpec:
     # The model the algorithm trains, when it is not the registry's ``config.model`` as is
     # (MOON adds a projection head): ``model_builder(config, input_shape, num_classes)``.
     model_builder: Callable[..., Any] | None = None
+    # A protocol that does not fit ``strategy.start`` (the one-shot knowledge transfer of
+    # issue 5): ``run_server(grid, config, data, run_dir)`` replaces the default rounds after
+    # the handshake and partition table; ``grid`` is the RecordingGrid (bytes and rounds).
+    run_server: Callable[..., None] | None = None
 
     def build_model(self, config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
         """The global model of this algorithm (the server's initial and evaluated model)."""
