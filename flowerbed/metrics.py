@@ -51,13 +51,13 @@ def per_class_accuracy(predictions, labels, num_classes: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def model_per_class_accuracy(
-    scores: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-    num_classes: int, batch_size: int = 512,
-) -> np.ndarray:
-    """Per-class accuracy of ``scores(x)`` (logits or probabilities; argmax decides)."""
-    predictions = torch.cat([scores(x[i : i + batch_size]).argmax(dim=1) for i in range(0, len(x), batch_size)])
-    return per_class_accuracy(predictions.numpy(), y.numpy(), num_classes)
+def predicted_classes(scores: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                      batch_size: int = 512) -> np.ndarray:
+    """argmax of ``scores(x)`` (a model's logits, or an ensemble's probabilities)."""
+    if len(x) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return torch.cat([scores(x[i : i + batch_size]).argmax(dim=1)
+                      for i in range(0, len(x), batch_size)]).numpy()
 
 
 def client_kt_metrics(

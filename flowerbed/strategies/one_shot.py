@@ -47,7 +47,7 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
 from ..client import LocalClient, seed_for
 from ..config import ConfigError, RunConfig
-from ..metrics import client_kt_metrics, model_per_class_accuracy, write_kt_metrics
+from ..metrics import client_kt_metrics, per_class_accuracy, predicted_classes, write_kt_metrics
 from ..models import MODELS, Classifier, build_model
 from ..queries import QUERY_MODES, draw_query
 from ..training import build_optimizer, evaluate, train_local
@@ -244,6 +244,20 @@ def eval_scores(model: torch.nn.Module) -> Scores:
     return model
 
 
+def test_accuracies(scores: Scores, data) -> tuple[np.ndarray, float]:
+    """Per-class accuracy and accuracy of ``scores`` on the held-out test set."""
+    predictions = predicted_classes(scores, data.x_test)
+    labels = data.y_test.numpy()
+    return per_class_accuracy(predictions, labels, data.num_classes), float((predictions == labels).mean())
+
+
+def local_test_accuracy(scores: Scores, client: LocalClient) -> float:
+    """Accuracy on the client's local test (validation) split; NaN when it is empty."""
+    if len(client.y_test) == 0:
+        return math.nan
+    return float((predicted_classes(scores, client.x_test) == client.y_test.numpy()).mean())
+
+
 def make_client_train(transfer: TransferFn) -> Callable[[LocalClient, Message], Message]:
     """The client step of a one-shot method: round 1 trains locally, round 2 transfers."""
 
@@ -259,9 +273,10 @@ def make_client_train(transfer: TransferFn) -> Callable[[LocalClient, Message], 
 def _local_step(client: LocalClient, msg: Message, upload: bool) -> Message:
     model, info = train_local_model(client)
     client.context.state["kt-local-model"] = ArrayRecord(model.state_dict())
-    _, accuracy = evaluate(model, client.x_test, client.y_test)
-    metrics = client.metrics(len(client.y_train), **{"train-loss": info["train-loss"],
-                             "local-epochs": info["epochs"], "accuracy": accuracy})
+    metrics = client.metrics(len(client.y_train), **{
+        "train-loss": info["train-loss"], "local-epochs": info["epochs"],
+        "accuracy": local_test_accuracy(eval_scores(model), client),
+        "test-accuracy": test_accuracies(eval_scores(model), client.data)[1]})
     content = RecordDict({"metrics": metrics})
     if upload:
         content["arrays"] = ArrayRecord(model.state_dict())
@@ -279,7 +294,7 @@ def _transfer_step(client: LocalClient, msg: Message, transfer: TransferFn) -> M
         student.load_state_dict(client.context.state["kt-local-model"].to_torch_state_dict())
     else:  # a node restarted since round 1: retrain (deterministic, same model)
         student, _ = train_local_model(client)
-    pre = model_per_class_accuracy(eval_scores(student), data.x_test, data.y_test, data.num_classes)
+    pre, _ = test_accuracies(eval_scores(student), data)
 
     received = msg.content.config_records["config"]
     teacher_ids = [int(t) for t in received.get("teacher-ids", [])]
@@ -302,12 +317,10 @@ def _transfer_step(client: LocalClient, msg: Message, transfer: TransferFn) -> M
         scores, extra = transfer(job)
     else:  # nothing under-represented: no query, the local model stays as it is
         scores, extra = eval_scores(student), {}
-    post = model_per_class_accuracy(scores, data.x_test, data.y_test, data.num_classes)
-    with torch.no_grad():
-        local_test_correct = [(scores(client.x_test).argmax(1) == client.y_test).float().mean().item()] if len(client.y_test) else []
+    post, accuracy = test_accuracies(scores, data)
     metrics = client.metrics(
         len(client.y_train),
-        **{"accuracy": local_test_correct[0] if local_test_correct else math.nan,
+        **{"accuracy": local_test_accuracy(scores, client), "test-accuracy": accuracy,
            "pre-per-class": [float(v) for v in pre], "post-per-class": [float(v) for v in post],
            "train-counts": [int(c) for c in counts], "query": [int(q) for q in query]},
         **extra,
@@ -322,10 +335,13 @@ def _train_message(node: int, content: RecordDict) -> Message:
     return Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
 
 
-def _round_row(server_round: int, grid, replies: list[Message], central_accuracy: float = math.nan) -> dict:
+def _round_row(server_round: int, grid, replies: list[Message]) -> dict:
+    """A history row; ``central_accuracy`` is the mean over clients of their own model's
+    accuracy on the held-out test set (one-shot methods have no single global model)."""
     from ..server_app import history_row  # imported here: server_app imports the registry
 
-    row = history_row(server_round, math.nan, central_accuracy, grid)
+    tests = [float(r.content.metric_records["metrics"]["test-accuracy"]) for r in replies]
+    row = history_row(server_round, math.nan, float(np.mean(tests)) if tests else math.nan, grid)
     accuracies = {int(r.content.metric_records["metrics"]["partition-id"]):
                   float(r.content.metric_records["metrics"]["accuracy"]) for r in replies}
     values = [v for v in accuracies.values() if not math.isnan(v)]
@@ -365,13 +381,9 @@ def run_one_shot(grid, config: RunConfig, data, run_dir: Path, *, broadcast: str
     # Round 2: one transfer message per student.
     students = [r.metadata.src_node_id for r in replies]
     pid_of = {r.metadata.src_node_id: int(r.content.metric_records["metrics"]["partition-id"]) for r in replies}
-    central = math.nan
     messages = []
     if broadcast == "average":
         average = aggregate_arrayrecords([r.content for r in replies], "num-examples")
-        model = build_model(config.model, data.input_shape, data.num_classes, config=config)
-        model.load_state_dict(average.to_torch_state_dict())
-        central = evaluate(model, data.x_test, data.y_test)[1]
     for node in students:
         config_2 = ConfigRecord({"server-round": 2, "kt-step": STEP_TRANSFER})
         content = RecordDict({"config": config_2})
@@ -385,7 +397,7 @@ def run_one_shot(grid, config: RunConfig, data, run_dir: Path, *, broadcast: str
                 content[f"teacher-{pid_of[r.metadata.src_node_id]}"] = r.content.array_records["arrays"]
         messages.append(_train_message(node, content))
     results = [r for r in grid.send_and_receive(messages, timeout=config.round_timeout) if not r.has_error()]
-    history.append(_round_row(2, grid, results, central))
+    history.append(_round_row(2, grid, results))
     log(INFO, format_round(history[-1], 2) + " (transfer)")
     write_history(run_dir, history)
 
@@ -429,12 +441,12 @@ def write_global_kt_metrics(run_dir: Path, config: RunConfig, data, num_partitio
     step only, nothing is sent) and draws the same queries, so rows match the QKT runs'.
     """
     settings = KTSettings.from_config(config)
-    post = model_per_class_accuracy(eval_scores(global_model), data.x_test, data.y_test, data.num_classes)
+    post, _ = test_accuracies(eval_scores(global_model), data)
     rows = []
     for pid in range(num_partitions):
         client = reference_client(config, pid, num_partitions)
         local, _ = train_local_model(client)
-        pre = model_per_class_accuracy(eval_scores(local), data.x_test, data.y_test, data.num_classes)
+        pre, _ = test_accuracies(eval_scores(local), data)
         counts, query = train_counts(client), client_query(client)
         rows.append({"partition_id": pid, "query": query, "train_counts": [int(c) for c in counts],
                      "pre_per_class": [float(v) for v in pre], "post_per_class": [float(v) for v in post],
