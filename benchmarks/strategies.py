@@ -18,6 +18,11 @@ Writes to ``--out`` (default ``benchmarks/results/strategies``):
 
     python benchmarks/strategies.py [--rounds 20] [--seeds 0 1 2] [--strategies fedavg scaffold]
     python benchmarks/strategies.py --table-only     # rebuild table and plot from runs.jsonl
+
+Variants for diagnosis go to their own folder, e.g. plain SGD instead of momentum 0.9:
+
+    python benchmarks/strategies.py --set momentum=0.0 --strategies fedavg fednova scaffold \
+        --out benchmarks/results/strategies-momentum0
 """
 
 from __future__ import annotations
@@ -41,10 +46,11 @@ PARTITIONS = {
 SETTING = {"dataset": "digits", "model": "mlp", "local-epochs": 1, "local-epochs-max": 5}
 
 
-def run_one(strategy: str, partition: str, seed: int, rounds: int, workdir: Path) -> dict:
+def run_one(strategy: str, partition: str, seed: int, rounds: int, workdir: Path,
+            extra: dict | None = None) -> dict:
     from flowerbed.simulation import run_in_process
 
-    overrides = {**SETTING, **PARTITIONS[partition], "strategy": strategy, "seed": seed,
+    overrides = {**SETTING, **(extra or {}), **PARTITIONS[partition], "strategy": strategy, "seed": seed,
                  "num-server-rounds": rounds, "output-dir": str(workdir),
                  "run-name": f"{strategy}-{partition}-{seed}"}
     started = time.perf_counter()
@@ -67,11 +73,12 @@ def mean_std(values: list[float]) -> str:
     return f"{100 * statistics.mean(values):.1f} ± {100 * std:.1f}"
 
 
-def table(runs: list[dict], strategies: list[str], missing: list[str]) -> str:
+def table(runs: list[dict], strategies: list[str], missing: list[str], extra: dict) -> str:
     seeds = sorted({r["seed"] for r in runs})
     rounds = sorted({r["rounds"] for r in runs})
+    changed = "".join(f", {k}={v}" for k, v in extra.items())
     lines = [
-        f"Digits, 10 clients, mlp, local epochs drawn per client and round from 1..5, "
+        f"Digits, 10 clients, mlp, local epochs drawn per client and round from 1..5{changed}, "
         f"{'/'.join(map(str, rounds))} rounds, seeds {', '.join(map(str, seeds))}; centralized "
         "test accuracy in % (mean ± std over seeds).",
         "",
@@ -123,6 +130,17 @@ def plot(runs: list[dict], strategies: list[str], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def parse_setting(item: str) -> tuple[str, object]:
+    """``key=value`` -> (key, int / float / bool / str value)."""
+    key, _, text = item.partition("=")
+    for convert in (int, float):
+        try:
+            return key, convert(text)
+        except ValueError:
+            pass
+    return key, {"true": True, "false": False}.get(text.lower(), text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20)
@@ -130,7 +148,10 @@ def main() -> None:
     parser.add_argument("--strategies", nargs="+", default=list(CLASSIC))
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "strategies")
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="run-config overrides on top of the benchmark's setting")
     args = parser.parse_args()
+    extra = dict(parse_setting(item) for item in args.set)
 
     from flowerbed.strategies import STRATEGIES
 
@@ -150,7 +171,7 @@ def main() -> None:
                     for name in strategies:
                         if (name, partition, seed, args.rounds) in done:
                             continue
-                        result = run_one(name, partition, seed, args.rounds, Path(workdir))
+                        result = run_one(name, partition, seed, args.rounds, Path(workdir), extra)
                         runs.append(result)
                         with log.open("a") as f:
                             f.write(json.dumps(result) + "\n")
@@ -158,7 +179,7 @@ def main() -> None:
                               f"{result['accuracy'][-1]:.3f} ({result['wall_seconds']:.0f} s)", flush=True)
 
     runs = [r for r in runs if r["rounds"] == args.rounds and r["seed"] in args.seeds]
-    text = table(runs, strategies, missing)
+    text = table(runs, strategies, missing, extra)
     (args.out / "table.md").write_text(text)
     plot(runs, strategies, args.out / "accuracy.png")
     print(text)
