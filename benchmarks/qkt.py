@@ -42,7 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowerbed.simulation import run_in_process  # noqa: E402
+from flowerbed.simulation import run_in_process
 
 METHODS = (
     ("Local", "local"),
@@ -53,22 +53,46 @@ METHODS = (
     ("QKT", "qkt"),
     ("FedAvg (R rounds)", "fedavg"),
 )
-PARTITIONS = (("Path", {"partitioner": "pathological", "classes-per-client": 3}),
-              ("Dir", {"partitioner": "dirichlet", "dirichlet-alpha": 0.1}))
+PARTITIONS = (
+    ("Path", {"partitioner": "pathological", "classes-per-client": 3}),
+    ("Dir", {"partitioner": "dirichlet", "dirichlet-alpha": 0.1}),
+)
 QUERIES = (("single", "Single-class"), ("multi", "Multi-class"))
-COLUMNS = (("acc", "Acc"), ("query_gain", "Query Acc. Gain"), ("forgetting", "Forgetting"),
-           ("uniform_acc", "Uniform Acc."))
-COMMON = {"optimizer": "adam", "learning-rate": 0.001, "weight-decay": 0.0004, "batch-size": 32,
-          "kt-local-max-epochs": 100, "kt-local-patience": 10, "kt-epochs": 10,
-          "kt-light-head-epochs": 5, "local-epochs": 2}
+COLUMNS = (
+    ("acc", "Acc"),
+    ("query_gain", "Query Acc. Gain"),
+    ("forgetting", "Forgetting"),
+    ("uniform_acc", "Uniform Acc."),
+)
+COMMON = {
+    "optimizer": "adam",
+    "learning-rate": 0.001,
+    "weight-decay": 0.0004,
+    "batch-size": 32,
+    "kt-local-max-epochs": 100,
+    "kt-local-patience": 10,
+    "kt-epochs": 10,
+    "kt-light-head-epochs": 5,
+    "local-epochs": 2,
+}
 
 
 def datasets(data_dir: Path) -> list[tuple[str, dict]]:
     found = [("digits", {"dataset": "digits", "kt-query-threshold": 10})]
     if (data_dir / "bloodmnist.npz").is_file():
-        found.append(("BloodMNIST", {"dataset": "bloodmnist", "data-dir": str(data_dir), "kt-query-threshold": 50}))
+        found.append(
+            (
+                "BloodMNIST",
+                {"dataset": "bloodmnist", "data-dir": str(data_dir), "kt-query-threshold": 50},
+            )
+        )
     if (data_dir / "cifar-10-batches-py").is_dir():
-        found.append(("CIFAR-10", {"dataset": "cifar10", "data-dir": str(data_dir), "kt-query-threshold": 50}))
+        found.append(
+            (
+                "CIFAR-10",
+                {"dataset": "cifar10", "data-dir": str(data_dir), "kt-query-threshold": 50},
+            )
+        )
     return found
 
 
@@ -76,7 +100,10 @@ def run_one(overrides: dict, num_clients: int) -> tuple[dict, float]:
     started = time.perf_counter()
     run_dir = run_in_process(overrides, num_clients=num_clients)
     result = json.loads((run_dir / "kt_metrics.json").read_text())
-    return {**result["summary"], "comm": result["communication_rounds"]}, time.perf_counter() - started
+    return {
+        **result["summary"],
+        "comm": result["communication_rounds"],
+    }, time.perf_counter() - started
 
 
 def cell(values: list[float]) -> str:
@@ -87,21 +114,29 @@ def cell(values: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--fedavg-rounds", type=int, default=20)
     parser.add_argument("--data-dir", type=Path, default=Path("~/.flowerbed/data").expanduser())
-    parser.add_argument("--methods", default=",".join(m for _, m in METHODS),
-                        help="comma-separated strategy names (default: all)")
+    parser.add_argument(
+        "--methods",
+        default=",".join(m for _, m in METHODS),
+        help="comma-separated strategy names (default: all)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
     args = parser.parse_args()
 
     torch.set_num_threads(1)  # on a shared 2-core machine, more threads are many times slower
     logging.getLogger("flwr").setLevel(logging.WARNING)
     wanted = set(args.methods.split(","))
-    methods = [(label.replace("R rounds", f"{args.fedavg_rounds} rounds"), name)
-               for label, name in METHODS if name in wanted]
+    methods = [
+        (label.replace("R rounds", f"{args.fedavg_rounds} rounds"), name)
+        for label, name in METHODS
+        if name in wanted
+    ]
     output = Path(tempfile.mkdtemp(prefix="qkt-bench-"))
     lines: list[str] = []
 
@@ -118,33 +153,53 @@ def main() -> None:
                 seconds = {name: 0.0 for _, name in methods}
                 for seed in range(args.seeds):
                     for _, name in methods:
-                        overrides = {**COMMON, **data_overrides, **part_overrides, "seed": seed,
-                                     "strategy": name, "kt-query": mode, "output-dir": str(output)}
+                        overrides = {
+                            **COMMON,
+                            **data_overrides,
+                            **part_overrides,
+                            "seed": seed,
+                            "strategy": name,
+                            "kt-query": mode,
+                            "output-dir": str(output),
+                        }
                         if name == "fedavg":
-                            overrides.update({"num-server-rounds": args.fedavg_rounds, "kt-metrics": True})
+                            overrides.update(
+                                {"num-server-rounds": args.fedavg_rounds, "kt-metrics": True}
+                            )
                         metrics, took = run_one(overrides, args.clients)
                         results[name].append(metrics)
                         seconds[name] += took
-                emit(f"\n### {data_label}, {part_label}, {mode_label} queries "
-                     f"({args.clients} clients, {args.seeds} seeds; mean ± std in %)\n")
+                emit(
+                    f"\n### {data_label}, {part_label}, {mode_label} queries "
+                    f"({args.clients} clients, {args.seeds} seeds; mean ± std in %)\n"
+                )
                 emit("| Method | Comm | " + " | ".join(c for _, c in COLUMNS) + " | seconds/run |")
                 emit("|---|---|" + "---|" * len(COLUMNS) + "---|")
                 for label, name in methods:
                     rows = results[name]
-                    emit(f"| {label} | {rows[0]['comm']} | "
-                         + " | ".join(cell([r[key] for r in rows]) for key, _ in COLUMNS)
-                         + f" | {seconds[name] / args.seeds:.1f} |")
+                    emit(
+                        f"| {label} | {rows[0]['comm']} | "
+                        + " | ".join(cell([r[key] for r in rows]) for key, _ in COLUMNS)
+                        + f" | {seconds[name] / args.seeds:.1f} |"
+                    )
                     summary[(label, data_label, part_label, mode)] = [r["acc"] for r in rows]
                 if "local" in wanted:
-                    emit(f"\n(Local: query-class accuracy before transfer {cell([r['query_acc_pre'] for r in results['local']])})")
+                    emit(
+                        f"\n(Local: query-class accuracy before transfer {cell([r['query_acc_pre'] for r in results['local']])})"
+                    )
 
     emit("\n### Table 2 shape: Acc (%) per setting, mean over seeds\n")
-    settings = [(d, p, m) for d, _ in datasets(args.data_dir) for p, _ in PARTITIONS for m, _ in QUERIES]
+    settings = [
+        (d, p, m) for d, _ in datasets(args.data_dir) for p, _ in PARTITIONS for m, _ in QUERIES
+    ]
     emit("| Method | " + " | ".join(f"{d} {p} {m}" for d, p, m in settings) + " |")
     emit("|---|" + "---|" * len(settings))
     for label, _ in methods:
-        emit(f"| {label} | " + " | ".join(f"{100 * np.mean(summary[(label, d, p, m)]):.2f}"
-                                          for d, p, m in settings) + " |")
+        emit(
+            f"| {label} | "
+            + " | ".join(f"{100 * np.mean(summary[(label, d, p, m)]):.2f}" for d, p, m in settings)
+            + " |"
+        )
     emit(f"\nTotal {time.perf_counter() - started:.0f} s; run folders under {output}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -24,8 +24,8 @@ over clients, the paper's reported numbers); ``write_kt_metrics`` writes ``kt_me
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -42,7 +42,8 @@ def per_class_accuracy(predictions, labels, num_classes: int) -> np.ndarray:
     Read off the confusion matrix (rows: true class): diagonal over row sums.
     """
     matrix = confusion_matrix(
-        np.asarray(labels).reshape(-1), np.asarray(predictions).reshape(-1),
+        np.asarray(labels).reshape(-1),
+        np.asarray(predictions).reshape(-1),
         labels=np.arange(num_classes),
     )
     support = matrix.sum(axis=1)
@@ -51,17 +52,21 @@ def per_class_accuracy(predictions, labels, num_classes: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def predicted_classes(scores: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
-                      batch_size: int = 512) -> np.ndarray:
+def predicted_classes(
+    scores: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, batch_size: int = 512
+) -> np.ndarray:
     """argmax of ``scores(x)`` (a model's logits, or an ensemble's probabilities)."""
     if len(x) == 0:
         return np.zeros(0, dtype=np.int64)
-    return torch.cat([scores(x[i : i + batch_size]).argmax(dim=1)
-                      for i in range(0, len(x), batch_size)]).numpy()
+    return torch.cat(
+        [scores(x[i : i + batch_size]).argmax(dim=1) for i in range(0, len(x), batch_size)]
+    ).numpy()
 
 
 def client_kt_metrics(
-    pre: Sequence[float], post: Sequence[float], train_counts: Sequence[int],
+    pre: Sequence[float],
+    post: Sequence[float],
+    train_counts: Sequence[int],
     query_classes: Sequence[int],
 ) -> dict:
     """The four metrics of Appendix A.2 for one client (see the module docstring).
@@ -74,8 +79,10 @@ def client_kt_metrics(
     pre, post = np.asarray(pre, dtype=float), np.asarray(post, dtype=float)
     counts = np.asarray(train_counts, dtype=float)
     if not (len(pre) == len(post) == len(counts)):
-        raise ValueError(f"pre ({len(pre)}), post ({len(post)}) and train_counts ({len(counts)}) "
-                         "must all have one entry per class")
+        raise ValueError(
+            f"pre ({len(pre)}), post ({len(post)}) and train_counts ({len(counts)}) "
+            "must all have one entry per class"
+        )
     query = sorted({int(q) for q in query_classes})
     if any(not 0 <= q < len(counts) for q in query):
         raise ValueError(f"query classes {query} must be in [0, {len(counts)})")
@@ -86,13 +93,19 @@ def client_kt_metrics(
     scored = local + query
 
     def average(acc: np.ndarray) -> float:
-        return float(np.dot(weights[scored], acc[scored]) / weights[scored].sum()) if scored else math.nan
+        return (
+            float(np.dot(weights[scored], acc[scored]) / weights[scored].sum())
+            if scored
+            else math.nan
+        )
 
     return {
         "acc": average(post),
         "acc_pre": average(pre),
         "query_gain": float(np.mean(post[query] - pre[query])) if query else math.nan,
-        "forgetting": float(np.mean(np.minimum(0.0, post[local] - pre[local]))) if local else math.nan,
+        "forgetting": float(np.mean(np.minimum(0.0, post[local] - pre[local])))
+        if local
+        else math.nan,
         "uniform_acc": float(np.mean(post[scored])) if scored else math.nan,
         "query_acc_pre": float(np.mean(pre[query])) if query else math.nan,
         "query_acc_post": float(np.mean(post[query])) if query else math.nan,
@@ -101,7 +114,15 @@ def client_kt_metrics(
 
 def summarize(rows: Sequence[dict]) -> dict:
     """Mean over clients of every metric (NaN entries, e.g. a client without a query, skipped)."""
-    keys = ("acc", "acc_pre", "query_gain", "forgetting", "uniform_acc", "query_acc_pre", "query_acc_post")
+    keys = (
+        "acc",
+        "acc_pre",
+        "query_gain",
+        "forgetting",
+        "uniform_acc",
+        "query_acc_pre",
+        "query_acc_post",
+    )
     summary = {}
     for key in keys:
         values = [row[key] for row in rows if key in row and not math.isnan(row[key])]
@@ -110,8 +131,18 @@ def summarize(rows: Sequence[dict]) -> dict:
     return summary
 
 
-KT_CSV_COLUMNS = ("partition_id", "query", "acc", "acc_pre", "query_gain", "forgetting",
-                  "uniform_acc", "query_acc_pre", "query_acc_post", "teachers_kept")
+KT_CSV_COLUMNS = (
+    "partition_id",
+    "query",
+    "acc",
+    "acc_pre",
+    "query_gain",
+    "forgetting",
+    "uniform_acc",
+    "query_acc_pre",
+    "query_acc_post",
+    "teachers_kept",
+)
 
 
 def write_kt_metrics(run_dir: Path, rows: list[dict], **info) -> dict:

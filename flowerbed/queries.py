@@ -16,7 +16,7 @@ benchmark and the server's reference computation give a client the same query.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,7 +35,9 @@ def draw_query(
     if mode not in QUERY_MODES:
         raise ValueError(f"unknown query mode {mode!r}; valid choices: {', '.join(QUERY_MODES)}")
     if max_classes < 2:
-        raise ValueError(f"the maximum number of query classes must be at least 2, got {max_classes}")
+        raise ValueError(
+            f"the maximum number of query classes must be at least 2, got {max_classes}"
+        )
     eligible = under_represented(train_counts, threshold)
     if not eligible:
         return []

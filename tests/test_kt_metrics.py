@@ -4,7 +4,6 @@ against values computed by hand."""
 import json
 import math
 
-import numpy as np
 import pytest
 
 from flowerbed.metrics import client_kt_metrics, per_class_accuracy, summarize, write_kt_metrics
@@ -35,7 +34,9 @@ def test_per_class_accuracy_is_the_confusion_matrix_diagonal_over_row_sums():
 def test_kt_metrics_from_hand_computed_confusion_matrices():
     # The client trained on 30 samples of class 0 and 10 of class 1; it queries class 2.
     counts, query = [30, 10, 0, 0], [2]
-    m = client_kt_metrics(per_class_accuracy(PRE, LABELS, 4), per_class_accuracy(POST, LABELS, 4), counts, query)
+    m = client_kt_metrics(
+        per_class_accuracy(PRE, LABELS, 4), per_class_accuracy(POST, LABELS, 4), counts, query
+    )
     # Average Accuracy: local weights 30/40 and 10/40, query weight 1, normalised by their sum.
     assert m["acc"] == pytest.approx((0.75 * 0.5 + 0.25 * 0.75 + 1 * 0.75) / 2.0)
     assert m["acc_pre"] == pytest.approx((0.75 * 0.75 + 0.25 * 1.0 + 1 * 0.0) / 2.0)
@@ -71,7 +72,11 @@ def test_no_change_means_no_gain_and_no_forgetting_and_bad_input_is_rejected():
 
 def test_summary_is_the_mean_over_clients_and_files_are_written(tmp_path):
     rows = [
-        {"partition_id": 0, "query": [2], **client_kt_metrics(PRE_ACC, POST_ACC, [30, 10, 0, 0], [2])},
+        {
+            "partition_id": 0,
+            "query": [2],
+            **client_kt_metrics(PRE_ACC, POST_ACC, [30, 10, 0, 0], [2]),
+        },
         {"partition_id": 1, "query": [], **client_kt_metrics(PRE_ACC, POST_ACC, [5, 5, 5, 5], [])},
     ]
     summary = write_kt_metrics(tmp_path, rows, strategy="x", communication_rounds=1)
@@ -92,7 +97,12 @@ def test_queries_come_from_under_represented_classes_seeded():
         multi = draw_query(counts, 50, "multi", seed, max_classes=3)
         assert 2 <= len(multi) <= 3 and set(multi) <= {1, 2, 4, 6} and multi == sorted(set(multi))
         assert draw_query(counts, 50, "multi", seed) == multi  # same seed, same query
-    assert {tuple(draw_query(counts, 50, "single", s)) for s in range(40)} == {(1,), (2,), (4,), (6,)}
+    assert {tuple(draw_query(counts, 50, "single", s)) for s in range(40)} == {
+        (1,),
+        (2,),
+        (4,),
+        (6,),
+    }
     assert {len(draw_query(counts, 50, "multi", s, max_classes=4)) for s in range(40)} == {2, 3, 4}
     assert draw_query([80, 90], 50, "multi", 0) == []  # nothing under-represented: no query
     assert draw_query([80, 1], 50, "multi", 0) == [1]  # one eligible class

@@ -12,10 +12,18 @@ pytestmark = pytest.mark.e2e
 
 
 def test_qkt_with_flwr_run(tmp_path):
-    overrides = {"strategy": "qkt", "partitioner": "pathological", "optimizer": "adam",
-                 "learning-rate": 0.003, "kt-local-max-epochs": 3, "kt-local-patience": 2,
-                 "kt-epochs": 1, "kt-query-threshold": 10, "kt-query": "multi",
-                 "output-dir": str(tmp_path / "runs")}
+    overrides = {
+        "strategy": "qkt",
+        "partitioner": "pathological",
+        "optimizer": "adam",
+        "learning-rate": 0.003,
+        "kt-local-max-epochs": 3,
+        "kt-local-patience": 2,
+        "kt-epochs": 1,
+        "kt-query-threshold": 10,
+        "kt-query": "multi",
+        "output-dir": str(tmp_path / "runs"),
+    }
     home = tmp_path / "flwr-home"
     result = simulate(overrides, num_supernodes=4, flwr_home=home)
     assert result.returncode == 0, result.log[-3000:]
@@ -33,7 +41,9 @@ def test_qkt_with_flwr_run(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        reference = json.loads((run_in_process(overrides, num_clients=4) / "kt_metrics.json").read_text())
+        reference = json.loads(
+            (run_in_process(overrides, num_clients=4) / "kt_metrics.json").read_text()
+        )
     finally:
         torch.set_num_threads(threads)
     assert [c["query"] for c in metrics["clients"]] == [c["query"] for c in reference["clients"]]

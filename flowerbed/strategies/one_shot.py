@@ -34,10 +34,10 @@ from __future__ import annotations
 import functools
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from logging import INFO
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -81,9 +81,11 @@ class KTSettings:
     client_models: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls, config: RunConfig) -> "KTSettings":
+    def from_config(cls, config: RunConfig) -> KTSettings:
         d = cls()
-        models = tuple(m.strip() for m in config.get("kt-client-models", "").split(",") if m.strip())
+        models = tuple(
+            m.strip() for m in config.get("kt-client-models", "").split(",") if m.strip()
+        )
         s = cls(
             query_mode=config.get("kt-query", d.query_mode),
             query_threshold=config.get("kt-query-threshold", d.query_threshold),
@@ -105,11 +107,16 @@ class KTSettings:
 
     def validate(self) -> None:
         if self.query_mode not in QUERY_MODES:
-            raise ConfigError(f"unknown kt-query {self.query_mode!r}; valid choices: {', '.join(QUERY_MODES)}")
+            raise ConfigError(
+                f"unknown kt-query {self.query_mode!r}; valid choices: {', '.join(QUERY_MODES)}"
+            )
         for key, value, low in (
-            ("kt-query-threshold", self.query_threshold, 1), ("kt-max-query-classes", self.max_query_classes, 2),
-            ("kt-local-max-epochs", self.local_max_epochs, 1), ("kt-local-patience", self.local_patience, 1),
-            ("kt-epochs", self.epochs, 0), ("kt-light-head-epochs", self.light_head_epochs, 0),
+            ("kt-query-threshold", self.query_threshold, 1),
+            ("kt-max-query-classes", self.max_query_classes, 2),
+            ("kt-local-max-epochs", self.local_max_epochs, 1),
+            ("kt-local-patience", self.local_patience, 1),
+            ("kt-epochs", self.epochs, 0),
+            ("kt-light-head-epochs", self.light_head_epochs, 0),
             ("qkt-noise-samples", self.noise_samples, 1),
         ):
             if value < low:
@@ -123,10 +130,14 @@ class KTSettings:
         if not 0 <= self.tau <= 1:
             raise ConfigError(f"qkt-tau must be in [0, 1], got {self.tau}")
         if not 0 <= self.weight_mask_percent < 100:
-            raise ConfigError(f"qkt-weight-mask-percent must be in [0, 100), got {self.weight_mask_percent}")
+            raise ConfigError(
+                f"qkt-weight-mask-percent must be in [0, 100), got {self.weight_mask_percent}"
+            )
         for name in self.client_models:
             if name not in MODELS:
-                raise ConfigError(f"unknown model {name!r} in kt-client-models; valid choices: {', '.join(MODELS)}")
+                raise ConfigError(
+                    f"unknown model {name!r} in kt-client-models; valid choices: {', '.join(MODELS)}"
+                )
 
 
 def model_name_for(config: RunConfig, partition_id: int) -> str:
@@ -138,14 +149,33 @@ def model_name_for(config: RunConfig, partition_id: int) -> str:
 # --- round 1: local training with early stopping ------------------------------------------------
 
 # Keys that do not change a client's locally trained model (everything else is in the cache key).
-_NOT_LOCAL = frozenset({
-    "strategy", "output-dir", "run-name", "round-timeout", "num-server-rounds", "fraction-train",
-    "fraction-evaluate", "min-available-clients", "failing-partitions", "local-epochs", "kt-query",
-    "kt-query-threshold", "kt-max-query-classes", "kt-epochs", "kt-light-head-epochs", "kt-alpha",
-    "kt-temperature", "qkt-lambda", "qkt-tau", "qkt-noise-samples", "qkt-weight-mask-percent",
-    "kt-metrics",
-})
-_LOCAL_MODELS: "OrderedDict[tuple, tuple[dict, dict]]" = OrderedDict()
+_NOT_LOCAL = frozenset(
+    {
+        "strategy",
+        "output-dir",
+        "run-name",
+        "round-timeout",
+        "num-server-rounds",
+        "fraction-train",
+        "fraction-evaluate",
+        "min-available-clients",
+        "failing-partitions",
+        "local-epochs",
+        "kt-query",
+        "kt-query-threshold",
+        "kt-max-query-classes",
+        "kt-epochs",
+        "kt-light-head-epochs",
+        "kt-alpha",
+        "kt-temperature",
+        "qkt-lambda",
+        "qkt-tau",
+        "qkt-noise-samples",
+        "qkt-weight-mask-percent",
+        "kt-metrics",
+    }
+)
+_LOCAL_MODELS: OrderedDict[tuple, tuple[dict, dict]] = OrderedDict()
 _CACHE_SIZE = 256
 
 
@@ -156,11 +186,15 @@ def train_local_model(client: LocalClient) -> tuple[Classifier, dict]:
     function of the run config and the partition).
     """
     config, pid = client.config, client.partition_id
-    key = (pid, client.num_partitions,
-           tuple(sorted((k, v) for k, v in config.raw.items() if k not in _NOT_LOCAL)))
+    key = (
+        pid,
+        client.num_partitions,
+        tuple(sorted((k, v) for k, v in config.raw.items() if k not in _NOT_LOCAL)),
+    )
     torch.manual_seed(seed_for(config.seed, _INIT_TAG))  # same initial model per architecture
-    model = build_model(model_name_for(config, pid), client.data.input_shape, client.data.num_classes,
-                        config=config)
+    model = build_model(
+        model_name_for(config, pid), client.data.input_shape, client.data.num_classes, config=config
+    )
     if key in _LOCAL_MODELS:
         _LOCAL_MODELS.move_to_end(key)
         state, info = _LOCAL_MODELS[key]
@@ -173,9 +207,15 @@ def train_local_model(client: LocalClient) -> tuple[Classifier, dict]:
     optimizer = build_optimizer(model.parameters(), config)
     best_accuracy, best_epoch, epoch, loss = -math.inf, 0, 0, math.nan
     for epoch in range(1, settings.local_max_epochs + 1):
-        loss = train_local(model, client.x_train, client.y_train, epochs=1,
-                           batch_size=config.batch_size, optimizer=optimizer,
-                           generator=generator).mean_loss
+        loss = train_local(
+            model,
+            client.x_train,
+            client.y_train,
+            epochs=1,
+            batch_size=config.batch_size,
+            optimizer=optimizer,
+            generator=generator,
+        ).mean_loss
         if len(client.y_test) == 0:  # no validation split: train the full budget
             continue
         _, accuracy = evaluate(model, client.x_test, client.y_test)
@@ -197,8 +237,13 @@ def train_counts(client: LocalClient) -> np.ndarray:
 def client_query(client: LocalClient) -> list[int]:
     """The client's seeded query (``flowerbed.queries.draw_query``)."""
     s = KTSettings.from_config(client.config)
-    return draw_query(train_counts(client), s.query_threshold, s.query_mode,
-                      seed_for(client.config.seed, client.partition_id, _QUERY_TAG), s.max_query_classes)
+    return draw_query(
+        train_counts(client),
+        s.query_threshold,
+        s.query_mode,
+        seed_for(client.config.seed, client.partition_id, _QUERY_TAG),
+        s.max_query_classes,
+    )
 
 
 # --- round 2: what a method receives and returns ------------------------------------------------
@@ -219,17 +264,30 @@ class Transfer:
 
     def generator(self, tag: int) -> torch.Generator:
         """A generator seeded per (run seed, partition, purpose)."""
-        return torch.Generator().manual_seed(seed_for(self.client.config.seed, self.client.partition_id, tag))
+        return torch.Generator().manual_seed(
+            seed_for(self.client.config.seed, self.client.partition_id, tag)
+        )
 
     def optimizer(self, params) -> torch.optim.Optimizer:
         return build_optimizer(params, self.client.config)
 
-    def train(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int, loss_fn) -> float:
+    def train(
+        self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int, loss_fn
+    ) -> float:
         """``epochs`` of the run's optimizer and batch size with ``loss_fn``; returns mean loss."""
-        torch.manual_seed(seed_for(self.client.config.seed, self.client.partition_id, _TRANSFER_TAG, 1))
-        result = train_local(model, x, y, epochs=epochs, batch_size=self.client.config.batch_size,
-                             optimizer=self.optimizer([p for p in model.parameters() if p.requires_grad]),
-                             generator=self.generator(_TRANSFER_TAG), loss_fn=loss_fn)
+        torch.manual_seed(
+            seed_for(self.client.config.seed, self.client.partition_id, _TRANSFER_TAG, 1)
+        )
+        result = train_local(
+            model,
+            x,
+            y,
+            epochs=epochs,
+            batch_size=self.client.config.batch_size,
+            optimizer=self.optimizer([p for p in model.parameters() if p.requires_grad]),
+            generator=self.generator(_TRANSFER_TAG),
+            loss_fn=loss_fn,
+        )
         return result.mean_loss
 
 
@@ -248,7 +306,9 @@ def test_accuracies(scores: Scores, data) -> tuple[np.ndarray, float]:
     """Per-class accuracy and accuracy of ``scores`` on the held-out test set."""
     predictions = predicted_classes(scores, data.x_test)
     labels = data.y_test.numpy()
-    return per_class_accuracy(predictions, labels, data.num_classes), float((predictions == labels).mean())
+    return per_class_accuracy(predictions, labels, data.num_classes), float(
+        (predictions == labels).mean()
+    )
 
 
 def local_test_accuracy(scores: Scores, client: LocalClient) -> float:
@@ -273,14 +333,21 @@ def make_client_train(transfer: TransferFn) -> Callable[[LocalClient, Message], 
 def _local_step(client: LocalClient, msg: Message, upload: bool) -> Message:
     model, info = train_local_model(client)
     client.context.state["kt-local-model"] = ArrayRecord(model.state_dict())
-    metrics = client.metrics(len(client.y_train), **{
-        "train-loss": info["train-loss"], "local-epochs": info["epochs"],
-        "accuracy": local_test_accuracy(eval_scores(model), client),
-        "test-accuracy": test_accuracies(eval_scores(model), client.data)[1]})
+    metrics = client.metrics(
+        len(client.y_train),
+        **{
+            "train-loss": info["train-loss"],
+            "local-epochs": info["epochs"],
+            "accuracy": local_test_accuracy(eval_scores(model), client),
+            "test-accuracy": test_accuracies(eval_scores(model), client.data)[1],
+        },
+    )
     content = RecordDict({"metrics": metrics})
     if upload:
         content["arrays"] = ArrayRecord(model.state_dict())
-        content["model"] = ConfigRecord({"name": model_name_for(client.config, client.partition_id)})
+        content["model"] = ConfigRecord(
+            {"name": model_name_for(client.config, client.partition_id)}
+        )
     return Message(content=content, reply_to=msg)
 
 
@@ -288,8 +355,12 @@ def _transfer_step(client: LocalClient, msg: Message, transfer: TransferFn) -> M
     config = client.config
     settings = KTSettings.from_config(config)
     data = client.data
-    student = build_model(model_name_for(config, client.partition_id), data.input_shape, data.num_classes,
-                          config=config)
+    student = build_model(
+        model_name_for(config, client.partition_id),
+        data.input_shape,
+        data.num_classes,
+        config=config,
+    )
     if "kt-local-model" in client.context.state:
         student.load_state_dict(client.context.state["kt-local-model"].to_torch_state_dict())
     else:  # a node restarted since round 1: retrain (deterministic, same model)
@@ -310,9 +381,16 @@ def _transfer_step(client: LocalClient, msg: Message, transfer: TransferFn) -> M
 
     counts = train_counts(client)
     query = client_query(client)
-    job = Transfer(client=client, settings=settings, student=student, query=query,
-                   local_classes=[int(j) for j in np.flatnonzero(counts > 0)], teachers=teachers,
-                   teacher_ids=teacher_ids, global_model=global_model)
+    job = Transfer(
+        client=client,
+        settings=settings,
+        student=student,
+        query=query,
+        local_classes=[int(j) for j in np.flatnonzero(counts > 0)],
+        teachers=teachers,
+        teacher_ids=teacher_ids,
+        global_model=global_model,
+    )
     if query:
         scores, extra = transfer(job)
     else:  # nothing under-represented: no query, the local model stays as it is
@@ -320,9 +398,14 @@ def _transfer_step(client: LocalClient, msg: Message, transfer: TransferFn) -> M
     post, accuracy = test_accuracies(scores, data)
     metrics = client.metrics(
         len(client.y_train),
-        **{"accuracy": local_test_accuracy(scores, client), "test-accuracy": accuracy,
-           "pre-per-class": [float(v) for v in pre], "post-per-class": [float(v) for v in post],
-           "train-counts": [int(c) for c in counts], "query": [int(q) for q in query]},
+        **{
+            "accuracy": local_test_accuracy(scores, client),
+            "test-accuracy": accuracy,
+            "pre-per-class": [float(v) for v in pre],
+            "post-per-class": [float(v) for v in post],
+            "train-counts": [int(c) for c in counts],
+            "query": [int(q) for q in query],
+        },
         **extra,
     )
     return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
@@ -342,20 +425,26 @@ def _round_row(server_round: int, grid, replies: list[Message]) -> dict:
 
     tests = [float(r.content.metric_records["metrics"]["test-accuracy"]) for r in replies]
     row = history_row(server_round, math.nan, float(np.mean(tests)) if tests else math.nan, grid)
-    accuracies = {int(r.content.metric_records["metrics"]["partition-id"]):
-                  float(r.content.metric_records["metrics"]["accuracy"]) for r in replies}
+    accuracies = {
+        int(r.content.metric_records["metrics"]["partition-id"]): float(
+            r.content.metric_records["metrics"]["accuracy"]
+        )
+        for r in replies
+    }
     values = [v for v in accuracies.values() if not math.isnan(v)]
-    row.update(client_accuracy_mean=float(np.mean(values)) if values else math.nan,
-               client_accuracy_std=float(np.std(values)) if values else math.nan,
-               client_accuracies=accuracies)
+    row.update(
+        client_accuracy_mean=float(np.mean(values)) if values else math.nan,
+        client_accuracy_std=float(np.std(values)) if values else math.nan,
+        client_accuracies=accuracies,
+    )
     return row
 
 
 def run_one_shot(grid, config: RunConfig, data, run_dir: Path, *, broadcast: str) -> None:
     """The server's two rounds (module docstring). ``broadcast``: what each student receives,
     ``none`` (local only), ``average`` (FedAvg(1)) or ``teachers`` (the other clients' models)."""
-    from ..server_app import format_round, write_history
     from ..results import plot_accuracy
+    from ..server_app import format_round, write_history
 
     if broadcast not in BROADCASTS:
         raise ValueError(f"unknown broadcast {broadcast!r}; valid choices: {', '.join(BROADCASTS)}")
@@ -363,24 +452,34 @@ def run_one_shot(grid, config: RunConfig, data, run_dir: Path, *, broadcast: str
     for name in settings.client_models or (config.model,):
         build_model(name, data.input_shape, data.num_classes, config=config)
     if broadcast == "average" and len(set(settings.client_models)) > 1:
-        raise ConfigError(f"strategy {config.strategy!r} averages models and needs one architecture;"
-                          f" kt-client-models={','.join(settings.client_models)!r} mixes several")
+        raise ConfigError(
+            f"strategy {config.strategy!r} averages models and needs one architecture;"
+            f" kt-client-models={','.join(settings.client_models)!r} mixes several"
+        )
 
     nodes = list(grid.get_node_ids())
     history: list[dict] = []
     # Round 1: local training (uploads are the teachers).
     upload = broadcast != "none"
     config_1 = ConfigRecord({"server-round": 1, "kt-step": STEP_LOCAL, "kt-upload": upload})
-    replies = [r for r in grid.send_and_receive(
-        [_train_message(n, RecordDict({"config": config_1})) for n in nodes], timeout=config.round_timeout)
-        if not r.has_error()]
+    replies = [
+        r
+        for r in grid.send_and_receive(
+            [_train_message(n, RecordDict({"config": config_1})) for n in nodes],
+            timeout=config.round_timeout,
+        )
+        if not r.has_error()
+    ]
     history.append(_round_row(1, grid, replies))
     log(INFO, format_round(history[-1], 2) + " (local training)")
     write_history(run_dir, history)
 
     # Round 2: one transfer message per student.
     students = [r.metadata.src_node_id for r in replies]
-    pid_of = {r.metadata.src_node_id: int(r.content.metric_records["metrics"]["partition-id"]) for r in replies}
+    pid_of = {
+        r.metadata.src_node_id: int(r.content.metric_records["metrics"]["partition-id"])
+        for r in replies
+    }
     messages = []
     if broadcast == "average":
         average = aggregate_arrayrecords([r.content for r in replies], "num-examples")
@@ -392,30 +491,58 @@ def run_one_shot(grid, config: RunConfig, data, run_dir: Path, *, broadcast: str
         elif broadcast == "teachers":
             others = [r for r in replies if r.metadata.src_node_id != node]
             config_2["teacher-ids"] = [pid_of[r.metadata.src_node_id] for r in others]
-            config_2["teacher-models"] = [str(r.content.config_records["model"]["name"]) for r in others]
+            config_2["teacher-models"] = [
+                str(r.content.config_records["model"]["name"]) for r in others
+            ]
             for r in others:
-                content[f"teacher-{pid_of[r.metadata.src_node_id]}"] = r.content.array_records["arrays"]
+                content[f"teacher-{pid_of[r.metadata.src_node_id]}"] = r.content.array_records[
+                    "arrays"
+                ]
         messages.append(_train_message(node, content))
-    results = [r for r in grid.send_and_receive(messages, timeout=config.round_timeout) if not r.has_error()]
+    results = [
+        r
+        for r in grid.send_and_receive(messages, timeout=config.round_timeout)
+        if not r.has_error()
+    ]
     history.append(_round_row(2, grid, results))
     log(INFO, format_round(history[-1], 2) + " (transfer)")
     write_history(run_dir, history)
 
     rows = [kt_row(r.content.metric_records["metrics"]) for r in results]
-    summary = write_kt_metrics(run_dir, rows, strategy=config.strategy, query_mode=settings.query_mode,
-                               communication_rounds=0 if broadcast == "none" else 1)
+    summary = write_kt_metrics(
+        run_dir,
+        rows,
+        strategy=config.strategy,
+        query_mode=settings.query_mode,
+        communication_rounds=0 if broadcast == "none" else 1,
+    )
     plot_accuracy(run_dir / "accuracy.png", history, f"{config.strategy} on {config.dataset}")
-    log(INFO, "flowerbed: %s, %s queries: Acc %.4f, query gain %.4f, forgetting %.4f, uniform acc %.4f;"
-        " results in %s", config.strategy, settings.query_mode, summary["acc"], summary["query_gain"],
-        summary["forgetting"], summary["uniform_acc"], run_dir)
+    log(
+        INFO,
+        "flowerbed: %s, %s queries: Acc %.4f, query gain %.4f, forgetting %.4f, uniform acc %.4f;"
+        " results in %s",
+        config.strategy,
+        settings.query_mode,
+        summary["acc"],
+        summary["query_gain"],
+        summary["forgetting"],
+        summary["uniform_acc"],
+        run_dir,
+    )
 
 
 def kt_row(metrics) -> dict:
     """One client's row of ``kt_metrics.json`` from its round-2 reply."""
     pre, post = list(metrics["pre-per-class"]), list(metrics["post-per-class"])
     counts, query = [int(c) for c in metrics["train-counts"]], [int(q) for q in metrics["query"]]
-    row = {"partition_id": int(metrics["partition-id"]), "query": query, "train_counts": counts,
-           "pre_per_class": pre, "post_per_class": post, **client_kt_metrics(pre, post, counts, query)}
+    row = {
+        "partition_id": int(metrics["partition-id"]),
+        "query": query,
+        "train_counts": counts,
+        "pre_per_class": pre,
+        "post_per_class": post,
+        **client_kt_metrics(pre, post, counts, query),
+    }
     if "teachers-kept" in metrics:
         row["teachers_kept"] = int(metrics["teachers-kept"])
     return row
@@ -426,13 +553,19 @@ def kt_row(metrics) -> dict:
 
 def reference_client(config: RunConfig, partition_id: int, num_partitions: int) -> LocalClient:
     """The ``LocalClient`` a node with this partition id builds (same data, same splits)."""
-    context = Context(run_id=0, node_id=0, node_config={"partition-id": partition_id,
-                      "num-partitions": num_partitions}, state=RecordDict(), run_config=dict(config.raw))
+    context = Context(
+        run_id=0,
+        node_id=0,
+        node_config={"partition-id": partition_id, "num-partitions": num_partitions},
+        state=RecordDict(),
+        run_config=dict(config.raw),
+    )
     return LocalClient.from_context(context)
 
 
-def write_global_kt_metrics(run_dir: Path, config: RunConfig, data, num_partitions: int,
-                            global_model: torch.nn.Module) -> dict:
+def write_global_kt_metrics(
+    run_dir: Path, config: RunConfig, data, num_partitions: int, global_model: torch.nn.Module
+) -> dict:
     """``kt_metrics.json`` for a strategy with one global model (FedAvg, FedProx, MOON, ...).
 
     As the paper does for FL baselines, every client evaluates the global model ("post"); its
@@ -448,27 +581,60 @@ def write_global_kt_metrics(run_dir: Path, config: RunConfig, data, num_partitio
         local, _ = train_local_model(client)
         pre, _ = test_accuracies(eval_scores(local), data)
         counts, query = train_counts(client), client_query(client)
-        rows.append({"partition_id": pid, "query": query, "train_counts": [int(c) for c in counts],
-                     "pre_per_class": [float(v) for v in pre], "post_per_class": [float(v) for v in post],
-                     **client_kt_metrics(pre, post, counts, query)})
-    summary = write_kt_metrics(run_dir, rows, strategy=config.strategy, query_mode=settings.query_mode,
-                               communication_rounds=config.num_server_rounds)
-    log(INFO, "flowerbed: knowledge-transfer metrics (%s queries): Acc %.4f, query gain %.4f,"
-        " forgetting %.4f, uniform acc %.4f", settings.query_mode, summary["acc"],
-        summary["query_gain"], summary["forgetting"], summary["uniform_acc"])
+        rows.append(
+            {
+                "partition_id": pid,
+                "query": query,
+                "train_counts": [int(c) for c in counts],
+                "pre_per_class": [float(v) for v in pre],
+                "post_per_class": [float(v) for v in post],
+                **client_kt_metrics(pre, post, counts, query),
+            }
+        )
+    summary = write_kt_metrics(
+        run_dir,
+        rows,
+        strategy=config.strategy,
+        query_mode=settings.query_mode,
+        communication_rounds=config.num_server_rounds,
+    )
+    log(
+        INFO,
+        "flowerbed: knowledge-transfer metrics (%s queries): Acc %.4f, query gain %.4f,"
+        " forgetting %.4f, uniform acc %.4f",
+        settings.query_mode,
+        summary["acc"],
+        summary["query_gain"],
+        summary["forgetting"],
+        summary["uniform_acc"],
+    )
     return summary
 
 
 def no_flower_strategy(config: RunConfig, **kwargs):
-    raise NotImplementedError(f"strategy {config.strategy!r} runs its own two-round protocol"
-                              " (StrategySpec.run_server), not a Flower Strategy")
+    raise NotImplementedError(
+        f"strategy {config.strategy!r} runs its own two-round protocol"
+        " (StrategySpec.run_server), not a Flower Strategy"
+    )
 
 
-def one_shot_spec(name: str, summary: str, paper: str, transfer: TransferFn, broadcast: str,
-                  config_keys: tuple[str, ...] = ()) -> StrategySpec:
+def one_shot_spec(
+    name: str,
+    summary: str,
+    paper: str,
+    transfer: TransferFn,
+    broadcast: str,
+    config_keys: tuple[str, ...] = (),
+) -> StrategySpec:
     """The registry entry of a one-shot method: its transfer step and what the server sends."""
     if broadcast not in BROADCASTS:
         raise ValueError(f"unknown broadcast {broadcast!r}; valid choices: {', '.join(BROADCASTS)}")
-    return StrategySpec(name=name, summary=summary, paper=paper, build_server=no_flower_strategy,
-                        client_train=make_client_train(transfer), config_keys=config_keys,
-                        run_server=functools.partial(run_one_shot, broadcast=broadcast))
+    return StrategySpec(
+        name=name,
+        summary=summary,
+        paper=paper,
+        build_server=no_flower_strategy,
+        client_train=make_client_train(transfer),
+        config_keys=config_keys,
+        run_server=functools.partial(run_one_shot, broadcast=broadcast),
+    )

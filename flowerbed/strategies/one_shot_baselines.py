@@ -43,22 +43,53 @@ def ensemble(job: Transfer):
 
 def knowledge_distillation(job: Transfer):
     s = job.settings
-    probs = teacher_probabilities(job.teachers, job.client.x_train, job.client.data.num_classes, s.temperature)
+    probs = teacher_probabilities(
+        job.teachers, job.client.x_train, job.client.data.num_classes, s.temperature
+    )
     loss = naive_kd(job, probs)
     return eval_scores(job.student), {"teachers-kept": len(job.teachers), "train-loss": loss}
 
 
-_BASE_KEYS = ("kt-query", "kt-query-threshold", "kt-max-query-classes", "kt-local-max-epochs",
-              "kt-local-patience", "kt-client-models")
+_BASE_KEYS = (
+    "kt-query",
+    "kt-query-threshold",
+    "kt-max-query-classes",
+    "kt-local-max-epochs",
+    "kt-local-patience",
+    "kt-client-models",
+)
 
 SPECS = (
-    one_shot_spec("local", "no transfer: each client keeps its locally trained model",
-                  QKT_PAPER, keep_local, "none", _BASE_KEYS),
-    one_shot_spec("fedavg1", "FedAvg(1): one round averaging the locally trained models",
-                  "McMahan et al., AISTATS 2017 (one round)", fedavg_one_round, "average", _BASE_KEYS),
-    one_shot_spec("ensemble", "mean of the softmax outputs of the student's and every teacher's model",
-                  "Dietterich, 2000", ensemble, "teachers", _BASE_KEYS),
-    one_shot_spec("kd", "naive KD (Eq. 1): CE + alpha * sum of KL to every teacher on local data",
-                  "Hinton et al., 2015", knowledge_distillation, "teachers",
-                  _BASE_KEYS + ("kt-epochs", "kt-alpha", "kt-temperature")),
+    one_shot_spec(
+        "local",
+        "no transfer: each client keeps its locally trained model",
+        QKT_PAPER,
+        keep_local,
+        "none",
+        _BASE_KEYS,
+    ),
+    one_shot_spec(
+        "fedavg1",
+        "FedAvg(1): one round averaging the locally trained models",
+        "McMahan et al., AISTATS 2017 (one round)",
+        fedavg_one_round,
+        "average",
+        _BASE_KEYS,
+    ),
+    one_shot_spec(
+        "ensemble",
+        "mean of the softmax outputs of the student's and every teacher's model",
+        "Dietterich, 2000",
+        ensemble,
+        "teachers",
+        _BASE_KEYS,
+    ),
+    one_shot_spec(
+        "kd",
+        "naive KD (Eq. 1): CE + alpha * sum of KL to every teacher on local data",
+        "Hinton et al., 2015",
+        knowledge_distillation,
+        "teachers",
+        _BASE_KEYS + ("kt-epochs", "kt-alpha", "kt-temperature"),
+    ),
 )

@@ -29,7 +29,7 @@ term is multiplied by T^2 (Hinton et al., 2015); with T = 1 both are no-ops.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -46,7 +46,9 @@ _NOISE_TAG = 0x5EED
 # --- Eqs. (1)-(4) ----------------------------------------------------------------------------------
 
 
-def class_mask(num_classes: int, query: Sequence[int], local_classes: Sequence[int], lam: float) -> Tensor:
+def class_mask(
+    num_classes: int, query: Sequence[int], local_classes: Sequence[int], lam: float
+) -> Tensor:
     """Eq. (3): lambda on query classes, 1 on the student's local classes, 0 elsewhere."""
     mask = torch.zeros(num_classes)
     mask[list(local_classes)] = 1.0
@@ -54,8 +56,12 @@ def class_mask(num_classes: int, query: Sequence[int], local_classes: Sequence[i
     return mask
 
 
-def distillation_term(student_logits: Tensor, teacher_probs: Tensor, mask: Tensor | None = None,
-                      temperature: float = 1.0) -> Tensor:
+def distillation_term(
+    student_logits: Tensor,
+    teacher_probs: Tensor,
+    mask: Tensor | None = None,
+    temperature: float = 1.0,
+) -> Tensor:
     """sum_t <M, KL(p_t, p_s)>, averaged over the batch (M = 1 when ``mask`` is None: Eq. 1).
 
     ``student_logits``: (B, C); ``teacher_probs``: (T, B, C), the teachers' softmax at the same
@@ -70,8 +76,9 @@ def distillation_term(student_logits: Tensor, teacher_probs: Tensor, mask: Tenso
     return kl.sum(dim=(0, 2)).mean() * temperature**2
 
 
-def transfer_loss(inputs: Tensor, teacher_probs: Tensor, alpha: float, mask: Tensor | None,
-                  temperature: float):
+def transfer_loss(
+    inputs: Tensor, teacher_probs: Tensor, alpha: float, mask: Tensor | None, temperature: float
+):
     """A ``train_local`` loss over *sample indices*: CE + alpha * distillation term (Eq. 1/4).
 
     ``train_local`` shuffles and batches its ``x``; passing ``torch.arange(N)`` as ``x`` lets the
@@ -81,21 +88,29 @@ def transfer_loss(inputs: Tensor, teacher_probs: Tensor, alpha: float, mask: Ten
     def loss_fn(module: nn.Module, idx: Tensor, y: Tensor) -> Tensor:
         logits = module(inputs[idx])
         return F.cross_entropy(logits, y) + alpha * distillation_term(
-            logits, teacher_probs[:, idx], mask, temperature)
+            logits, teacher_probs[:, idx], mask, temperature
+        )
 
     return loss_fn
 
 
-def teacher_probabilities(teachers: Sequence[nn.Module], x: Tensor, num_classes: int,
-                          temperature: float = 1.0) -> Tensor:
+def teacher_probabilities(
+    teachers: Sequence[nn.Module], x: Tensor, num_classes: int, temperature: float = 1.0
+) -> Tensor:
     """(T, N, C) softmax(f_t(x) / T) of every teacher, in eval mode (black boxes)."""
     if not teachers:
         return torch.zeros(0, len(x), num_classes)
     return torch.stack([F.softmax(predict(t, x) / temperature, dim=1) for t in teachers])
 
 
-def filter_teachers(teachers: Sequence[nn.Module], query: Sequence[int], input_shape: Sequence[int],
-                    num_noise: int, tau: float, generator: torch.Generator) -> tuple[list[int], Tensor]:
+def filter_teachers(
+    teachers: Sequence[nn.Module],
+    query: Sequence[int],
+    input_shape: Sequence[int],
+    num_noise: int,
+    tau: float,
+    generator: torch.Generator,
+) -> tuple[list[int], Tensor]:
     """Eq. (2): indices of teachers whose mean probability on B Gaussian inputs reaches tau for
     some query class, and the (T, C) mean probabilities."""
     noise = torch.randn((num_noise, *input_shape), generator=generator)
@@ -121,7 +136,9 @@ class _Frozen(nn.Module):
         return torch.where(self.mask, self.value, w)
 
 
-def head_importance(head: nn.Module, features: Tensor, y: Tensor, batch_size: int) -> dict[str, Tensor]:
+def head_importance(
+    head: nn.Module, features: Tensor, y: Tensor, batch_size: int
+) -> dict[str, Tensor]:
     """Appendix A.5: per-entry RMS over the student's batches of d CE / d weight."""
     squares = {n: torch.zeros_like(p) for n, p in head.named_parameters()}
     batches = 0
@@ -139,18 +156,20 @@ def freeze_top_weights(head: nn.Module, importance: dict[str, Tensor], percent: 
     """Freeze the top ``percent`` % head entries by importance (parametrizations); returns the
     parameter names that got a parametrization (undo with ``unfreeze``)."""
     scores = torch.cat([importance[n].flatten() for n, _ in head.named_parameters()])
-    k = int(round(percent / 100.0 * scores.numel()))
+    k = round(percent / 100.0 * scores.numel())
     if k == 0:
         return []
     flat = torch.zeros(scores.numel(), dtype=torch.bool)
     flat[torch.topk(scores, k).indices] = True
     names, offset = [], 0
     for name, p in list(head.named_parameters()):
-        mask = flat[offset: offset + p.numel()].view_as(p)
+        mask = flat[offset : offset + p.numel()].view_as(p)
         offset += p.numel()
         if mask.any():
             module_path, _, attr = name.rpartition(".")
-            parametrize.register_parametrization(head.get_submodule(module_path), attr, _Frozen(mask, p))
+            parametrize.register_parametrization(
+                head.get_submodule(module_path), attr, _Frozen(mask, p)
+            )
             names.append(name)
     return names
 
@@ -158,11 +177,14 @@ def freeze_top_weights(head: nn.Module, importance: dict[str, Tensor], percent: 
 def unfreeze(head: nn.Module, names: list[str]) -> None:
     for name in names:
         module_path, _, attr = name.rpartition(".")
-        parametrize.remove_parametrizations(head.get_submodule(module_path), attr, leave_parametrized=True)
+        parametrize.remove_parametrizations(
+            head.get_submodule(module_path), attr, leave_parametrized=True
+        )
 
 
-def refine_head(job: Transfer, head_state: dict, teacher_probs: Tensor, mask: Tensor | None,
-                epochs: int) -> float:
+def refine_head(
+    job: Transfer, head_state: dict, teacher_probs: Tensor, mask: Tensor | None, epochs: int
+) -> float:
     """Phase 2: restore the head to ``head_state``, freeze the feature extractor, refine the
     head with the QKD loss (and A.5's weight masking when ``qkt-weight-mask-percent`` > 0)."""
     s, model = job.settings, job.student
@@ -173,8 +195,13 @@ def refine_head(job: Transfer, head_state: dict, teacher_probs: Tensor, mask: Te
     if s.weight_mask_percent > 0:
         importance = head_importance(model.head, features, y, job.client.config.batch_size)
         frozen = freeze_top_weights(model.head, importance, s.weight_mask_percent)
-    loss = job.train(model.head, torch.arange(len(y)), y, epochs,
-                     transfer_loss(features, teacher_probs, s.alpha, mask, s.temperature))
+    loss = job.train(
+        model.head,
+        torch.arange(len(y)),
+        y,
+        epochs,
+        transfer_loss(features, teacher_probs, s.alpha, mask, s.temperature),
+    )
     unfreeze(model.head, frozen)
     return loss
 
@@ -186,8 +213,9 @@ def _prepare(job: Transfer):
     """Teachers' predictions on the transfer set (the student's data), T_Q and the mask."""
     s, data = job.settings, job.client.data
     probs = teacher_probabilities(job.teachers, job.client.x_train, data.num_classes, s.temperature)
-    kept, _ = filter_teachers(job.teachers, job.query, data.input_shape, s.noise_samples, s.tau,
-                              job.generator(_NOISE_TAG))
+    kept, _ = filter_teachers(
+        job.teachers, job.query, data.input_shape, s.noise_samples, s.tau, job.generator(_NOISE_TAG)
+    )
     mask = class_mask(data.num_classes, job.query, job.local_classes, s.lam)
     return probs, kept, mask
 
@@ -195,8 +223,13 @@ def _prepare(job: Transfer):
 def naive_kd(job: Transfer, probs: Tensor) -> float:
     """Eq. (1) over the whole student model: CE + alpha * sum over every teacher of KL."""
     s, y = job.settings, job.client.y_train
-    return job.train(job.student, torch.arange(len(y)), y, s.epochs,
-                     transfer_loss(job.client.x_train, probs, s.alpha, None, s.temperature))
+    return job.train(
+        job.student,
+        torch.arange(len(y)),
+        y,
+        s.epochs,
+        transfer_loss(job.client.x_train, probs, s.alpha, None, s.temperature),
+    )
 
 
 def qkt_transfer(job: Transfer):
@@ -204,10 +237,19 @@ def qkt_transfer(job: Transfer):
     s, y = job.settings, job.client.y_train
     head_before = {k: v.detach().clone() for k, v in job.student.head.state_dict().items()}
     probs, kept, mask = _prepare(job)
-    phase1 = job.train(job.student, torch.arange(len(y)), y, s.epochs,
-                       transfer_loss(job.client.x_train, probs[kept], s.alpha, mask, s.temperature))
+    phase1 = job.train(
+        job.student,
+        torch.arange(len(y)),
+        y,
+        s.epochs,
+        transfer_loss(job.client.x_train, probs[kept], s.alpha, mask, s.temperature),
+    )
     phase2 = refine_head(job, head_before, probs[kept], mask, s.epochs)
-    return eval_scores(job.student), {"teachers-kept": len(kept), "phase1-loss": phase1, "train-loss": phase2}
+    return eval_scores(job.student), {
+        "teachers-kept": len(kept),
+        "phase1-loss": phase1,
+        "train-loss": phase2,
+    }
 
 
 def qkt_light_transfer(job: Transfer):
@@ -217,18 +259,45 @@ def qkt_light_transfer(job: Transfer):
     probs, kept, mask = _prepare(job)
     phase1 = naive_kd(job, probs)
     phase2 = refine_head(job, head_before, probs[kept], mask, s.light_head_epochs)
-    return eval_scores(job.student), {"teachers-kept": len(kept), "phase1-loss": phase1, "train-loss": phase2}
+    return eval_scores(job.student), {
+        "teachers-kept": len(kept),
+        "phase1-loss": phase1,
+        "train-loss": phase2,
+    }
 
 
-_KEYS = ("kt-query", "kt-query-threshold", "kt-max-query-classes", "kt-local-max-epochs",
-         "kt-local-patience", "kt-epochs", "kt-alpha", "kt-temperature", "qkt-lambda", "qkt-tau",
-         "qkt-noise-samples", "qkt-weight-mask-percent", "kt-client-models")
+_KEYS = (
+    "kt-query",
+    "kt-query-threshold",
+    "kt-max-query-classes",
+    "kt-local-max-epochs",
+    "kt-local-patience",
+    "kt-epochs",
+    "kt-alpha",
+    "kt-temperature",
+    "qkt-lambda",
+    "qkt-tau",
+    "qkt-noise-samples",
+    "qkt-weight-mask-percent",
+    "kt-client-models",
+)
 
 SPECS = (
-    one_shot_spec("qkt", "query-based knowledge transfer: filtered, class-masked distillation, then"
-                  " head refinement on the frozen feature extractor (one round)", PAPER,
-                  qkt_transfer, "teachers", _KEYS),
-    one_shot_spec("qkt-light", "QKT with naive KD in Phase 1; filtering and masks only in the head"
-                  " refinement (one round)", PAPER, qkt_light_transfer, "teachers",
-                  _KEYS + ("kt-light-head-epochs",)),
+    one_shot_spec(
+        "qkt",
+        "query-based knowledge transfer: filtered, class-masked distillation, then"
+        " head refinement on the frozen feature extractor (one round)",
+        PAPER,
+        qkt_transfer,
+        "teachers",
+        _KEYS,
+    ),
+    one_shot_spec(
+        "qkt-light",
+        "QKT with naive KD in Phase 1; filtering and masks only in the head refinement (one round)",
+        PAPER,
+        qkt_light_transfer,
+        "teachers",
+        _KEYS + ("kt-light-head-epochs",),
+    ),
 )
