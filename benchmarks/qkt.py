@@ -1,4 +1,4 @@
-"""The shape of Table 2 of the QKT paper (Alballa et al., ICLR 2025) on data available offline.
+"""The shape of Table 2 of the QKT paper (ICLR 2025) on data available offline.
 
 For every data set, partition (pathological M=3, Dirichlet(0.1)), query type (single-class,
 multi-class) and seed, it runs, through the real ServerApp/ClientApp handlers in this process

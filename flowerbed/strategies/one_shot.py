@@ -1,7 +1,7 @@
 """The one-shot knowledge-transfer protocol shared by QKT, QKT Light and their baselines.
 
-QKT paper (Alballa et al., ICLR 2025, "Query-based Knowledge Transfer for Heterogeneous
-Learning Environments"), Sec. 3.1 and Appendix A.2. Two rounds of Flower messages:
+QKT paper ("Query-based Knowledge Transfer", ICLR 2025), Sec. 3.1 and Appendix A.2. Two
+rounds of Flower messages:
 
 1. **Local training** (server round 1). Every client trains its own model on its local
    training split, starting from a seeded initialisation common to every client of the same

@@ -1,4 +1,4 @@
-"""The one-round baselines of the QKT paper (Alballa et al., ICLR 2025, Sec. 4.1), in the same
+"""The one-round baselines of the QKT paper (ICLR 2025, Sec. 4.1), in the same
 two-round protocol as QKT (``one_shot.py``): same partitions, same local models, same queries.
 
 * ``local``: no transfer; the student keeps its locally trained model (the paper's "Local"
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from .one_shot import Transfer, eval_scores, one_shot_spec
 from .qkt import naive_kd, teacher_probabilities
 
-QKT_PAPER = "baseline of Alballa et al., ICLR 2025"
+QKT_PAPER = "baseline of the QKT paper, ICLR 2025"
 
 
 def keep_local(job: Transfer):

@@ -1,5 +1,5 @@
-"""QKT and QKT Light (Alballa et al., ICLR 2025, "Query-based Knowledge Transfer for
-Heterogeneous Learning Environments"), run in one transfer round (``one_shot.py``).
+"""QKT and QKT Light ("Query-based Knowledge Transfer", ICLR 2025), run in one transfer
+round (``one_shot.py``).
 
 A student s with training data D_s, query classes Q and local classes Y_S receives the other
 clients' models (teachers t, used only through their predictions p_t = softmax(f_t(x) / T)).
@@ -39,7 +39,7 @@ from torch.nn.utils import parametrize
 from ..training import minibatches, predict
 from .one_shot import Transfer, eval_scores, one_shot_spec
 
-PAPER = "Alballa et al., ICLR 2025"
+PAPER = "Query-based Knowledge Transfer (QKT), ICLR 2025"
 _NOISE_TAG = 0x5EED
 
 
