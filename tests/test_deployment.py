@@ -17,6 +17,7 @@ Every process is started in its own session and stopped by its PID (process grou
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -40,8 +41,12 @@ BIN = Path(sys.executable).parent
 FLWR = str(BIN / "flwr")
 NODE_SERVICES = ("supernode-1", "supernode-2", "supernode-3")
 LOOPBACK_SERVICES = (  # what the loopback test runs of the compose file (two SuperNodes)
-    "superlink", "superexec-serverapp", "supernode-1", "superexec-clientapp-1",
-    "supernode-2", "superexec-clientapp-2",
+    "superlink",
+    "superexec-serverapp",
+    "supernode-1",
+    "superexec-clientapp-1",
+    "supernode-2",
+    "superexec-clientapp-2",
 )
 
 
@@ -71,14 +76,17 @@ def to_loopback(argv: list[str], ports: dict[int, int], root: Path) -> list[str]
     """A compose command line rewritten for one host: service names -> 127.0.0.1, compose ports
     -> free ports, ``/app/...`` -> folders under ``root``; the executable from this venv."""
     out = [str(BIN / argv[0])]
-    for previous, token in zip(argv, argv[1:]):
+    for previous, token in itertools.pairwise(argv):
         if previous == "--port":
             token = str(ports[int(token)])
         elif previous == "--host":
             token = "127.0.0.1"
         else:
-            token = re.sub(r"\b(?:superlink|supernode-\d+):(\d+)\b",
-                           lambda m: f"127.0.0.1:{ports[int(m[1])]}", token)
+            token = re.sub(
+                r"\b(?:superlink|supernode-\d+):(\d+)\b",
+                lambda m: f"127.0.0.1:{ports[int(m[1])]}",
+                token,
+            )
             token = token.replace("/app/", f"{root}/")
         out.append(token)
     return out
@@ -92,8 +100,7 @@ def volumes(service: dict) -> list[dict]:
         if isinstance(volume, str):
             source, target, *mode = volume.split(":")
             kind = "bind" if source.startswith(("/", ".")) else "volume"
-            volume = {"type": kind, "source": source, "target": target,
-                      "read_only": "ro" in mode}
+            volume = {"type": kind, "source": source, "target": target, "read_only": "ro" in mode}
         out.append({"read_only": False, **volume})
     return out
 
@@ -114,8 +121,14 @@ def docker_compose_config() -> dict:
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.skip("docker-compose is not installed (CI installs Debian's docker-compose)")
-    proc = subprocess.run([binary, "-f", str(COMPOSE), "config"], capture_output=True, text=True,
-                          cwd=COMPOSE.parent, timeout=120)
+    proc = subprocess.run(
+        [binary, "-f", str(COMPOSE), "config"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=COMPOSE.parent,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load(proc.stdout)
 
@@ -123,8 +136,15 @@ def docker_compose_config() -> dict:
 def test_compose_file_validates_and_ports_and_volumes_agree():
     config = docker_compose_config()
     services = config["services"]
-    expected = {"init", "superlink", "superexec-serverapp", *NODE_SERVICES,
-                "superexec-clientapp-1", "superexec-clientapp-2", "superexec-clientapp-3"}
+    expected = {
+        "init",
+        "superlink",
+        "superexec-serverapp",
+        *NODE_SERVICES,
+        "superexec-clientapp-1",
+        "superexec-clientapp-2",
+        "superexec-clientapp-3",
+    }
     assert set(services) == expected
     raw = compose_services()
     for name in expected - {"init"}:  # docker-compose config keeps every command line as written
@@ -173,12 +193,13 @@ def test_compose_file_validates_and_ports_and_volumes_agree():
             continue
         targets = [v["target"] for v in volumes(service)]
         argv = command_line(service)
-        for previous, arg in zip(["", *argv], argv):
+        for previous, arg in itertools.pairwise(["", *argv]):
             if previous == "--node-config":
                 continue
             for path in re.findall(r"/app/[\w./-]+", arg):
                 assert any(path.startswith(t.rstrip("/") + "/") or path == t for t in targets), (
-                    f"{name}: {path} is not in a mounted volume {targets}")
+                    f"{name}: {path} is not in a mounted volume {targets}"
+                )
     # the `init` service writes the certificates and keys into the folders the others mount
     init_sources = {v["target"]: v["source"] for v in volumes(services["init"])}
     for name in ("superlink", *NODE_SERVICES, "superexec-serverapp"):
@@ -193,7 +214,7 @@ def test_compose_file_validates_and_ports_and_volumes_agree():
 
 def test_dockerfile_builds_on_flowers_superexec_image_and_disables_dependency_installation():
     text = (REPO / "docker" / "Dockerfile").read_text()
-    assert re.search(r"^FROM flwr/superexec:\$\{FLWR_VERSION\}", text, re.M)
+    assert re.search(r"^FROM flwr/superexec:\$\{FLWR_VERSION\}", text, re.MULTILINE)
     assert "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1" in text
     assert 'ENTRYPOINT ["flower-superexec"]' in text
 
@@ -213,14 +234,22 @@ def test_compose_commands_map_to_loopback():
 
 
 def make_certs(folder: Path) -> Path:
-    subprocess.run(["bash", str(REPO / "scripts" / "make_certs.sh"), str(folder)], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        ["bash", str(REPO / "scripts" / "make_certs.sh"), str(folder)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return folder
 
 
 def make_node_keys(folder: Path, *names: str) -> Path:
-    subprocess.run(["bash", str(REPO / "scripts" / "make_node_keys.sh"), str(folder), *names],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["bash", str(REPO / "scripts" / "make_node_keys.sh"), str(folder), *names],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return folder
 
 
@@ -233,9 +262,19 @@ def test_scripts_make_a_ca_signed_server_certificate_and_openssh_ec_node_keys(tm
     )
 
     certs = make_certs(tmp_path / "certs")
-    verify = subprocess.run(["openssl", "verify", "-CAfile", str(certs / "ca.crt"),
-                             str(certs / "server.pem"), str(certs / "supernode-runtime.pem")],
-                            capture_output=True, text=True)
+    verify = subprocess.run(
+        [
+            "openssl",
+            "verify",
+            "-CAfile",
+            str(certs / "ca.crt"),
+            str(certs / "server.pem"),
+            str(certs / "supernode-runtime.pem"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert verify.returncode == 0, verify.stderr
     cert = x509.load_pem_x509_certificate((certs / "server.pem").read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -259,8 +298,9 @@ def node_context(tmp_path, node_config: dict, **run_config):
     from flowerbed.simulation import resolve_run_config
 
     config = resolve_run_config({"data-dir": str(tmp_path / "server-data"), **run_config})
-    return Context(run_id=1, node_id=7, node_config=node_config, state=RecordDict(),
-                   run_config=config)
+    return Context(
+        run_id=1, node_id=7, node_config=node_config, state=RecordDict(), run_config=config
+    )
 
 
 def test_node_data_dir_overrides_the_run_config_data_dir(tmp_path):
@@ -276,9 +316,13 @@ def test_node_data_dir_overrides_the_run_config_data_dir(tmp_path):
         arrays[f"{split}_images"] = rng.integers(0, 255, (n, 28, 28, 3), dtype=np.uint8)
         arrays[f"{split}_labels"] = rng.integers(0, 8, (n, 1))
     np.savez(site / "bloodmnist.npz", **arrays)
-    context = node_context(tmp_path, {"partition-id": 0, "num-partitions": 2,
-                                      "data-dir": str(site)},
-                           dataset="bloodmnist", partitioner="iid", model="mlp")
+    context = node_context(
+        tmp_path,
+        {"partition-id": 0, "num-partitions": 2, "data-dir": str(site)},
+        dataset="bloodmnist",
+        partitioner="iid",
+        model="mlp",
+    )
     client = LocalClient.from_context(context)
     assert client.config.data_path == site  # the run config named another (empty) folder
     assert len(client.y_train) + len(client.y_test) == 20  # half of the site's 40 samples
@@ -290,10 +334,13 @@ def test_missing_or_relative_node_data_dir_is_a_clear_error(tmp_path):
     from flowerbed.data.datasets import DataNotFoundError
 
     missing = tmp_path / "not-there"
-    context = node_context(tmp_path, {"partition-id": 0, "num-partitions": 2,
-                                      "data-dir": str(missing)})
-    with pytest.raises(DataNotFoundError, match=f"data folder {missing} .node-config data-dir."
-                                                " does not exist on this SuperNode"):
+    context = node_context(
+        tmp_path, {"partition-id": 0, "num-partitions": 2, "data-dir": str(missing)}
+    )
+    with pytest.raises(
+        DataNotFoundError,
+        match=f"data folder {missing} .node-config data-dir. does not exist on this SuperNode",
+    ):
         LocalClient.from_context(context)
     context.node_config["data-dir"] = "data/site-1"
     with pytest.raises(ConfigError, match="must be an absolute path"):
@@ -317,8 +364,14 @@ class Federation:
     def start(self, name: str, argv: list[str]) -> subprocess.Popen:
         self.logs[name] = self.root / f"{name}.log"
         with open(self.logs[name], "w") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                    cwd=self.root, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.root,
+                start_new_session=True,
+            )
         self.procs[name] = proc
         return proc
 
@@ -363,13 +416,21 @@ class Federation:
 
     def connect(self, name: str, address: str, ca_cert: Path) -> str:
         with open(self.home / "config.toml", "a") as f:
-            f.write(f'\n[superlink.{name}]\naddress = "{address}"\n'
-                    f'root-certificates = "{ca_cert}"\n')
+            f.write(
+                f'\n[superlink.{name}]\naddress = "{address}"\nroot-certificates = "{ca_cert}"\n'
+            )
         return name
 
     def flwr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([FLWR, *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, cwd=self.root)
+        return subprocess.run(
+            [FLWR, *args],
+            check=False,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+        )
 
     def wait_for_port(self, port: int, name: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -388,7 +449,7 @@ class Federation:
         while time.monotonic() < deadline:
             proc = self.flwr("supernode", "list", connection, "--format", "json")
             if proc.returncode == 0 and "{" in proc.stdout:
-                nodes = json.loads(proc.stdout[proc.stdout.index("{"):]).get("nodes", [])
+                nodes = json.loads(proc.stdout[proc.stdout.index("{") :]).get("nodes", [])
                 online = [int(n["node-id"]) for n in nodes if n.get("status") == "online"]
                 if len(online) >= count:
                     return online
@@ -401,11 +462,24 @@ class FlwrRun:
     """``flwr run <app> <connection> --stream`` in the background, its output collected."""
 
     def __init__(self, federation: Federation, connection: str, run_config: dict) -> None:
-        argv = [FLWR, "run", str(REPO), connection, "--stream",
-                "--run-config", format_run_config(run_config)]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=federation.env, cwd=REPO,
-                                     start_new_session=True)
+        argv = [
+            FLWR,
+            "run",
+            str(REPO),
+            connection,
+            "--stream",
+            "--run-config",
+            format_run_config(run_config),
+        ]
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=federation.env,
+            cwd=REPO,
+            start_new_session=True,
+        )
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -460,20 +534,30 @@ def test_compose_federation_over_tls_runs_two_rounds_of_fedavg(federation, tmp_p
     ports = {8000: free_port(), 9094: free_port(), 9095: free_port()}
     for site in ("site-1", "site-2"):  # the SuperNodes' own data folders (node-config data-dir)
         (tmp_path / "data" / site).mkdir(parents=True)
-    commands = {name: to_loopback(command_line(services[name]), ports, tmp_path)
-                for name in LOOPBACK_SERVICES}
+    commands = {
+        name: to_loopback(command_line(services[name]), ports, tmp_path)
+        for name in LOOPBACK_SERVICES
+    }
     federation.start("superlink", commands["superlink"])
     federation.wait_for_port(ports[8000], "superlink")
     for name in LOOPBACK_SERVICES[1:]:
         federation.start(name, commands[name])
-    connection = federation.connect("loopback", f"127.0.0.1:{ports[8000]}",
-                                    tmp_path / "certificates" / "ca.crt")
+    connection = federation.connect(
+        "loopback", f"127.0.0.1:{ports[8000]}", tmp_path / "certificates" / "ca.crt"
+    )
     federation.wait_for_nodes(connection, 2)
 
-    run = FlwrRun(federation, connection, {
-        "num-server-rounds": 2, "local-epochs": 1, "fraction-evaluate": 0.0,
-        "output-dir": str(tmp_path / "runs"), "round-timeout": 300.0,
-    })
+    run = FlwrRun(
+        federation,
+        connection,
+        {
+            "num-server-rounds": 2,
+            "local-epochs": 1,
+            "fraction-evaluate": 0.0,
+            "output-dir": str(tmp_path / "runs"),
+            "round-timeout": 300.0,
+        },
+    )
     assert run.finish(timeout=600) == 0, run.log[-4000:]
     history = run.history()
     assert [row["round"] for row in history] == [0, 1, 2]
@@ -482,7 +566,8 @@ def test_compose_federation_over_tls_runs_two_rounds_of_fedavg(federation, tmp_p
     assert history[-1]["central_accuracy"] > history[0]["central_accuracy"]
     run_dir = next((tmp_path / "runs").iterdir())
     assert {"config.json", "history.json", "history.csv", "model.pt", "partitions.csv"} <= {
-        p.name for p in run_dir.iterdir()}
+        p.name for p in run_dir.iterdir()
+    }
     assert json.loads((run_dir / "config.json").read_text())["num-partitions"] == 3
     # TLS on every API of the SuperLink and of the SuperNodes' Runtime APIs
     assert f"Uvicorn running on https://127.0.0.1:{ports[8000]}" in federation.log("superlink")
@@ -491,17 +576,30 @@ def test_compose_federation_over_tls_runs_two_rounds_of_fedavg(federation, tmp_p
 
 @pytest.mark.e2e
 def test_killed_supernode_run_finishes_restart_is_accepted_missing_data_is_reported(
-        federation, tmp_path):
+    federation, tmp_path
+):
     certs = make_certs(tmp_path / "certificates")
     keys = make_node_keys(tmp_path / "keys", "site-a", "site-b", "site-c")
     port = free_port()
     # the multi-machine commands of docs/deploy.md, all on 127.0.0.1
-    federation.start("superlink", [
-        str(BIN / "flower-superlink"),
-        "--ssl-ca-certfile", str(certs / "ca.crt"), "--ssl-certfile", str(certs / "server.pem"),
-        "--ssl-keyfile", str(certs / "server.key"), "--host", "127.0.0.1", "--port", str(port),
-        "--enable-supernode-auth", "--disable-runtime-dependency-installation",
-    ])
+    federation.start(
+        "superlink",
+        [
+            str(BIN / "flower-superlink"),
+            "--ssl-ca-certfile",
+            str(certs / "ca.crt"),
+            "--ssl-certfile",
+            str(certs / "server.pem"),
+            "--ssl-keyfile",
+            str(certs / "server.key"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--enable-supernode-auth",
+            "--disable-runtime-dependency-installation",
+        ],
+    )
     federation.wait_for_port(port, "superlink")
     connection = federation.connect("site-test", f"127.0.0.1:{port}", certs / "ca.crt")
     for site in ("site-a", "site-b", "site-c"):  # CLI-managed SuperNode authentication
@@ -509,10 +607,19 @@ def test_killed_supernode_run_finishes_restart_is_accepted_missing_data_is_repor
         assert proc.returncode == 0 and "registered successfully" in proc.stdout, proc.stdout
 
     def supernode(site: str, partition: int, *extra: str) -> list[str]:
-        return [str(BIN / "flower-supernode"), "--root-certificates", str(certs / "ca.crt"),
-                "--superlink", f"127.0.0.1:{port}", "--auth-supernode-private-key",
-                str(keys / site), "--port", str(free_port()), "--node-config",
-                " ".join([f"partition-id={partition} num-partitions=3", *extra])]
+        return [
+            str(BIN / "flower-supernode"),
+            "--root-certificates",
+            str(certs / "ca.crt"),
+            "--superlink",
+            f"127.0.0.1:{port}",
+            "--auth-supernode-private-key",
+            str(keys / site),
+            "--port",
+            str(free_port()),
+            "--node-config",
+            " ".join([f"partition-id={partition} num-partitions=3", *extra]),
+        ]
 
     federation.start("site-a", supernode("site-a", 0))
     site_b = supernode("site-b", 1)
@@ -524,8 +631,11 @@ def test_killed_supernode_run_finishes_restart_is_accepted_missing_data_is_repor
     # failure: the SuperLink answers "Node Unavailable" once site-b misses its heartbeats
     # (Flower: 2 x 30 s), before round-timeout (a safety net for a loaded machine)
     common = {"local-epochs": 1, "fraction-evaluate": 0.0, "output-dir": str(tmp_path / "runs")}
-    run = FlwrRun(federation, connection, {**common, "num-server-rounds": 2,
-                                           "min-available-clients": 1, "round-timeout": 300.0})
+    run = FlwrRun(
+        federation,
+        connection,
+        {**common, "num-server-rounds": 2, "min-available-clients": 1, "round-timeout": 300.0},
+    )
     run.wait_for(r"flowerbed: results go to", timeout=400)
     federation.kill("site-b")
     assert run.finish(timeout=700) == 0, run.log[-4000:]
@@ -542,8 +652,11 @@ def test_killed_supernode_run_finishes_restart_is_accepted_missing_data_is_repor
     federation.start("site-c", supernode("site-c", 2, f"data-dir='{missing}'"))
     nodes = federation.wait_for_nodes(connection, 3)
     assert set(first_nodes) <= set(nodes)
-    run = FlwrRun(federation, connection, {**common, "num-server-rounds": 1,
-                                           "min-available-clients": 3, "round-timeout": 300.0})
+    run = FlwrRun(
+        federation,
+        connection,
+        {**common, "num-server-rounds": 1, "min-available-clients": 3, "round-timeout": 300.0},
+    )
     assert run.finish(timeout=600) == 0, run.log[-4000:]
     row = run.history()[1]
     assert row["clients_trained"] == 2 and row["clients_failed"] == 1, row
