@@ -53,12 +53,16 @@ def run_one(dataset: str, variant: str, seed: int, rounds: int, out: Path) -> di
     overrides = {**COMMON, **DATASETS[dataset], **VARIANTS[variant], "seed": seed,
                  "num-server-rounds": rounds, "output-dir": str(out / "runs"),
                  "run-name": f"{variant}-{dataset}-seed{seed}"}
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     run_dir = run_in_process(overrides, num_clients=10)
+    cpu = time.process_time() - cpu_start
     history = json.loads((run_dir / "history.json").read_text())
     return {
         "dataset": dataset, "variant": variant, "seed": seed, "rounds": rounds,
         "wall_seconds": time.perf_counter() - start,
+        # CPU seconds of this process per round (setup and evaluations included, the same for
+        # every variant): steadier than wall-clock seconds on a machine shared with others
+        "cpu_seconds_per_round": cpu / rounds,
         "accuracy": [row["central_accuracy"] for row in history],
         "loss": [row["central_loss"] for row in history],
         "seconds": [row["seconds"] for row in history[1:]],
@@ -76,8 +80,9 @@ def summarise(runs: list[dict], variants: list[str]) -> str:
         rounds = rows[0]["rounds"]
         alpha = DATASETS[dataset]["dirichlet-alpha"]
         lines += [f"### {dataset}, Dirichlet({alpha}), 10 clients, {rounds} rounds", "",
-                  "| strategy | seeds | final accuracy | final loss | s / round | vs qfedavg |"
-                  " KB received / round |", "|---|---|---|---|---|---|---|"]
+                  "| strategy | seeds | final accuracy (%) | final loss | wall s / round |"
+                  " CPU s / round | time vs qfedavg (wall / CPU) | KB received / round |",
+                  "|---|---|---|---|---|---|---|---|"]
         base = None
         for variant in variants:
             vr = [r for r in rows if r["variant"] == variant]
@@ -86,11 +91,15 @@ def summarise(runs: list[dict], variants: list[str]) -> str:
             acc = np.array([r["accuracy"][-1] for r in vr])
             loss = np.array([r["loss"][-1] for r in vr])
             sec = float(np.mean([np.mean(r["seconds"]) for r in vr]))
-            base = sec if variant == "qfedavg" else base
-            rel = f"{100 * (sec / base - 1):+.1f}%" if base else ""
+            cpu = float(np.mean([r["cpu_seconds_per_round"] for r in vr]))
+            if variant == "qfedavg":
+                base = (sec, cpu)
+            rel = (f"{100 * (sec / base[0] - 1):+.1f}% / {100 * (cpu / base[1] - 1):+.1f}%"
+                   if base else "")
             kb = np.mean([np.mean(r["bytes_received"]) for r in vr]) / 1e3
             lines.append(f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * acc.std():.1f}"
-                         f" | {loss.mean():.3f} ± {loss.std():.3f} | {sec:.2f} | {rel} | {kb:.1f} |")
+                         f" | {loss.mean():.3f} ± {loss.std():.3f} | {sec:.2f} | {cpu:.2f} | {rel}"
+                         f" | {kb:.1f} |")
         lines += ["", "Mean test accuracy (%) / loss of the global model per round (round 0 ="
                   " initial model):", "",
                   "| strategy | " + " | ".join(str(i) for i in range(rounds + 1)) + " |",
@@ -133,6 +142,58 @@ def plot(runs: list[dict], variants: list[str], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def client_overhead(dataset: str, repeats: int) -> str:
+    """Median seconds of one client's local work on the VQC (E = 1), measured back to back in
+    this process so that the load of other jobs hits every variant alike: plain training
+    (QFedAvg), training + the Fisher pass after it (QFedFisher, 'final'), training with the
+    squared-gradient hook (QFedFisher, 'training')."""
+    import torch
+
+    from flowerbed.config import RunConfig
+    from flowerbed.client import load_splits
+    from flowerbed.models import build_model
+    from flowerbed.strategies.qfedfisher import SquaredGradients, empirical_fisher
+    from flowerbed.training import build_optimizer, train_local
+
+    config = RunConfig.from_run_config({**COMMON, **DATASETS[dataset]})
+    data = load_splits(config)
+    x, y = data.x_train[:160], data.y_train[:160]  # a client of 160 samples: 5 batches
+
+    def train(model, **hooks):
+        return train_local(model, x, y, epochs=1, batch_size=32,
+                           generator=torch.Generator().manual_seed(0),
+                           optimizer=build_optimizer(model.parameters(), config), **hooks)
+
+    def plain(model):
+        train(model)
+
+    def final(model):
+        train(model)
+        empirical_fisher(model, x, y, 32, torch.Generator().manual_seed(1))
+
+    def during(model):
+        hook = SquaredGradients()
+        train(model, after_backward=hook)
+        hook.mean(model)
+
+    variants = {"qfedavg (train)": plain, "qfedfisher final (train + Fisher pass)": final,
+                "qfedfisher training (train + hook)": during}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, fn in variants.items():
+            model = build_model("vqc", data.input_shape, data.num_classes, config=config)
+            start = time.perf_counter()
+            fn(model)
+            times[name].append(time.perf_counter() - start)
+    base = float(np.median(times["qfedavg (train)"]))
+    lines = [f"### client work per round, {dataset} VQC, 160 samples, E = 1, median of {repeats}",
+             "", "| client step | seconds | vs qfedavg |", "|---|---|---|"]
+    for name, values in times.items():
+        med = float(np.median(values))
+        lines.append(f"| {name} | {med:.3f} | {100 * (med / base - 1):+.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
@@ -144,11 +205,18 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/quantum_fl"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--client-overhead", type=int, default=0, metavar="REPEATS",
+                        help="only measure one client's local work per variant, REPEATS times")
     args = parser.parse_args()
     import flowerbed.simulation  # noqa: F401 - configures Flower's logger, then quiet it
 
     logging.getLogger("flwr").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.client_overhead:
+        report = "\n".join(client_overhead(d, args.client_overhead) for d in args.datasets)
+        (args.out / "client_overhead.md").write_text(report)
+        print(report)
+        return
     store = args.out / "runs.json"
     runs = json.loads(store.read_text()) if store.exists() else []
     rounds = dict(zip(DATASETS, args.rounds))

@@ -191,3 +191,21 @@ def _mlp_for_breast_cancer():
     from flowerbed.models import build_model
 
     return build_model("mlp", (30,), 2)
+
+
+def test_training_pass_fisher_covers_every_parameter_even_without_a_step():
+    from flowerbed.strategies.qfedfisher import SquaredGradients
+
+    model = nn.Linear(2, 2)
+    hook = SquaredGradients()
+    assert set(hook.mean(model)) == {"weight", "bias"}  # a client with no local batch
+    assert all(torch.equal(v, torch.zeros_like(v)) for v in hook.mean(model).values())
+    model(torch.ones(1, 2)).sum().backward()
+    hook(model)
+    assert torch.allclose(hook.mean(model)["bias"], torch.ones(2))
+
+
+def test_server_rule_rejects_fisher_records_with_different_parameters():
+    thetas = [{"w": np.ones(2)}, {"w": np.zeros(2)}]
+    with pytest.raises(ValueError, match="different parameters"):
+        fisher_average(thetas, [{"w": np.ones(2)}, {}], {"w": np.ones(2)}, 0.01)

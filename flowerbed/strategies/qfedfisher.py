@@ -103,8 +103,10 @@ class SquaredGradients:
                 self.total[name] = self.total.get(name, 0) + g2
         self.steps += 1
 
-    def mean(self) -> dict[str, Tensor]:
-        return {name: t / max(self.steps, 1) for name, t in self.total.items()}
+    def mean(self, model: nn.Module) -> dict[str, Tensor]:
+        """Every trainable parameter's mean squared gradient (zeros if there was no step)."""
+        return {name: self.total.get(name, torch.zeros_like(p.detach())) / max(self.steps, 1)
+                for name, p in model.named_parameters() if p.requires_grad}
 
 
 def circuit_layer_parameters(model: nn.Module) -> set[str]:
@@ -185,7 +187,7 @@ def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
     if opts["fisher_pass"] == "training":
         hook = SquaredGradients()
         result = client.train(model, server_round, after_backward=hook)
-        fisher = hook.mean()
+        fisher = hook.mean(model)
     else:
         result = client.train(model, server_round)
         generator = torch.Generator().manual_seed(
@@ -212,9 +214,13 @@ def fisher_average(thetas: list[dict[str, np.ndarray]], fishers: list[dict[str, 
     Entries without Fisher (buffers) take theta_avg. Returns (arrays, substituted, total)
     counted over the entries that carry Fisher.
     """
+    keys = set(fishers[0])
+    if any(set(f) != keys for f in fishers):
+        raise ValueError("QFedFisher: the clients' Fisher records hold different parameters;"
+                         f" expected {sorted(keys)}")
     out, substituted, total = {}, 0, 0
     for key, avg in theta_avg.items():
-        if key not in fishers[0]:
+        if key not in keys:
             out[key] = avg
             continue
         f = np.stack([fi[key].astype(np.float64) for fi in fishers])
