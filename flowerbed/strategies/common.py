@@ -49,7 +49,7 @@ class StrategySpec:
             return self.model_builder(config, tuple(input_shape), num_classes)
         from ..models import build_model
 
-        return build_model(config.model, input_shape, num_classes)
+        return build_model(config.model, input_shape, num_classes, config=config)
 
 
 def aggregate_with_spread(records: list[RecordDict], weighting_key: str) -> MetricRecord:
