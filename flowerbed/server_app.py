@@ -96,6 +96,10 @@ def run_federation(grid: Grid, config: RunConfig) -> Path:
         spec.run_server(recording, config, data, run_dir)
         return run_dir
     model = spec.build_model(config, data.input_shape, data.num_classes)
+    if config.get("kt-metrics", False):  # issue 5: check the knowledge-transfer keys now
+        from .strategies.one_shot import KTSettings
+
+        KTSettings.from_config(config)
     strategy = spec.build_server(config, **flower_kwargs(config))
     history: list[dict] = []
 

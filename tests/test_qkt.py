@@ -335,6 +335,7 @@ def test_multi_class_queries_heterogeneous_teachers_and_fedavg_reference(kt_run)
         ({"strategy": "qkt", "qkt-tau": 2.0}, "qkt-tau must be in"),
         ({"strategy": "kd", "kt-client-models": "cnn,lstm"}, "unknown model 'lstm'"),
         ({"strategy": "fedavg1", "kt-client-models": "cnn,mlp"}, "needs one architecture"),
+        ({"strategy": "fedavg", "kt-metrics": True, "kt-query": "x"}, "kt-query 'x'; valid choices"),
     ],
 )
 def test_bad_settings_stop_before_training(kt_run, overrides, message):
