@@ -27,21 +27,28 @@ from flowerbed.training import evaluate
 
 
 # --- helpers (also used by test_moon.py) --------------------------------------------------------
-def tiny_client(model: str, x: torch.Tensor, y: torch.Tensor, num_classes: int,
-                **overrides) -> LocalClient:
+def tiny_client(
+    model: str, x: torch.Tensor, y: torch.Tensor, num_classes: int, **overrides
+) -> LocalClient:
     """A client whose local train and test split are ``(x, y)``; no data set is loaded."""
     run_config = resolve_run_config({"model": model, **overrides})
     data = DatasetSplits("tiny", x, y, x, y, num_classes)
-    context = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 1},
-                      state=RecordDict(), run_config=run_config)
+    context = Context(
+        run_id=1,
+        node_id=1,
+        node_config={"partition-id": 0, "num-partitions": 1},
+        state=RecordDict(),
+        run_config=run_config,
+    )
     return LocalClient(RunConfig.from_run_config(run_config), context, 0, 1, data, x, y, x, y)
 
 
 def train_message(state_dict: dict, server_round: int = 1) -> Message:
     """What the server sends for training: the global arrays and the round."""
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
-    content = RecordDict({"arrays": ArrayRecord(state_dict),
-                          "config": ConfigRecord({"server-round": server_round})})
+    content = RecordDict(
+        {"arrays": ArrayRecord(state_dict), "config": ConfigRecord({"server-round": server_round})}
+    )
     return Message(content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
@@ -58,13 +65,22 @@ def linear(monkeypatch):
 
 X = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 2.0]])
 Y = torch.tensor([0, 1, 1, 0])
-W_GLOBAL = {"head.weight": torch.tensor([[0.5, -0.2], [0.1, 0.3]]),
-            "head.bias": torch.tensor([0.0, 0.1])}
-V_PERSONAL = {"head.weight": torch.tensor([[-0.3, 0.4], [0.2, -0.1]]),
-              "head.bias": torch.tensor([0.2, -0.2])}
+W_GLOBAL = {
+    "head.weight": torch.tensor([[0.5, -0.2], [0.1, 0.3]]),
+    "head.bias": torch.tensor([0.0, 0.1]),
+}
+V_PERSONAL = {
+    "head.weight": torch.tensor([[-0.3, 0.4], [0.2, -0.1]]),
+    "head.bias": torch.tensor([0.2, -0.2]),
+}
 LR, LAM = 0.1, 0.5
-SETTINGS = {"learning-rate": LR, "momentum": 0.0, "batch-size": 4, "local-epochs": 1,
-            "ditto-lambda": LAM}
+SETTINGS = {
+    "learning-rate": LR,
+    "momentum": 0.0,
+    "batch-size": 4,
+    "local-epochs": 1,
+    "ditto-lambda": LAM,
+}
 
 
 def softmax_gradient(weight: np.ndarray, bias: np.ndarray, x: np.ndarray, y: np.ndarray):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 import pytest
 import torch
 from flwr.app import ArrayRecord, Message, MessageType, MetricRecord, RecordDict
@@ -39,8 +40,11 @@ def bn_model(monkeypatch):
 def test_batchnorm_keys_are_the_bn_layer_entries():
     model = tiny_bn_model((1, 8, 8), 10)
     assert batchnorm_keys(model) == [
-        "features.1.weight", "features.1.bias", "features.1.running_mean",
-        "features.1.running_var", "features.1.num_batches_tracked",
+        "features.1.weight",
+        "features.1.bias",
+        "features.1.running_mean",
+        "features.1.running_var",
+        "features.1.num_batches_tracked",
     ]
     assert batchnorm_keys(MODELS["cnn"]((1, 8, 8), 10)) == []
 
@@ -58,8 +62,9 @@ def test_aggregation_by_hand_keeps_bn_local_and_averages_the_rest():
     replies = []
     for node, (name, n) in enumerate((("A", 1), ("B", 3)), start=1):
         sent = Message(RecordDict(), dst_node_id=node, message_type=MessageType.TRAIN)
-        content = RecordDict({"arrays": ArrayRecord(local[name]),
-                              "metrics": MetricRecord({"num-examples": n})})
+        content = RecordDict(
+            {"arrays": ArrayRecord(local[name]), "metrics": MetricRecord({"num-examples": n})}
+        )
         replies.append(Message(content, reply_to=sent))
     aggregated, _ = FedAvg().aggregate_train(1, replies)
     received = aggregated.to_torch_state_dict()
@@ -77,7 +82,8 @@ def test_aggregation_by_hand_keeps_bn_local_and_averages_the_rest():
 
 
 def test_federation_each_client_trains_from_its_own_bn_and_the_shared_average(
-        bn_model, fast_run, monkeypatch):
+    bn_model, fast_run, monkeypatch
+):
     """Three clients, two rounds, a model with batch norm, the real ServerApp and ClientApp.
 
     Every local training is spied on (the model it starts from and ends with). In round 2 each
@@ -109,8 +115,7 @@ def test_federation_each_client_trains_from_its_own_bn_and_the_shared_average(
         else:
             mean = sum(end[key].double() * n / total for _, end, n in first.values())
             for pid in range(3):
-                torch.testing.assert_close(second[pid][0][key].double(), mean,
-                                           rtol=1e-5, atol=1e-6)
+                torch.testing.assert_close(second[pid][0][key].double(), mean, rtol=1e-5, atol=1e-6)
     # the clients' batch norms really differ (non-IID data), so the test is not vacuous
     means = [first[pid][1]["features.1.running_mean"] for pid in range(3)]
     assert not torch.allclose(means[0], means[1])

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from test_ditto import tiny_client, train_message
 from torch import nn
 
 from flowerbed.config import ConfigError, RunConfig
@@ -23,7 +24,6 @@ from flowerbed.strategies.moon import (
     train_moon,
     with_projection_head,
 )
-from test_ditto import tiny_client, train_message
 
 
 def test_contrastive_loss_by_hand():
@@ -69,8 +69,10 @@ def test_local_loss_is_cross_entropy_plus_mu_times_contrastive_by_hand():
     # logits = z (identity head): CE of [(1, 0), (0, 1)] with labels 0, 1 = log(1 + e^-1)
     ce = math.log(1.0 + math.exp(-1.0))
     r2 = math.sqrt(2.0)
-    l_con = (-math.log(math.exp(r2) / (math.exp(r2) + math.exp(-2.0)))
-             - math.log(math.exp(2.0) / (math.exp(2.0) + math.exp(r2)))) / 2
+    l_con = (
+        -math.log(math.exp(r2) / (math.exp(r2) + math.exp(-2.0)))
+        - math.log(math.exp(2.0) / (math.exp(2.0) + math.exp(r2)))
+    ) / 2
     assert loss.item() == pytest.approx(ce + mu * l_con, rel=1e-6)
     assert seen == [pytest.approx(l_con, rel=1e-6)]
     loss.backward()  # gradients reach the trained model only
@@ -79,18 +81,23 @@ def test_local_loss_is_cross_entropy_plus_mu_times_contrastive_by_hand():
 
 
 def test_model_has_projection_head_and_output_layer_on_the_projection():
-    config = RunConfig.from_run_config(resolve_run_config(
-        {"strategy": "moon", "model": "cnn", "moon-projection-dim": 16}))
+    config = RunConfig.from_run_config(
+        resolve_run_config({"strategy": "moon", "model": "cnn", "moon-projection-dim": 16})
+    )
     model = moon_model(config, (1, 8, 8), 10)
     projection = model.features.projection
     assert [(m.in_features, m.out_features) for m in projection if isinstance(m, nn.Linear)] == [
-        (128, 128), (128, 16)]
+        (128, 128),
+        (128, 16),
+    ]
     assert (model.head.in_features, model.head.out_features) == (16, 10)
     x = torch.randn(5, 1, 8, 8)
     assert model.features(x).shape == (5, 16)  # R_w(x): the compared representation
     assert model(x).shape == (5, 10)
-    assert get_strategy("moon").build_model(config, (1, 8, 8), 10).state_dict().keys() == \
-        model.state_dict().keys()
+    assert (
+        get_strategy("moon").build_model(config, (1, 8, 8), 10).state_dict().keys()
+        == model.state_dict().keys()
+    )
     assert not hasattr(MODELS["cnn"]((1, 8, 8), 10).features, "projection")  # registry untouched
 
 
@@ -100,8 +107,13 @@ def test_client_keeps_its_model_and_contrasts_with_it_next_round(monkeypatch):
     monkeypatch.setitem(MODELS, "tiny-mlp", lambda shape, classes: build_mlp(shape, classes, 8))
     torch.manual_seed(0)
     x, y = torch.randn(16, 4), torch.arange(16) % 2
-    settings = {"strategy": "moon", "learning-rate": 0.1, "batch-size": 8, "local-epochs": 1,
-                "moon-projection-dim": 4}
+    settings = {
+        "strategy": "moon",
+        "learning-rate": 0.1,
+        "batch-size": 8,
+        "local-epochs": 1,
+        "moon-projection-dim": 4,
+    }
     client = tiny_client("tiny-mlp", x, y, 2, **settings)
     global_1 = moon_model(client.config, (4,), 2).state_dict()
     reply = train_moon(client, train_message(global_1, 1))
@@ -114,8 +126,9 @@ def test_client_keeps_its_model_and_contrasts_with_it_next_round(monkeypatch):
     assert reply.content.metric_records["metrics"]["contrastive-loss"] > 0.0
 
 
-@pytest.mark.parametrize("key, value", [("moon-temperature", 0.0), ("moon-mu", -1.0),
-                                        ("moon-projection-dim", 0)])
+@pytest.mark.parametrize(
+    "key, value", [("moon-temperature", 0.0), ("moon-mu", -1.0), ("moon-projection-dim", 0)]
+)
 def test_bad_settings_are_rejected(key, value):
     config = RunConfig.from_run_config(resolve_run_config({"strategy": "moon", key: value}))
     with pytest.raises(ConfigError, match=key):
@@ -125,13 +138,20 @@ def test_bad_settings_are_rejected(key, value):
 def test_mu_zero_trains_like_fedavg_on_the_same_network(fast_run, monkeypatch):
     """With mu = 0 MOON is FedAvg on the MOON network (encoder + projection + output layer):
     same global models, same centralized and client accuracies, bit for bit."""
-    monkeypatch.setitem(MODELS, "moon-mlp", lambda shape, classes: with_projection_head(
-        build_mlp(shape, classes), shape, classes, 256))
+    monkeypatch.setitem(
+        MODELS,
+        "moon-mlp",
+        lambda shape, classes: with_projection_head(build_mlp(shape, classes), shape, classes, 256),
+    )
     runs = {
-        "moon": run_in_process({**fast_run, "strategy": "moon", "model": "mlp", "moon-mu": 0.0,
-                                "run-name": "moon"}, num_clients=3),
-        "fedavg": run_in_process({**fast_run, "strategy": "fedavg", "model": "moon-mlp",
-                                  "run-name": "fedavg"}, num_clients=3),
+        "moon": run_in_process(
+            {**fast_run, "strategy": "moon", "model": "mlp", "moon-mu": 0.0, "run-name": "moon"},
+            num_clients=3,
+        ),
+        "fedavg": run_in_process(
+            {**fast_run, "strategy": "fedavg", "model": "moon-mlp", "run-name": "fedavg"},
+            num_clients=3,
+        ),
     }
     histories = {s: json.loads((d / "history.json").read_text()) for s, d in runs.items()}
     assert len(histories["moon"]) == 3
@@ -143,7 +163,8 @@ def test_mu_zero_trains_like_fedavg_on_the_same_network(fast_run, monkeypatch):
     assert models["moon"].keys() == models["fedavg"].keys()
     assert all(torch.equal(models["fedavg"][k], models["moon"][k]) for k in models["fedavg"])
     # and mu > 0 does change training (the contrastive term is live from round 2 on)
-    live = run_in_process({**fast_run, "strategy": "moon", "model": "mlp", "run-name": "live"},
-                          num_clients=3)
+    live = run_in_process(
+        {**fast_run, "strategy": "moon", "model": "mlp", "run-name": "live"}, num_clients=3
+    )
     final = torch.load(live / "model.pt")
     assert not torch.equal(final["head.weight"], models["moon"]["head.weight"])

@@ -61,8 +61,9 @@ def personal_model(client: LocalClient, msg: Message) -> nn.Module:
     return model
 
 
-def train_personal(client: LocalClient, personal: nn.Module, global_model: nn.Module,
-                   server_round: int, lam: float):
+def train_personal(
+    client: LocalClient, personal: nn.Module, global_model: nn.Module, server_round: int, lam: float
+):
     """E epochs on F_k(v) + (lambda/2)||v - w^t||^2 from v_k; returns the ``TrainResult``."""
     anchor = [p.detach().clone() for p in global_model.parameters()]
     hooks = {"extra_loss": proximal_term(anchor, lam)} if lam > 0 else {}
@@ -79,8 +80,9 @@ def train_ditto(client: LocalClient, msg: Message) -> Message:
 
     model = client.model_from(msg)  # the global update: FedAvg's client step
     result = client.train(model, server_round)
-    return client.train_reply(msg, model, result,
-                              **{"personal-train-loss": personal_result.mean_loss})
+    return client.train_reply(
+        msg, model, result, **{"personal-train-loss": personal_result.mean_loss}
+    )
 
 
 def evaluate_ditto(client: LocalClient, msg: Message) -> Message:
@@ -88,7 +90,9 @@ def evaluate_ditto(client: LocalClient, msg: Message) -> Message:
     loss, accuracy = evaluate(client.model_from(msg), client.x_test, client.y_test)
     p_loss, p_accuracy = evaluate(personal_model(client, msg), client.x_test, client.y_test)
     metrics: MetricRecord = client.metrics(
-        len(client.y_test), loss=loss, accuracy=accuracy,
+        len(client.y_test),
+        loss=loss,
+        accuracy=accuracy,
         **{"personal-loss": p_loss, "personal-accuracy": p_accuracy},
     )
     return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
@@ -102,7 +106,7 @@ def build_ditto(config: RunConfig, **kwargs) -> FedAvg:
 SPEC = StrategySpec(
     name="ditto",
     summary="FedAvg global model plus a personal model per client, trained on"
-            " F_k(v) + (lambda/2)||v - w_global||^2 and kept on the client",
+    " F_k(v) + (lambda/2)||v - w_global||^2 and kept on the client",
     paper="Li et al., ICML 2021",
     build_server=build_ditto,
     client_train=train_ditto,

@@ -47,13 +47,13 @@ def batchnorm_keys(model: nn.Module) -> list[str]:
     keys = []
     for prefix, module in model.named_modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
-            keys += [f"{prefix}.{name}" if prefix else name
-                     for name in module.state_dict().keys()]
+            keys += [f"{prefix}.{name}" if prefix else name for name in module.state_dict()]
     return keys
 
 
-def with_local_entries(received: dict[str, torch.Tensor],
-                       local: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor]:
+def with_local_entries(
+    received: dict[str, torch.Tensor], local: dict[str, torch.Tensor] | None
+) -> dict[str, torch.Tensor]:
     """The received state dict with the client's own entries put back where it has them."""
     if not local:
         return dict(received)

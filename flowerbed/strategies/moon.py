@@ -81,13 +81,12 @@ def representation_dim(model: Classifier, input_shape: tuple[int, ...]) -> int:
     return int(width)
 
 
-def with_projection_head(base: Classifier, input_shape: tuple[int, ...], num_classes: int,
-                         projection_dim: int) -> Classifier:
+def with_projection_head(
+    base: Classifier, input_shape: tuple[int, ...], num_classes: int, projection_dim: int
+) -> Classifier:
     """encoder (``base.features``) -> projection MLP -> output layer, as a ``Classifier``."""
     width = representation_dim(base, input_shape)
-    projection = nn.Sequential(
-        nn.Linear(width, width), nn.ReLU(), nn.Linear(width, projection_dim)
-    )
+    projection = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, projection_dim))
     features = nn.Sequential(OrderedDict(encoder=base.features, projection=projection))
     return Classifier(features, nn.Linear(projection_dim, num_classes))
 
@@ -100,8 +99,9 @@ def moon_model(config: RunConfig, input_shape: tuple[int, ...], num_classes: int
 
 
 # --- the client step -------------------------------------------------------------------------
-def model_contrastive_loss(z: Tensor, z_glob: Tensor, z_prev: Tensor | None,
-                           temperature: float) -> Tensor:
+def model_contrastive_loss(
+    z: Tensor, z_glob: Tensor, z_prev: Tensor | None, temperature: float
+) -> Tensor:
     """l_con of the paper (Eq. 3), averaged over the batch.
 
     Written as a cross-entropy whose correct class is the positive pair: logits
@@ -124,8 +124,13 @@ def frozen(model: nn.Module) -> nn.Module:
     return model
 
 
-def moon_loss(global_model: nn.Module, previous: nn.Module | None, mu: float,
-              temperature: float, contrastive: list[float]):
+def moon_loss(
+    global_model: nn.Module,
+    previous: nn.Module | None,
+    mu: float,
+    temperature: float,
+    contrastive: list[float],
+):
     """``loss_fn`` for ``train_local``: CE + mu * l_con; records each batch's l_con."""
 
     def loss_fn(model: Classifier, x: Tensor, y: Tensor) -> Tensor:
@@ -154,8 +159,11 @@ def train_moon(client: LocalClient, msg: Message) -> Message:
     state = client.context.state
     previous = frozen(received_model(client, state[STATE_KEY])) if STATE_KEY in state else None
     contrastive: list[float] = []
-    result = client.train(model, client.server_round(msg),
-                          loss_fn=moon_loss(global_model, previous, mu, temperature, contrastive))
+    result = client.train(
+        model,
+        client.server_round(msg),
+        loss_fn=moon_loss(global_model, previous, mu, temperature, contrastive),
+    )
     state[STATE_KEY] = ArrayRecord(model.state_dict())
     mean_contrastive = float(np.mean(contrastive)) if contrastive else float("nan")
     return client.train_reply(msg, model, result, **{"contrastive-loss": mean_contrastive})
@@ -174,7 +182,7 @@ def build_moon(config: RunConfig, **kwargs) -> FedAvg:
 SPEC = StrategySpec(
     name="moon",
     summary="FedAvg whose clients add mu * a contrastive loss pulling the projected"
-            " representation toward the global model's and away from their previous model's",
+    " representation toward the global model's and away from their previous model's",
     paper="Li, He, Song, CVPR 2021",
     build_server=build_moon,
     client_train=train_moon,
