@@ -28,7 +28,6 @@ from flwr.serverapp import Grid, ServerApp
 from .client import load_splits, partition_for
 from .config import ConfigError, RunConfig
 from .data.partition import format_label_table, label_counts
-from .models import build_model
 from .recording_grid import RecordingGrid
 from .results import (
     HISTORY_COLUMNS,
