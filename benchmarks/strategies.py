@@ -37,8 +37,21 @@ from pathlib import Path
 
 import torch
 
-CLASSIC = ("fedavg", "fedprox", "fednova", "scaffold", "feddyn", "fedavgm", "fedadam", "fedyogi",
-           "fedadagrad", "fedmedian", "fedbn", "moon", "ditto")
+CLASSIC = (
+    "fedavg",
+    "fedprox",
+    "fednova",
+    "scaffold",
+    "feddyn",
+    "fedavgm",
+    "fedadam",
+    "fedyogi",
+    "fedadagrad",
+    "fedmedian",
+    "fedbn",
+    "moon",
+    "ditto",
+)
 PARTITIONS = {
     "dirichlet-0.1": {"partitioner": "dirichlet", "dirichlet-alpha": 0.1},
     "label-sorted": {"partitioner": "label-sorted"},
@@ -47,22 +60,35 @@ HIGHLIGHT = {"fedavg": "black", "fednova": "tab:red", "scaffold": "tab:blue"}
 SETTING = {"dataset": "digits", "model": "mlp", "local-epochs": 1, "local-epochs-max": 5}
 
 
-def run_one(strategy: str, partition: str, seed: int, rounds: int, workdir: Path,
-            extra: dict | None = None) -> dict:
+def run_one(
+    strategy: str, partition: str, seed: int, rounds: int, workdir: Path, extra: dict | None = None
+) -> dict:
     from flowerbed.simulation import run_in_process
 
-    overrides = {**SETTING, **(extra or {}), **PARTITIONS[partition], "strategy": strategy, "seed": seed,
-                 "num-server-rounds": rounds, "output-dir": str(workdir),
-                 "run-name": f"{strategy}-{partition}-{seed}"}
+    overrides = {
+        **SETTING,
+        **(extra or {}),
+        **PARTITIONS[partition],
+        "strategy": strategy,
+        "seed": seed,
+        "num-server-rounds": rounds,
+        "output-dir": str(workdir),
+        "run-name": f"{strategy}-{partition}-{seed}",
+    }
     started = time.perf_counter()
     run_dir = run_in_process(overrides, num_clients=10)
     history = json.loads((run_dir / "history.json").read_text())
     rounds_rows = history[1:]
     return {
-        "strategy": strategy, "partition": partition, "seed": seed, "rounds": rounds,
+        "strategy": strategy,
+        "partition": partition,
+        "seed": seed,
+        "rounds": rounds,
         "accuracy": [row["central_accuracy"] for row in history],
         "seconds_per_round": statistics.mean(row["seconds"] for row in rounds_rows),
-        "bytes_per_round": statistics.mean(row["bytes_sent"] + row["bytes_received"] for row in rounds_rows),
+        "bytes_per_round": statistics.mean(
+            row["bytes_sent"] + row["bytes_received"] for row in rounds_rows
+        ),
         "wall_seconds": time.perf_counter() - started,
     }
 
@@ -78,15 +104,16 @@ def table(runs: list[dict], strategies: list[str], missing: list[str], extra: di
     seeds = sorted({r["seed"] for r in runs})
     rounds = sorted({r["rounds"] for r in runs})
     changed = "".join(f", {k}={v}" for k, v in extra.items())
-    lines = [
+    caption = (
         f"Digits, 10 clients, mlp, local epochs drawn per client and round from 1..5{changed}, "
         f"{'/'.join(map(str, rounds))} rounds, seeds {', '.join(map(str, seeds))}; centralized "
-        "test accuracy in % (mean ± std over seeds).",
-        "",
+        "test accuracy in % (mean ± std over seeds)."
+    )
+    header = (
         "| strategy | Dir(0.1) final | Dir(0.1) best | label-sorted final | label-sorted best "
-        "| s / round | MB / round |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        "| s / round | MB / round |"
+    )
+    lines = [caption, "", header, "|---|---|---|---|---|---|---|"]
     for name in strategies:
         mine = [r for r in runs if r["strategy"] == name]
         if not mine:
@@ -94,8 +121,10 @@ def table(runs: list[dict], strategies: list[str], missing: list[str], extra: di
         cells = []
         for partition in PARTITIONS:
             rs = [r for r in mine if r["partition"] == partition]
-            cells += [mean_std([r["accuracy"][-1] for r in rs]),
-                      mean_std([max(r["accuracy"][1:]) for r in rs])]
+            cells += [
+                mean_std([r["accuracy"][-1] for r in rs]),
+                mean_std([max(r["accuracy"][1:]) for r in rs]),
+            ]
         seconds = statistics.mean(r["seconds_per_round"] for r in mine)
         megabytes = statistics.mean(r["bytes_per_round"] for r in mine) / 1e6
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {seconds:.2f} | {megabytes:.2f} |")
@@ -114,7 +143,9 @@ def plot(runs: list[dict], strategies: list[str], path: Path) -> None:
     colors = plt.get_cmap("tab20b")
     for ax, partition in zip(axes, PARTITIONS):
         for i, name in enumerate(strategies):
-            curves = [r["accuracy"] for r in runs if r["strategy"] == name and r["partition"] == partition]
+            curves = [
+                r["accuracy"] for r in runs if r["strategy"] == name and r["partition"] == partition
+            ]
             if not curves:
                 continue
             length = min(map(len, curves))
@@ -144,15 +175,26 @@ def parse_setting(item: str) -> tuple[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--strategies", nargs="+", default=list(CLASSIC))
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "strategies")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "strategies"
+    )
     parser.add_argument("--table-only", action="store_true")
-    parser.add_argument("--partitions", nargs="+", default=list(PARTITIONS), choices=list(PARTITIONS))
-    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="run-config overrides on top of the benchmark's setting")
+    parser.add_argument(
+        "--partitions", nargs="+", default=list(PARTITIONS), choices=list(PARTITIONS)
+    )
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="run-config overrides on top of the benchmark's setting",
+    )
     args = parser.parse_args()
     extra = dict(parse_setting(item) for item in args.set)
 
@@ -169,7 +211,9 @@ def main() -> None:
     if not args.table_only:
         done = {(r["strategy"], r["partition"], r["seed"], r["rounds"]) for r in runs}
         with tempfile.TemporaryDirectory() as workdir:
-            for seed in args.seeds:  # all strategies of one seed first: partial results stay balanced
+            for (
+                seed
+            ) in args.seeds:  # all strategies of one seed first: partial results stay balanced
                 for partition in args.partitions:
                     for name in strategies:
                         if (name, partition, seed, args.rounds) in done:
@@ -178,8 +222,11 @@ def main() -> None:
                         runs.append(result)
                         with log.open("a") as f:
                             f.write(json.dumps(result) + "\n")
-                        print(f"{name:11s} {partition:14s} seed {seed}: final "
-                              f"{result['accuracy'][-1]:.3f} ({result['wall_seconds']:.0f} s)", flush=True)
+                        print(
+                            f"{name:11s} {partition:14s} seed {seed}: final "
+                            f"{result['accuracy'][-1]:.3f} ({result['wall_seconds']:.0f} s)",
+                            flush=True,
+                        )
 
     runs = [r for r in runs if r["rounds"] == args.rounds and r["seed"] in args.seeds]
     text = table(runs, strategies, missing, extra)

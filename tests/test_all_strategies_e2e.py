@@ -28,8 +28,12 @@ SPECIAL_MODEL = {
     for name in ("qfedavg", "qfedadam", "qfedfisher")
 }
 # one-shot knowledge transfer (StrategySpec.run_server): short local training and transfer
-ONE_SHOT = {"kt-local-max-epochs": 1, "kt-local-patience": 1, "kt-epochs": 1,
-            "kt-light-head-epochs": 1}
+ONE_SHOT = {
+    "kt-local-max-epochs": 1,
+    "kt-local-patience": 1,
+    "kt-epochs": 1,
+    "kt-light-head-epochs": 1,
+}
 
 
 def is_one_shot(name: str) -> bool:
@@ -48,8 +52,15 @@ def flwr_home(tmp_path_factory):
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
 def test_strategy_runs_two_rounds_with_flwr_run(name, flwr_home, tmp_path):
-    result = simulate({**overrides_for(name), "output-dir": str(tmp_path / "runs"),
-                       "data-dir": str(tmp_path / "data")}, num_supernodes=4, flwr_home=flwr_home)
+    result = simulate(
+        {
+            **overrides_for(name),
+            "output-dir": str(tmp_path / "runs"),
+            "data-dir": str(tmp_path / "data"),
+        },
+        num_supernodes=4,
+        flwr_home=flwr_home,
+    )
     assert result.returncode == 0, result.log[-3000:]
     assert local_superlink_pids(flwr_home) == [], "the local SuperLink was not stopped"
     rows = {row["round"]: row for row in result.history}

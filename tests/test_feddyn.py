@@ -24,8 +24,15 @@ def test_client_steps_and_gradient_state_by_hand(tmp_path, epochs):
     """Full-batch SGD on L(theta) - <g_k, theta> + (alpha/2)||theta - theta0||^2, then
     g_k <- g_k - alpha (theta_K - theta0)."""
     state = RecordDict()
-    overrides = {"model": "mlp", "local-epochs": epochs, "momentum": 0.0, "batch-size": 10_000,
-                 "learning-rate": LR, "feddyn-alpha": ALPHA, "output-dir": str(tmp_path)}
+    overrides = {
+        "model": "mlp",
+        "local-epochs": epochs,
+        "momentum": 0.0,
+        "batch-size": 10_000,
+        "learning-rate": LR,
+        "feddyn-alpha": ALPHA,
+        "output-dir": str(tmp_path),
+    }
     client = local_client(overrides, state=state)
     params = dict(client.new_model().named_parameters())
     g_k = _random_like(params, 0.1, 3)
@@ -42,13 +49,16 @@ def test_client_steps_and_gradient_state_by_hand(tmp_path, epochs):
     stored = state[GRAD_KEY].to_torch_state_dict()
     for k in theta0:
         torch.testing.assert_close(reply[k], theta[k], rtol=1e-4, atol=1e-6)
-        torch.testing.assert_close(stored[k], g_k[k] - ALPHA * (theta[k] - theta0[k]),
-                                   rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(
+            stored[k], g_k[k] - ALPHA * (theta[k] - theta0[k]), rtol=1e-4, atol=1e-6
+        )
 
 
 def test_gradient_state_starts_at_zero(tmp_path):
     state = RecordDict()
-    client = local_client({"model": "mlp", "local-epochs": 1, "output-dir": str(tmp_path)}, state=state)
+    client = local_client(
+        {"model": "mlp", "local-epochs": 1, "output-dir": str(tmp_path)}, state=state
+    )
     msg = train_msg(client)
     theta0 = arrays_of(msg.content["arrays"])
     theta = arrays_of(train_feddyn(client, msg).content["arrays"])
@@ -65,24 +75,39 @@ def test_server_h_and_theta_under_partial_participation_by_hand():
     strategy = FedDyn(trainable={"w"}, alpha=0.1, min_train_nodes=1)
     configure(strategy, {"w": np.array([1.0]), "bn.running_mean": np.array([0.0], np.float32)}, 4)
     strategy.h = {"w": np.array([0.05])}
-    new, _ = strategy.aggregate_train(1, replies([
-        ({"w": [2.0], "bn.running_mean": [1.0]}, {"num-examples": 3}),
-        ({"w": [4.0], "bn.running_mean": [5.0]}, {"num-examples": 1}),
-    ]))
+    new, _ = strategy.aggregate_train(
+        1,
+        replies(
+            [
+                ({"w": [2.0], "bn.running_mean": [1.0]}, {"num-examples": 3}),
+                ({"w": [4.0], "bn.running_mean": [5.0]}, {"num-examples": 1}),
+            ]
+        ),
+    )
     got = arrays_of(new)
     np.testing.assert_allclose(strategy.h["w"], [-0.05])
     np.testing.assert_allclose(got["w"], [3.5])
     np.testing.assert_allclose(got["bn.running_mean"], [2.0])  # FedAvg value: 0.75 + 1.25
     configure(strategy, got, 4)
-    new, _ = strategy.aggregate_train(2, replies([({"w": [3.9], "bn.running_mean": [0.0]},
-                                                    {"num-examples": 1})]))
+    new, _ = strategy.aggregate_train(
+        2, replies([({"w": [3.9], "bn.running_mean": [0.0]}, {"num-examples": 1})])
+    )
     np.testing.assert_allclose(strategy.h["w"], [-0.06])
     np.testing.assert_allclose(arrays_of(new)["w"], [4.5])
 
 
 def test_feddyn_runs_and_rejects_bad_alpha(tmp_path):
-    run_dir = run_in_process({"strategy": "feddyn", "model": "mlp", "num-server-rounds": 2,
-                              "local-epochs": 1, "fraction-train": 0.5, "output-dir": str(tmp_path)}, 4)
+    run_dir = run_in_process(
+        {
+            "strategy": "feddyn",
+            "model": "mlp",
+            "num-server-rounds": 2,
+            "local-epochs": 1,
+            "fraction-train": 0.5,
+            "output-dir": str(tmp_path),
+        },
+        4,
+    )
     history = json.loads((run_dir / "history.json").read_text())
     assert [r["round"] for r in history] == [0, 1, 2]
     assert all(np.isfinite(r["central_accuracy"]) for r in history)

@@ -45,7 +45,9 @@ def replies(clients: list[tuple[dict, dict]]) -> list[Message]:
     for node, (arrays, metrics) in enumerate(clients):
         sent = Message(content=RecordDict(), message_type=MessageType.TRAIN, dst_node_id=10 + node)
         record = ArrayRecord({k: Array(np.asarray(v)) for k, v in arrays.items()})
-        out.append(Message(RecordDict({"arrays": record, "metrics": MetricRecord(metrics)}), reply_to=sent))
+        out.append(
+            Message(RecordDict({"arrays": record, "metrics": MetricRecord(metrics)}), reply_to=sent)
+        )
     return out
 
 
@@ -65,11 +67,16 @@ def configure(strategy, arrays: dict, num_nodes: int = 4) -> list[Message]:
     return list(strategy.configure_train(1, record, ConfigRecord(), Grid()))
 
 
-def local_client(overrides: dict, partition_id: int = 0, num_partitions: int = 4, state=None) -> LocalClient:
+def local_client(
+    overrides: dict, partition_id: int = 0, num_partitions: int = 4, state=None
+) -> LocalClient:
     run_config = resolve_run_config(overrides)
     context = Context(
-        run_id=1, node_id=1, node_config={"partition-id": partition_id, "num-partitions": num_partitions},
-        state=state if state is not None else RecordDict(), run_config=run_config,
+        run_id=1,
+        node_id=1,
+        node_config={"partition-id": partition_id, "num-partitions": num_partitions},
+        state=state if state is not None else RecordDict(),
+        run_config=run_config,
     )
     return LocalClient.from_context(context)
 
@@ -78,11 +85,13 @@ def train_msg(client: LocalClient, server_round: int = 1, extra: dict | None = N
     """The training message a server would send: the client's fresh model as global model."""
     _task_identity()
     torch.manual_seed(0)
-    content = RecordDict({
-        "arrays": ArrayRecord(client.new_model().state_dict()),
-        "config": ConfigRecord({"server-round": server_round}),
-        **(extra or {}),
-    })
+    content = RecordDict(
+        {
+            "arrays": ArrayRecord(client.new_model().state_dict()),
+            "config": ConfigRecord({"server-round": server_round}),
+            **(extra or {}),
+        }
+    )
     return Message(content=content, message_type=MessageType.TRAIN, dst_node_id=1)
 
 
@@ -118,9 +127,14 @@ def test_effective_steps_match_pytorch_sgd_on_a_constant_gradient(momentum, mu):
         return 0.5 * mu * (model.weight - x).pow(2).sum()
 
     result = train_local(
-        layer, torch.zeros(tau, 1), torch.zeros(tau, dtype=torch.long), epochs=1, batch_size=1,
+        layer,
+        torch.zeros(tau, 1),
+        torch.zeros(tau, dtype=torch.long),
+        epochs=1,
+        batch_size=1,
         optimizer=torch.optim.SGD(layer.parameters(), lr=lr, momentum=momentum),
-        generator=torch.Generator().manual_seed(0), loss_fn=linear_loss,
+        generator=torch.Generator().manual_seed(0),
+        loss_fn=linear_loss,
         extra_loss=proximal if mu else None,
     )
     assert result.num_steps == tau
@@ -133,8 +147,13 @@ def test_effective_steps_match_pytorch_sgd_on_a_constant_gradient(momentum, mu):
 
 @pytest.mark.parametrize("mu", [0.0, 0.2])
 def test_client_reports_normalised_update_and_a(tmp_path, mu):
-    overrides = {"model": "mlp", "local-epochs": 2, "momentum": 0.9, "fednova-proximal-mu": mu,
-                 "output-dir": str(tmp_path)}
+    overrides = {
+        "model": "mlp",
+        "local-epochs": 2,
+        "momentum": 0.9,
+        "fednova-proximal-mu": mu,
+        "output-dir": str(tmp_path),
+    }
     client = local_client(overrides)
     msg = train_msg(client)
     reply = train_fednova(client, msg)
@@ -147,7 +166,11 @@ def test_client_reports_normalised_update_and_a(tmp_path, mu):
     d = reply.content["arrays"].to_torch_state_dict()
     if mu == 0:
         # the same seeded local training as FedAvg's client: y = x - a d
-        y = train_plain(local_client(overrides), train_msg(client)).content["arrays"].to_torch_state_dict()
+        y = (
+            train_plain(local_client(overrides), train_msg(client))
+            .content["arrays"]
+            .to_torch_state_dict()
+        )
         for k in x:
             torch.testing.assert_close(x[k] - a * d[k], y[k], rtol=1e-5, atol=1e-6)
     else:
@@ -160,15 +183,35 @@ def test_client_reports_normalised_update_and_a(tmp_path, mu):
 def test_server_rule_with_unequal_a_by_hand():
     """p = (1/4, 3/4), a = (2, 6): tau_eff = 5; sum p d = (0.25, -0.025); x <- x - 5 sum p d."""
     strategy = FedNova(trainable={"w"}, min_train_nodes=1)
-    x = {"w": np.array([1.0, 2.0], np.float32), "bn.running_mean": np.array([0.0], np.float32),
-         "bn.num_batches_tracked": np.array(0)}
+    x = {
+        "w": np.array([1.0, 2.0], np.float32),
+        "bn.running_mean": np.array([0.0], np.float32),
+        "bn.num_batches_tracked": np.array(0),
+    }
     configure(strategy, x)
-    new, metrics = strategy.aggregate_train(1, replies([
-        ({"w": [0.1, 0.2], "bn.running_mean": [1.0], "bn.num_batches_tracked": np.array(4)},
-         {"num-examples": 1, "fednova-a": 2.0}),
-        ({"w": [0.3, -0.1], "bn.running_mean": [3.0], "bn.num_batches_tracked": np.array(8)},
-         {"num-examples": 3, "fednova-a": 6.0}),
-    ]))
+    new, metrics = strategy.aggregate_train(
+        1,
+        replies(
+            [
+                (
+                    {
+                        "w": [0.1, 0.2],
+                        "bn.running_mean": [1.0],
+                        "bn.num_batches_tracked": np.array(4),
+                    },
+                    {"num-examples": 1, "fednova-a": 2.0},
+                ),
+                (
+                    {
+                        "w": [0.3, -0.1],
+                        "bn.running_mean": [3.0],
+                        "bn.num_batches_tracked": np.array(8),
+                    },
+                    {"num-examples": 3, "fednova-a": 6.0},
+                ),
+            ]
+        ),
+    )
     got = arrays_of(new)
     np.testing.assert_allclose(got["w"], [1 - 1.25, 2 + 0.125], rtol=1e-6)
     assert got["w"].dtype == np.float32
@@ -183,18 +226,29 @@ def test_server_with_equal_a_is_fedavg_by_hand():
     x = np.array([1.0, -1.0])
     ys, ns, a = [np.array([0.5, 0.0]), np.array([2.0, 1.0])], [2, 6], 3.0
     configure(strategy, {"w": x})
-    new, _ = strategy.aggregate_train(1, replies([
-        ({"w": (x - y) / a}, {"num-examples": n, "fednova-a": a}) for y, n in zip(ys, ns)
-    ]))
+    new, _ = strategy.aggregate_train(
+        1,
+        replies(
+            [({"w": (x - y) / a}, {"num-examples": n, "fednova-a": a}) for y, n in zip(ys, ns)]
+        ),
+    )
     np.testing.assert_allclose(arrays_of(new)["w"], 0.25 * ys[0] + 0.75 * ys[1])
 
 
 def test_fednova_with_equal_local_work_equals_fedavg(tmp_path):
     """IID partition into equal parts: every client runs the same number of steps (equal a_i)."""
-    common = {"model": "mlp", "partitioner": "iid", "num-server-rounds": 2, "local-epochs": 1,
-              "momentum": 0.5, "output-dir": str(tmp_path)}
-    runs = {s: run_in_process({**common, "strategy": s, "run-name": s}, num_clients=4)
-            for s in ("fedavg", "fednova")}
+    common = {
+        "model": "mlp",
+        "partitioner": "iid",
+        "num-server-rounds": 2,
+        "local-epochs": 1,
+        "momentum": 0.5,
+        "output-dir": str(tmp_path),
+    }
+    runs = {
+        s: run_in_process({**common, "strategy": s, "run-name": s}, num_clients=4)
+        for s in ("fedavg", "fednova")
+    }
     histories = {s: json.loads((d / "history.json").read_text()) for s, d in runs.items()}
     steps = {s: torch.load(d / "model.pt") for s, d in runs.items()}
     for k in steps["fedavg"]:
@@ -213,7 +267,11 @@ def test_fednova_needs_sgd(tmp_path):
 
 def test_local_epochs_drawn_per_client_and_round_in_range(tmp_path):
     overrides = {"local-epochs": 1, "local-epochs-max": 4, "output-dir": str(tmp_path)}
-    draws = {(pid, r): local_client(overrides, pid).local_epochs(r) for pid in range(4) for r in range(1, 6)}
+    draws = {
+        (pid, r): local_client(overrides, pid).local_epochs(r)
+        for pid in range(4)
+        for r in range(1, 6)
+    }
     assert set(draws.values()) <= {1, 2, 3, 4} and len(set(draws.values())) > 1
     assert draws == {(pid, r): local_client(overrides, pid).local_epochs(r) for pid, r in draws}
     assert local_client({"local-epochs": 3}).local_epochs(5) == 3  # off by default
@@ -225,7 +283,12 @@ def test_local_epochs_max_below_local_epochs_is_rejected_before_training(tmp_pat
 
 
 def test_heterogeneous_work_shows_in_num_steps(tmp_path):
-    overrides = {"model": "mlp", "local-epochs": 1, "local-epochs-max": 3, "output-dir": str(tmp_path)}
+    overrides = {
+        "model": "mlp",
+        "local-epochs": 1,
+        "local-epochs-max": 3,
+        "output-dir": str(tmp_path),
+    }
     client = local_client(overrides, 1)
     steps_per_epoch = -(-len(client.x_train) // client.config.batch_size)
     for r in (1, 2, 3):

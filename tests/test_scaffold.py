@@ -22,8 +22,14 @@ LR = 0.05
 
 def _full_batch_client(tmp_path, epochs: int, state=None):
     """mlp on one client's digits, one batch per epoch (batch = all local data): fixed batches."""
-    overrides = {"model": "mlp", "local-epochs": epochs, "momentum": 0.0, "batch-size": 10_000,
-                 "learning-rate": LR, "output-dir": str(tmp_path)}
+    overrides = {
+        "model": "mlp",
+        "local-epochs": epochs,
+        "momentum": 0.0,
+        "batch-size": 10_000,
+        "learning-rate": LR,
+        "output-dir": str(tmp_path),
+    }
     return local_client(overrides, state=state)
 
 
@@ -63,11 +69,14 @@ def test_client_corrected_steps_and_ci_update_by_hand(tmp_path, epochs):
 
     reply = train_scaffold(client, msg)
     got = reply.content["arrays"].to_torch_state_dict()
-    for k in x:
-        torch.testing.assert_close(got[k], y[k] - x[k], rtol=1e-4, atol=1e-6)  # Delta y
-        torch.testing.assert_close(got[DC_PREFIX + k], expected_ci[k] - c_i[k], rtol=1e-3, atol=1e-5)
-        torch.testing.assert_close(state[CI_KEY].to_torch_state_dict()[k], expected_ci[k],
-                                   rtol=1e-3, atol=1e-5)
+    for k, x_k in x.items():
+        torch.testing.assert_close(got[k], y[k] - x_k, rtol=1e-4, atol=1e-6)  # Delta y
+        torch.testing.assert_close(
+            got[DC_PREFIX + k], expected_ci[k] - c_i[k], rtol=1e-3, atol=1e-5
+        )
+        torch.testing.assert_close(
+            state[CI_KEY].to_torch_state_dict()[k], expected_ci[k], rtol=1e-3, atol=1e-5
+        )
 
 
 def test_ci_starts_at_zero_and_persists_across_rounds(tmp_path):
@@ -82,10 +91,14 @@ def test_ci_starts_at_zero_and_persists_across_rounds(tmp_path):
         np.testing.assert_allclose(first[DC_PREFIX + k], stored[k], rtol=1e-6)
     # next round: the client starts from the stored c_i (a client rebuilt from the same state)
     again = _full_batch_client(tmp_path, 1, state)
-    second = arrays_of(train_scaffold(again, train_msg(again, 2, {C_KEY: ArrayRecord(zeros)})).content["arrays"])
+    second = arrays_of(
+        train_scaffold(again, train_msg(again, 2, {C_KEY: ArrayRecord(zeros)})).content["arrays"]
+    )
     new_ci = arrays_of(state[CI_KEY])
     for k in zeros:
-        np.testing.assert_allclose(second[DC_PREFIX + k], new_ci[k] - stored[k], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(
+            second[DC_PREFIX + k], new_ci[k] - stored[k], rtol=1e-4, atol=1e-6
+        )
 
 
 def test_server_x_and_c_under_partial_participation_by_hand():
@@ -97,12 +110,25 @@ def test_server_x_and_c_under_partial_participation_by_hand():
     strategy = Scaffold(trainable={"w"}, server_learning_rate=0.5, min_train_nodes=1)
     x = {"w": np.array([1.0, 2.0], np.float32), "bn.running_var": np.array([0.0], np.float32)}
     messages = configure(strategy, x, num_nodes=4)
-    np.testing.assert_array_equal(messages[0].content[C_KEY]["w"].numpy(), [0.0, 0.0])  # c starts at 0
+    np.testing.assert_array_equal(
+        messages[0].content[C_KEY]["w"].numpy(), [0.0, 0.0]
+    )  # c starts at 0
     strategy.c = {"w": np.array([0.1, -0.1], np.float32)}
-    new, _ = strategy.aggregate_train(1, replies([
-        ({"w": [0.2, 0.4], DC_PREFIX + "w": [1.0, 2.0], "bn.running_var": [1.0]}, {"num-examples": 1}),
-        ({"w": [0.4, 0.0], DC_PREFIX + "w": [3.0, -2.0], "bn.running_var": [3.0]}, {"num-examples": 3}),
-    ]))
+    new, _ = strategy.aggregate_train(
+        1,
+        replies(
+            [
+                (
+                    {"w": [0.2, 0.4], DC_PREFIX + "w": [1.0, 2.0], "bn.running_var": [1.0]},
+                    {"num-examples": 1},
+                ),
+                (
+                    {"w": [0.4, 0.0], DC_PREFIX + "w": [3.0, -2.0], "bn.running_var": [3.0]},
+                    {"num-examples": 3},
+                ),
+            ]
+        ),
+    )
     got = arrays_of(new)
     assert list(got) == ["w", "bn.running_var"]  # just the model: centralized evaluation loads it
     np.testing.assert_allclose(got["w"], [1.15, 2.1], rtol=1e-6)
@@ -117,21 +143,35 @@ def test_server_x_and_c_under_partial_participation_by_hand():
 def test_client_with_zero_control_variates_steps_like_fedavg_sgd(tmp_path):
     overrides = {"model": "mlp", "momentum": 0.0, "local-epochs": 1, "output-dir": str(tmp_path)}
     client = local_client(overrides)
-    zeros = {k: Array(np.zeros(p.shape, np.float32)) for k, p in client.new_model().named_parameters()}
+    zeros = {
+        k: Array(np.zeros(p.shape, np.float32)) for k, p in client.new_model().named_parameters()
+    }
     msg = train_msg(client, extra={C_KEY: ArrayRecord(zeros)})
     x = msg.content["arrays"].to_torch_state_dict()
     delta = train_scaffold(client, msg).content["arrays"].to_torch_state_dict()
-    y = train_plain(local_client(overrides), train_msg(client)).content["arrays"].to_torch_state_dict()
+    y = (
+        train_plain(local_client(overrides), train_msg(client))
+        .content["arrays"]
+        .to_torch_state_dict()
+    )
     for k in x:
         torch.testing.assert_close(x[k] + delta[k], y[k])
 
 
 def test_scaffold_first_round_equals_fedavg_with_sgd(tmp_path):
     """Round 1 (c = c_i = 0), plain SGD, eta_g = 1, equal client sizes: the same model."""
-    common = {"model": "mlp", "partitioner": "iid", "num-server-rounds": 1, "local-epochs": 2,
-              "momentum": 0.0, "output-dir": str(tmp_path)}
-    runs = {s: run_in_process({**common, "strategy": s, "run-name": s}, num_clients=3)
-            for s in ("fedavg", "scaffold")}
+    common = {
+        "model": "mlp",
+        "partitioner": "iid",
+        "num-server-rounds": 1,
+        "local-epochs": 2,
+        "momentum": 0.0,
+        "output-dir": str(tmp_path),
+    }
+    runs = {
+        s: run_in_process({**common, "strategy": s, "run-name": s}, num_clients=3)
+        for s in ("fedavg", "scaffold")
+    }
     models = {s: torch.load(d / "model.pt") for s, d in runs.items()}
     for k in models["fedavg"]:
         torch.testing.assert_close(models["scaffold"][k], models["fedavg"][k], rtol=1e-5, atol=1e-6)
@@ -143,8 +183,17 @@ def test_scaffold_first_round_equals_fedavg_with_sgd(tmp_path):
 
 
 def test_scaffold_partial_participation_runs(tmp_path):
-    run_dir = run_in_process({"strategy": "scaffold", "model": "mlp", "fraction-train": 0.5,
-                              "num-server-rounds": 2, "local-epochs": 1, "output-dir": str(tmp_path)}, 4)
+    run_dir = run_in_process(
+        {
+            "strategy": "scaffold",
+            "model": "mlp",
+            "fraction-train": 0.5,
+            "num-server-rounds": 2,
+            "local-epochs": 1,
+            "output-dir": str(tmp_path),
+        },
+        4,
+    )
     history = json.loads((run_dir / "history.json").read_text())
     assert [row["clients_trained"] for row in history[1:]] == [2, 2]
     assert all(np.isfinite(row["central_accuracy"]) for row in history)
@@ -152,7 +201,15 @@ def test_scaffold_partial_participation_runs(tmp_path):
 
 def test_scaffold_rejects_bad_settings(tmp_path):
     with pytest.raises(ConfigError, match="optimizer"):
-        run_in_process({"strategy": "scaffold", "optimizer": "adam", "output-dir": str(tmp_path)}, 2)
+        run_in_process(
+            {"strategy": "scaffold", "optimizer": "adam", "output-dir": str(tmp_path)}, 2
+        )
     with pytest.raises(ConfigError, match="scaffold-server-learning-rate"):
-        run_in_process({"strategy": "scaffold", "scaffold-server-learning-rate": 0.0,
-                        "output-dir": str(tmp_path)}, 2)
+        run_in_process(
+            {
+                "strategy": "scaffold",
+                "scaffold-server-learning-rate": 0.0,
+                "output-dir": str(tmp_path),
+            },
+            2,
+        )

@@ -29,8 +29,15 @@ def test_hyperparameters_come_from_the_run_config():
     avgm = build("fedavgm", **{"server-learning-rate": 0.5, "server-momentum": 0.7})
     assert (avgm.server_learning_rate, avgm.server_momentum) == (0.5, 0.7)
     for name in ("fedadam", "fedyogi"):
-        opt = build(name, **{"adaptive-eta": 0.3, "adaptive-beta-1": 0.8, "adaptive-beta-2": 0.95,
-                             "adaptive-tau": 0.01})
+        opt = build(
+            name,
+            **{
+                "adaptive-eta": 0.3,
+                "adaptive-beta-1": 0.8,
+                "adaptive-beta-2": 0.95,
+                "adaptive-tau": 0.01,
+            },
+        )
         assert (opt.eta, opt.beta_1, opt.beta_2, opt.tau) == (0.3, 0.8, 0.95, 0.01)
     adagrad = build("fedadagrad", **{"adaptive-eta": 0.2, "adaptive-tau": 0.05})
     assert (adagrad.eta, adagrad.tau) == (0.2, 0.05)
@@ -44,11 +51,22 @@ def test_hyperparameters_come_from_the_run_config():
 def _round(strategy, x: dict, ys: list[float], buffers: list[tuple[float, int]], ns: list[int]):
     """One round: the global model ``x``; clients reply w = y, their buffers, n."""
     configure(strategy, x)
-    return strategy.aggregate_train(1, replies([
-        ({"w": np.array([y], np.float32), "bn.running_mean": np.array([rm], np.float32),
-          "bn.num_batches_tracked": np.array(nb)}, {"num-examples": n})
-        for y, (rm, nb), n in zip(ys, buffers, ns)
-    ]))[0]
+    return strategy.aggregate_train(
+        1,
+        replies(
+            [
+                (
+                    {
+                        "w": np.array([y], np.float32),
+                        "bn.running_mean": np.array([rm], np.float32),
+                        "bn.num_batches_tracked": np.array(nb),
+                    },
+                    {"num-examples": n},
+                )
+                for y, (rm, nb), n in zip(ys, buffers, ns)
+            ]
+        ),
+    )[0]
 
 
 def _model(w: float) -> dict:
@@ -61,8 +79,9 @@ def test_fedadam_moves_parameters_by_hand_and_averages_buffers():
     from flowerbed.strategies.server_optimizers import FedAdamTrainable
 
     eta, b1, b2, tau = 0.1, 0.9, 0.99, 0.001
-    strategy = FedAdamTrainable(trainable={"w"}, eta=eta, beta_1=b1, beta_2=b2, tau=tau,
-                                min_train_nodes=1)
+    strategy = FedAdamTrainable(
+        trainable={"w"}, eta=eta, beta_1=b1, beta_2=b2, tau=tau, min_train_nodes=1
+    )
     new = arrays_of(_round(strategy, _model(1.0), [2.0, 4.0], [(2.0, 10), (4.0, 30)], [1, 3]))
     m, v = 0.1 * 2.5, 0.01 * 2.5**2
     eta_norm = eta * math.sqrt(1 - b2**2) / (1 - b1**2)
@@ -78,8 +97,9 @@ def test_fedavgm_two_rounds_by_hand_buffers_averaged():
     -0.5, v = 0.9 * -1 - 0.5 = -1.4, x = 1 + 1.4 = 2.4. Buffers follow the averages only."""
     from flowerbed.strategies.server_optimizers import FedAvgMTrainable
 
-    strategy = FedAvgMTrainable(trainable={"w"}, server_learning_rate=1.0, server_momentum=0.9,
-                                min_train_nodes=1)
+    strategy = FedAvgMTrainable(
+        trainable={"w"}, server_learning_rate=1.0, server_momentum=0.9, min_train_nodes=1
+    )
     first = arrays_of(_round(strategy, _model(0.0), [1.0, 1.0], [(5.0, 4), (7.0, 8)], [1, 1]))
     assert first["w"][0] == pytest.approx(1.0)
     np.testing.assert_allclose(first["bn.running_mean"], [6.0])
@@ -96,9 +116,17 @@ def test_batchnorm_buffers_are_not_moved_by_the_optimiser(name):
     x = {k: v.numpy() for k, v in _resnet_state(0).items()}
     clients = [_resnet_state(s) for s in (1, 2)]
     configure(strategy, x)
-    new = arrays_of(strategy.aggregate_train(1, replies([
-        ({k: v.numpy() for k, v in c.items()}, {"num-examples": n}) for c, n in zip(clients, (1, 3))
-    ]))[0])
+    new = arrays_of(
+        strategy.aggregate_train(
+            1,
+            replies(
+                [
+                    ({k: v.numpy() for k, v in c.items()}, {"num-examples": n})
+                    for c, n in zip(clients, (1, 3))
+                ]
+            ),
+        )[0]
+    )
     buffers = [k for k in x if k not in strategy.trainable]
     assert buffers and all("running" in k or "num_batches" in k for k in buffers)
     for k in buffers:
@@ -120,10 +148,17 @@ def _resnet_state(seed: int) -> dict:
 
 
 def test_fedprox_with_mu_zero_equals_fedavg(tmp_path):
-    common = {"model": "mlp", "num-server-rounds": 2, "local-epochs": 1, "proximal-mu": 0.0,
-              "output-dir": str(tmp_path)}
-    runs = {s: run_in_process({**common, "strategy": s, "run-name": s}, num_clients=3)
-            for s in ("fedavg", "fedprox")}
+    common = {
+        "model": "mlp",
+        "num-server-rounds": 2,
+        "local-epochs": 1,
+        "proximal-mu": 0.0,
+        "output-dir": str(tmp_path),
+    }
+    runs = {
+        s: run_in_process({**common, "strategy": s, "run-name": s}, num_clients=3)
+        for s in ("fedavg", "fedprox")
+    }
     models = {s: torch.load(d / "model.pt") for s, d in runs.items()}
     for k in models["fedavg"]:
         torch.testing.assert_close(models["fedprox"][k], models["fedavg"][k])

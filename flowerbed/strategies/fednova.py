@@ -77,12 +77,8 @@ def train_fednova(client: LocalClient, msg: Message) -> Message:
     start = {k: p.detach().clone() for k, p in model.named_parameters()}
     hooks = {"extra_loss": proximal_term(list(start.values()), mu)} if mu > 0 else {}
     result = client.train(model, client.server_round(msg), **hooks)
-    a = effective_steps(
-        result.num_steps, client.config.momentum, client.config.learning_rate * mu
-    )
-    update = {
-        k: (start[k] - v) / a if k in start else v for k, v in model.state_dict().items()
-    }
+    a = effective_steps(result.num_steps, client.config.momentum, client.config.learning_rate * mu)
+    update = {k: (start[k] - v) / a if k in start else v for k, v in model.state_dict().items()}
     reply = client.train_reply(msg, model, result, **{A_KEY: a})
     reply.content["arrays"] = ArrayRecord(update)
     return reply
@@ -126,7 +122,9 @@ class FedNova(FedAvg):
 def build_fednova(config: RunConfig, **kwargs) -> FedNova:
     check_sgd(config, "fednova")
     if config.get("fednova-proximal-mu", 0.0) < 0:
-        raise ConfigError(f"fednova-proximal-mu must be >= 0, got {config.get('fednova-proximal-mu', 0.0)}")
+        raise ConfigError(
+            f"fednova-proximal-mu must be >= 0, got {config.get('fednova-proximal-mu', 0.0)}"
+        )
     return FedNova(trainable=trainable_keys(config), **kwargs)
 
 

@@ -67,9 +67,7 @@ def train_scaffold(client: LocalClient, msg: Message) -> Message:
     result = client.train(model, client.server_round(msg), after_backward=correct)
     steps = effective_steps(result.num_steps, client.config.momentum)  # K for plain SGD
     y = model.state_dict()
-    c_plus = {
-        k: c_i[k] - c[k] + (x[k] - y[k]) / (steps * client.config.learning_rate) for k in x
-    }
+    c_plus = {k: c_i[k] - c[k] + (x[k] - y[k]) / (steps * client.config.learning_rate) for k in x}
     state[CI_KEY] = ArrayRecord(c_plus)
     update = {k: (y[k] - x[k] if k in x else y[k]) for k in y}
     update.update({DC_PREFIX + k: c_plus[k] - c_i[k] for k in x})
@@ -115,9 +113,7 @@ class Scaffold(FedAvg):
         new = {k: self.current[k] + self.server_learning_rate * mean[k] for k in params}
         new.update(mean_of_replies(contents, buffers, weights=sample_weights(contents)))
         share = len(valid) / max(self.num_clients, len(valid))  # |S| / N
-        self.c = {
-            k: (v + share * mean[DC_PREFIX + k]).astype(v.dtype) for k, v in self.c.items()
-        }
+        self.c = {k: (v + share * mean[DC_PREFIX + k]).astype(v.dtype) for k, v in self.c.items()}
         metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
         return as_arrayrecord(new, self.current), metrics
 

@@ -47,7 +47,9 @@ class TrainableOnly:
     def _restrict_current(self) -> None:
         current = self.current_arrays
         if isinstance(current, ArrayRecord):  # FedAvgM
-            self.current_arrays = ArrayRecord({k: current[k] for k in current if k in self.trainable})
+            self.current_arrays = ArrayRecord(
+                {k: current[k] for k in current if k in self.trainable}
+            )
         elif isinstance(current, dict):  # FedOpt: {key: ndarray}
             self.current_arrays = {k: v for k, v in current.items() if k in self.trainable}
 
@@ -135,12 +137,36 @@ _ADAPTIVE_KEYS = ("adaptive-eta", "adaptive-beta-1", "adaptive-beta-2", "adaptiv
 _REDDI = "Reddi et al., ICLR 2021"
 
 SPECS = (
-    StrategySpec("fedavgm", "FedAvg step applied with server momentum", "Hsu et al., 2019",
-                 build_fedavgm, train_plain, config_keys=("server-learning-rate", "server-momentum")),
-    StrategySpec("fedadam", "Adam on the FedAvg pseudo-gradient", _REDDI, build_fedadam,
-                 train_plain, config_keys=_ADAPTIVE_KEYS),
-    StrategySpec("fedyogi", "Yogi on the FedAvg pseudo-gradient", _REDDI, build_fedyogi,
-                 train_plain, config_keys=_ADAPTIVE_KEYS),
-    StrategySpec("fedadagrad", "Adagrad on the FedAvg pseudo-gradient", _REDDI, build_fedadagrad,
-                 train_plain, config_keys=("adaptive-eta", "adaptive-tau")),
+    StrategySpec(
+        "fedavgm",
+        "FedAvg step applied with server momentum",
+        "Hsu et al., 2019",
+        build_fedavgm,
+        train_plain,
+        config_keys=("server-learning-rate", "server-momentum"),
+    ),
+    StrategySpec(
+        "fedadam",
+        "Adam on the FedAvg pseudo-gradient",
+        _REDDI,
+        build_fedadam,
+        train_plain,
+        config_keys=_ADAPTIVE_KEYS,
+    ),
+    StrategySpec(
+        "fedyogi",
+        "Yogi on the FedAvg pseudo-gradient",
+        _REDDI,
+        build_fedyogi,
+        train_plain,
+        config_keys=_ADAPTIVE_KEYS,
+    ),
+    StrategySpec(
+        "fedadagrad",
+        "Adagrad on the FedAvg pseudo-gradient",
+        _REDDI,
+        build_fedadagrad,
+        train_plain,
+        config_keys=("adaptive-eta", "adaptive-tau"),
+    ),
 )
