@@ -162,6 +162,8 @@ def history_row(server_round: int, loss: float, accuracy: float, recording: Reco
 
 
 def _weighted_mean(pairs: list[tuple[float, float]]) -> float:
+    """Sample-weighted mean; clients with no training step (NaN loss) are left out."""
+    pairs = [(n, v) for n, v in pairs if math.isfinite(v)]
     total = sum(n for n, _ in pairs)
     return sum(n * v for n, v in pairs) / total if total else math.nan
 
