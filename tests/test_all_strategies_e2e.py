@@ -6,16 +6,21 @@ covered without editing this file. Strategies that cannot run on the classical d
 their settings from the explicit tables below (never skipped): the quantum ones train the
 variational quantum classifier; the one-shot knowledge-transfer ones (their own two-round
 protocol, ``StrategySpec.run_server``) train locally with early stopping, then transfer once.
-All runs share one Flower home; ``simulate`` stops each run's SuperLink by PID.
+All runs share one Flower home. Each run's SuperLink is stopped by PID after the run: under
+pytest, ``ps`` cuts its lines at 80 columns (its output is not a terminal), so
+``simulation.local_superlink_pids`` (plain ``ps -eo``) finds no SuperLink there and ``simulate``
+leaves it running; ``superlinks`` below asks ``ps -ww`` for full lines.
 """
 
 from __future__ import annotations
 
 import math
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from flowerbed.simulation import local_superlink_pids, simulate
+from flowerbed.simulation import simulate, stop_pids
 from flowerbed.strategies import STRATEGIES
 
 pytestmark = pytest.mark.e2e
@@ -45,13 +50,36 @@ def overrides_for(name: str) -> dict:
     return {**COMMON, **SPECIAL_MODEL.get(name, {}), **extra, "strategy": name}
 
 
+def superlinks(home: Path) -> list[int]:
+    """PIDs of the local SuperLinks of Flower home ``home`` (full command lines: ``ps -ww``)."""
+    out = subprocess.run(
+        ["ps", "-ww", "-eo", "pid=,args="], check=True, capture_output=True, text=True
+    ).stdout
+    marker = str(home / "local-superlink")
+    return [
+        int(line.split(None, 1)[0])
+        for line in out.splitlines()
+        if "flower-superlink" in line and marker in line
+    ]
+
+
 @pytest.fixture(scope="module")
 def flwr_home(tmp_path_factory):
-    return tmp_path_factory.mktemp("flwr-home")
+    home = tmp_path_factory.mktemp("flwr-home")
+    yield home
+    stop_pids(superlinks(home))
+
+
+@pytest.fixture
+def stop_superlink(flwr_home):
+    """After each run: stop the SuperLink that run started (see the module docstring)."""
+    yield
+    stop_pids(superlinks(flwr_home))
+    assert superlinks(flwr_home) == [], "a local SuperLink is still running"
 
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
-def test_strategy_runs_two_rounds_with_flwr_run(name, flwr_home, tmp_path):
+def test_strategy_runs_two_rounds_with_flwr_run(name, flwr_home, stop_superlink, tmp_path):
     result = simulate(
         {
             **overrides_for(name),
@@ -62,7 +90,6 @@ def test_strategy_runs_two_rounds_with_flwr_run(name, flwr_home, tmp_path):
         flwr_home=flwr_home,
     )
     assert result.returncode == 0, result.log[-3000:]
-    assert local_superlink_pids(flwr_home) == [], "the local SuperLink was not stopped"
     rows = {row["round"]: row for row in result.history}
     assert {1, 2} <= set(rows), result.log[-3000:]
     for r in (1, 2):
