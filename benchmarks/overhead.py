@@ -12,9 +12,9 @@ seconds per round of each, and their ratios; then the peak resident memory of a 
 with 100 clients and 10 % participation (sum of RSS over the SuperLink, simulation and Ray
 processes, sampled every 0.25 s).
 
-Both ``flwr run`` variants give each client the machine's 2 cores one at a time
-(``client-resources-num-cpus=2``), as the plain loop does, so the per-round ratio measures
-framework overhead rather than parallelism.
+All three train one client at a time with one math thread (``flwr run`` with
+``client-resources-num-cpus=2`` on 2 cores runs one Ray actor at a time), so the per-round
+ratio measures framework overhead, not parallelism or thread contention.
 
     python benchmarks/overhead.py [--local-epochs 30] [--rounds 4] [--clients 10]
 """
@@ -26,8 +26,10 @@ import json
 import os
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import torch
 
@@ -35,7 +37,7 @@ from flowerbed.client import load_splits, partition_for, seed_for
 from flowerbed.config import RunConfig
 from flowerbed.data import split_train_test
 from flowerbed.models import build_model
-from flowerbed.simulation import resolve_run_config, run_in_process, simulate
+from flowerbed.simulation import local_superlink_pids, resolve_run_config, run_in_process, simulate
 from flowerbed.training import build_optimizer, evaluate, train_local
 
 
@@ -78,25 +80,48 @@ def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
 
 
 class PeakMemory:
-    """Peak of the summed RSS of Flower/Ray processes, sampled in a background thread."""
+    """Peak memory of a process tree (a SuperLink and everything it started), sampled in a thread.
 
-    MARKERS = ("flower-superlink", "flwr-simulation", "ray::", "raylet", "gcs_server", "ray/", "flwr-serverapp")
+    Memory is the sum of PSS (proportional set size: shared library pages split among the
+    processes that map them) over the tree, from /proc/<pid>/smaps_rollup.
+    """
 
-    def __init__(self, interval: float = 0.25) -> None:
-        self.interval, self.peak_bytes, self._stop = interval, 0, threading.Event()
+    def __init__(self, find_roots, interval: float = 0.25) -> None:
+        self.find_roots, self.interval, self.peak_bytes = find_roots, interval, 0
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> int:
-        out = subprocess.run(["ps", "-eo", "rss=,args="], capture_output=True, text=True).stdout
-        return sum(
-            int(line.split(None, 1)[0]) * 1024
-            for line in out.splitlines()
-            if any(marker in line for marker in self.MARKERS)
-        )
+    @staticmethod
+    def _tree(roots: list[int]) -> set[int]:
+        children: dict[int, list[int]] = {}
+        out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
+        for line in out.split("\n"):
+            if line.strip():
+                pid, ppid = map(int, line.split())
+                children.setdefault(ppid, []).append(pid)
+        tree, todo = set(), list(roots)
+        while todo:
+            pid = todo.pop()
+            if pid not in tree:
+                tree.add(pid)
+                todo.extend(children.get(pid, []))
+        return tree
+
+    @staticmethod
+    def _pss_bytes(pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self._sample())
+            total = sum(self._pss_bytes(pid) for pid in self._tree(self.find_roots()))
+            self.peak_bytes = max(self.peak_bytes, total)
             time.sleep(self.interval)
 
     def __enter__(self):
@@ -116,6 +141,13 @@ def main() -> None:
     parser.add_argument("--output-dir", default="/tmp/flowerbed-overhead")
     parser.add_argument("--skip-memory", action="store_true")
     args = parser.parse_args()
+    # One math thread everywhere, one client at a time everywhere: the plain loop and the
+    # in-process run here, and Ray actors (OMP_NUM_THREADS is inherited through the SuperLink;
+    # client-resources-num-cpus=2 lets only one actor run at once on 2 CPUs). Two threads on a
+    # shared, loaded machine can be many times slower than one (spin-waiting), which would
+    # measure the machine, not the framework.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
     overrides = {
         "num-server-rounds": args.rounds, "local-epochs": args.local_epochs,
@@ -149,12 +181,13 @@ def main() -> None:
         memory_overrides = {"num-server-rounds": 2, "local-epochs": 1, "fraction-train": 0.1,
                             "fraction-evaluate": 0.1, "output-dir": args.output_dir,
                             "partitioner": "iid"}
-        with PeakMemory() as peak:
-            big = simulate(memory_overrides, num_supernodes=100, num_cpus_per_client=1)
+        home = Path(tempfile.mkdtemp(prefix="flwr-home-"))
+        with PeakMemory(lambda: local_superlink_pids(home)) as peak:
+            big = simulate(memory_overrides, num_supernodes=100, num_cpus_per_client=1, flwr_home=home)
         status = "ok" if big.returncode == 0 else f"FAILED:\n{big.log[-2000:]}"
         print(f"\nPeak memory, 100 clients, 10 % participation, 2 rounds ({os.cpu_count()} CPUs, "
-              f"1 CPU per client): {peak.peak_bytes / 2**30:.2f} GiB RSS summed over Flower and Ray "
-              f"processes; run {status}")
+              f"1 CPU per client): {peak.peak_bytes / 2**30:.2f} GiB (PSS summed over the SuperLink and "
+              f"every process it started: simulation, Ray, actors); run {status}")
 
 
 if __name__ == "__main__":

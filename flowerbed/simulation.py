@@ -71,7 +71,7 @@ def format_run_config(run_config: dict) -> str:
 
 def local_superlink_pids(flwr_home: Path) -> list[int]:
     """PIDs of SuperLinks started for this Flower home (their database lives in it)."""
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     marker = str(flwr_home / "local-superlink")
     return [
         int(line.split(None, 1)[0])
