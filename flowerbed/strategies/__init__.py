@@ -6,13 +6,22 @@ step and a ``SPEC`` (or ``SPECS``), and list it below.
 
 from __future__ import annotations
 
-from . import fednova  # issue 3a
-from . import scaffold  # issue 3a
-from . import feddyn  # issue 3a
-from . import fedavg, fedmedian, fedprox, server_optimizers
-from . import ditto, fedbn, moon  # issue 3b
-from . import qfedfisher, quantum_baselines  # issue 4
-from . import one_shot_baselines, qkt  # issue 5
+from . import (
+    ditto,
+    fedavg,
+    feddyn,
+    fedbn,
+    fedmedian,
+    fednova,
+    fedprox,
+    moon,
+    one_shot_baselines,
+    qfedfisher,
+    qkt,
+    quantum_baselines,
+    scaffold,
+    server_optimizers,
+)
 from .common import StrategySpec
 
 STRATEGIES: dict[str, StrategySpec] = {
@@ -22,19 +31,18 @@ STRATEGIES: dict[str, StrategySpec] = {
         fedprox.SPEC,
         *server_optimizers.SPECS,
         fedmedian.SPEC,
-        # --- classic strategy suite (issue 3) ---
-        fedbn.SPEC,  # issue 3b
-        moon.SPEC,  # issue 3b
-        ditto.SPEC,  # issue 3b
-        fednova.SPEC,  # issue 3a
-        scaffold.SPEC,  # issue 3a
-        feddyn.SPEC,  # issue 3a
-        # --- quantum FL (issue 4) ---
-        *quantum_baselines.SPECS,  # issue 4
-        qfedfisher.SPEC,  # issue 4
-        # --- knowledge transfer (issue 5) ---
-        *qkt.SPECS,  # issue 5
-        *one_shot_baselines.SPECS,  # issue 5
+        fednova.SPEC,
+        scaffold.SPEC,
+        feddyn.SPEC,
+        fedbn.SPEC,
+        moon.SPEC,
+        ditto.SPEC,
+        # quantum FL (variational quantum classifier)
+        *quantum_baselines.SPECS,
+        qfedfisher.SPEC,
+        # one-shot knowledge transfer
+        *qkt.SPECS,
+        *one_shot_baselines.SPECS,
     )
 }
 
