@@ -9,8 +9,8 @@ from __future__ import annotations
 from . import (
     ditto,
     fedavg,
-    feddyn,
     fedbn,
+    feddyn,
     fedmedian,
     fednova,
     fedprox,

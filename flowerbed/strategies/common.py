@@ -9,12 +9,13 @@ client accuracy. ``client_train(client, msg)`` is the client's step for one trai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
-from flwr.serverapp.strategy import Strategy
+from flwr.serverapp.strategy import FedAvg, Strategy
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
 from ..client import LocalClient, local_epochs_range
@@ -134,3 +135,44 @@ def as_arrayrecord(arrays: dict[str, np.ndarray], like: dict[str, np.ndarray]) -
             value = np.rint(value)
         out[key] = Array(np.ascontiguousarray(value.astype(ref.dtype)))
     return ArrayRecord(out)
+
+
+class ParameterRuleStrategy(FedAvg):
+    """FedAvg whose server rule on the trainable parameters is its own; buffers are averaged.
+
+    The shared frame of FedNova, SCAFFOLD and FedDyn: ``configure_train`` remembers the global
+    arrays it sends (``self.current``) and the number of connected clients
+    (``self.num_clients``, the N of partial participation); ``aggregate_train`` keeps the valid
+    replies, gives batch-norm buffers the FedAvg value (sample-weighted mean) and asks the
+    subclass for the new trainable parameters with ``update_parameters(contents, params)``.
+    """
+
+    def __init__(self, *, trainable, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.trainable = frozenset(trainable)
+        self.current: dict[str, np.ndarray] | None = None
+        self.num_clients = 0
+        self.round_metrics: dict[str, float] = {}  # a subclass's own metrics of the round
+
+    def configure_train(self, server_round, arrays, config, grid):
+        self.current = {k: v.numpy() for k, v in arrays.items()}
+        self.num_clients = len(list(grid.get_node_ids()))
+        return super().configure_train(server_round, arrays, config, grid)
+
+    def update_parameters(self, contents: list[RecordDict], params: list[str]) -> dict:
+        """New values of the trainable parameters ``params`` from the valid replies."""
+        raise NotImplementedError
+
+    def aggregate_train(self, server_round, replies):
+        valid, _ = self._check_and_log_replies(replies, is_train=True)
+        if not valid:
+            return None, None
+        contents = [msg.content for msg in valid]
+        params = [k for k in self.current if k in self.trainable]
+        buffers = [k for k in self.current if k not in self.trainable]
+        new = self.update_parameters(contents, params)
+        weights = sample_weights(contents, self.weighted_by_key)
+        new.update(mean_of_replies(contents, buffers, weights=weights))
+        metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+        metrics.update(self.round_metrics)
+        return as_arrayrecord(new, self.current), metrics

@@ -28,13 +28,11 @@ from collections.abc import Iterable
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
-from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAvg
+from flwr.app import ArrayRecord, Message
 
 from ..client import LocalClient
 from ..config import ConfigError, RunConfig
-from .common import StrategySpec, as_arrayrecord, mean_of_replies, sample_weights, trainable_keys
+from .common import ParameterRuleStrategy, StrategySpec, mean_of_replies, trainable_keys
 
 GRAD_KEY = "feddyn-grad"  # the client's grad L_k(theta_k), in context.state
 
@@ -68,43 +66,22 @@ def train_feddyn(client: LocalClient, msg: Message) -> Message:
     return client.train_reply(msg, model, result)
 
 
-class FedDyn(FedAvg):
+class FedDyn(ParameterRuleStrategy):
     """Server half of FedDyn (see the module docstring for the rule)."""
 
     def __init__(self, *, trainable: Iterable[str], alpha: float, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.trainable = frozenset(trainable)
+        super().__init__(trainable=trainable, **kwargs)
         self.alpha = alpha
         self.h: dict[str, np.ndarray] | None = None
-        self.current: dict[str, np.ndarray] | None = None
-        self.num_clients = 0
 
-    def configure_train(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        self.current = {k: v.numpy() for k, v in arrays.items()}
+    def update_parameters(self, contents, params):
         if self.h is None:
-            self.h = {k: np.zeros(v.shape) for k, v in self.current.items() if k in self.trainable}
-        self.num_clients = len(list(grid.get_node_ids()))  # m in h's update
-        return super().configure_train(server_round, arrays, config, grid)
-
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        valid, _ = self._check_and_log_replies(replies, is_train=True)
-        if not valid:
-            return None, None
-        contents = [msg.content for msg in valid]
-        params = [k for k in self.current if k in self.trainable]
-        buffers = [k for k in self.current if k not in self.trainable]
+            self.h = {k: np.zeros(self.current[k].shape) for k in params}
         mean = mean_of_replies(contents, params)  # (1/|P|) sum theta_k
-        m = max(self.num_clients, len(valid))
+        m = max(self.num_clients, len(contents))  # m in h's update
         for k in params:  # sum_k (theta_k - theta) = |P| (mean - theta)
-            self.h[k] = self.h[k] - self.alpha / m * len(valid) * (mean[k] - self.current[k])
-        new = {k: mean[k] - self.h[k] / self.alpha for k in params}
-        new.update(mean_of_replies(contents, buffers, weights=sample_weights(contents)))
-        metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
-        return as_arrayrecord(new, self.current), metrics
+            self.h[k] = self.h[k] - self.alpha / m * len(contents) * (mean[k] - self.current[k])
+        return {k: mean[k] - self.h[k] / self.alpha for k in params}
 
 
 def build_feddyn(config: RunConfig, **kwargs) -> FedDyn:

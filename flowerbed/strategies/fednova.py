@@ -32,15 +32,17 @@ a_i this is exactly FedAvg. FedNova needs different local work to matter: see ru
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
-from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAvg
+from flwr.app import ArrayRecord, Message
 
 from ..client import LocalClient
 from ..config import ConfigError, RunConfig
-from .common import StrategySpec, as_arrayrecord, mean_of_replies, sample_weights, trainable_keys
+from .common import (
+    ParameterRuleStrategy,
+    StrategySpec,
+    mean_of_replies,
+    sample_weights,
+    trainable_keys,
+)
 from .fedprox import proximal_term
 
 A_KEY = "fednova-a"
@@ -84,39 +86,16 @@ def train_fednova(client: LocalClient, msg: Message) -> Message:
     return reply
 
 
-class FedNova(FedAvg):
+class FedNova(ParameterRuleStrategy):
     """FedAvg with normalised averaging (see the module docstring for the rule)."""
 
-    def __init__(self, *, trainable: Iterable[str], **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.trainable = frozenset(trainable)
-        self.current: dict | None = None
-
-    def configure_train(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        self.current = {k: v.numpy() for k, v in arrays.items()}
-        return super().configure_train(server_round, arrays, config, grid)
-
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        valid, _ = self._check_and_log_replies(replies, is_train=True)
-        if not valid:
-            return None, None
-        contents = [msg.content for msg in valid]
+    def update_parameters(self, contents, params):
         p = sample_weights(contents, self.weighted_by_key)
         a = [float(c["metrics"][A_KEY]) for c in contents]
         tau_eff = float(sum(pi * ai for pi, ai in zip(p, a)))
-        # sum_i p_i d_i on parameters; on buffers this is the FedAvg value itself
-        averaged = mean_of_replies(contents, self.current, weights=p)
-        new = {
-            k: self.current[k] - tau_eff * v if k in self.trainable else v
-            for k, v in averaged.items()
-        }
-        metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
-        metrics["fednova-tau-eff"] = tau_eff
-        return as_arrayrecord(new, self.current), metrics
+        self.round_metrics = {"fednova-tau-eff": tau_eff}
+        d = mean_of_replies(contents, params, weights=p)  # sum_i p_i d_i
+        return {k: self.current[k] - tau_eff * d[k] for k in params}
 
 
 def build_fednova(config: RunConfig, **kwargs) -> FedNova:

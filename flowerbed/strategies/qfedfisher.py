@@ -38,8 +38,8 @@ the rest, and applies eqs. (3)-(4).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from logging import INFO
-from typing import Iterable
 
 import numpy as np
 import torch

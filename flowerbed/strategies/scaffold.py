@@ -33,13 +33,12 @@ from collections.abc import Iterable
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAvg
 
 from ..client import LocalClient
 from ..config import ConfigError, RunConfig
-from .common import StrategySpec, as_arrayrecord, mean_of_replies, sample_weights, trainable_keys
+from .common import ParameterRuleStrategy, StrategySpec, mean_of_replies, trainable_keys
 from .fednova import check_sgd, effective_steps
 
 C_KEY = "scaffold-c"  # the server's c, in training messages
@@ -76,46 +75,30 @@ def train_scaffold(client: LocalClient, msg: Message) -> Message:
     return reply
 
 
-class Scaffold(FedAvg):
+class Scaffold(ParameterRuleStrategy):
     """Server half of SCAFFOLD (see the module docstring for the rule)."""
 
     def __init__(self, *, trainable: Iterable[str], server_learning_rate: float = 1.0, **kwargs):
-        super().__init__(**kwargs)
-        self.trainable = frozenset(trainable)
+        super().__init__(trainable=trainable, **kwargs)
         self.server_learning_rate = server_learning_rate
         self.c: dict[str, np.ndarray] | None = None
-        self.current: dict[str, np.ndarray] | None = None
-        self.num_clients = 0
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        self.current = {k: v.numpy() for k, v in arrays.items()}
+        messages = list(super().configure_train(server_round, arrays, config, grid))
         if self.c is None:
             self.c = {k: np.zeros_like(v) for k, v in self.current.items() if k in self.trainable}
-        self.num_clients = len(list(grid.get_node_ids()))  # N in c's update
-        messages = list(super().configure_train(server_round, arrays, config, grid))
         c_record = ArrayRecord({k: Array(v) for k, v in self.c.items()})
         for message in messages:
             message.content[C_KEY] = c_record
         return messages
 
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        valid, _ = self._check_and_log_replies(replies, is_train=True)
-        if not valid:
-            return None, None
-        contents = [msg.content for msg in valid]
-        params = [k for k in self.current if k in self.trainable]
-        buffers = [k for k in self.current if k not in self.trainable]
+    def update_parameters(self, contents, params):
         mean = mean_of_replies(contents, params + [DC_PREFIX + k for k in params])
-        new = {k: self.current[k] + self.server_learning_rate * mean[k] for k in params}
-        new.update(mean_of_replies(contents, buffers, weights=sample_weights(contents)))
-        share = len(valid) / max(self.num_clients, len(valid))  # |S| / N
+        share = len(contents) / max(self.num_clients, len(contents))  # |S| / N
         self.c = {k: (v + share * mean[DC_PREFIX + k]).astype(v.dtype) for k, v in self.c.items()}
-        metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
-        return as_arrayrecord(new, self.current), metrics
+        return {k: self.current[k] + self.server_learning_rate * mean[k] for k in params}
 
 
 def build_scaffold(config: RunConfig, **kwargs) -> Scaffold:
