@@ -94,7 +94,7 @@ def with_projection_head(
 def moon_model(config: RunConfig, input_shape: tuple[int, ...], num_classes: int) -> Classifier:
     """The registry model ``config.model`` with MOON's projection head and output layer."""
     _, _, projection_dim = moon_settings(config)
-    base = build_model(config.model, input_shape, num_classes)
+    base = build_model(config.model, input_shape, num_classes, config=config)
     return with_projection_head(base, input_shape, num_classes, projection_dim)
 
 
