@@ -73,7 +73,8 @@ def run_federation(grid: Grid, config: RunConfig) -> Path:
     """Run one federated training job; returns its results folder."""
     spec = get_strategy(config.strategy)
     data = load_splits(config)
-    spec.build_model(config, data.input_shape, data.num_classes)  # fails early on a mismatch
+    torch.manual_seed(config.seed)  # the initial global model is a function of the seed
+    model = spec.build_model(config, data.input_shape, data.num_classes)  # fails early on a mismatch
 
     recording = RecordingGrid(grid)
     nodes = recording.handshake(config.min_available_clients, config.round_timeout)
@@ -94,7 +95,6 @@ def run_federation(grid: Grid, config: RunConfig) -> Path:
     if spec.run_server is not None:  # a protocol of its own (one-shot knowledge transfer)
         spec.run_server(recording, config, data, run_dir)
         return run_dir
-    model = spec.build_model(config, data.input_shape, data.num_classes)
     if config.get("kt-metrics", False):  # issue 5: check the knowledge-transfer keys now
         from .strategies.one_shot import KTSettings
 
