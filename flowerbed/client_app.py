@@ -1,11 +1,13 @@
-"""flowerbed's ClientApp: each message handler hands over to the run's algorithm.
+"""flowerbed's ClientApp: a table of Flower message types, each answered by a phase's client half.
 
-* ``query``: the handshake; reports this node's partition id and the number of partitions.
-* ``train``: the algorithm's client step (``StrategySpec.client_train``).
-* ``evaluate``: the algorithm's evaluation (by default, the global model on the local test split).
+* ``query``: the handshake; reports this node's partition id and the number of partitions;
+* every message type a phase declares (``Phase.MESSAGE_TYPES``: ``train`` and ``evaluate``
+  for FL rounds, ``train.local_fit``, ``train.exchange``, ``query.kt_metrics``): the run's
+  protocol finds the phase that sent it and runs its ``client_step``.
 
 A ``LocalClient`` (config, partition, model helpers) is built from the context per message;
 data sets and partitions are cached per process, so a Ray actor reads its files once.
+Training handlers carry the ``fail_on_purpose`` mod (test-only fault injection).
 """
 
 from __future__ import annotations
@@ -13,14 +15,18 @@ from __future__ import annotations
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from .client import LocalClient
-from .strategies import get_strategy
+from .catalog import get_protocol, parse_run_config
+from .mods import fail_on_purpose
+from .protocols.exchange import ACTION as EXCHANGE
+from .protocols.kt_metrics import ACTION as KT_METRICS
+from .protocols.local_fit import ACTION as LOCAL_FIT
+from .training.local_client import LocalClient
 
 app = ClientApp()
 
 
 @app.query()
-def query(msg: Message, context: Context) -> Message:
+def handshake(msg: Message, context: Context) -> Message:
     info = MetricRecord(
         {
             "partition-id": int(context.node_config["partition-id"]),
@@ -30,17 +36,20 @@ def query(msg: Message, context: Context) -> Message:
     return Message(content=RecordDict({"info": info}), reply_to=msg)
 
 
-@app.train()
-def train(msg: Message, context: Context) -> Message:
-    client = LocalClient.from_context(context)
-    if client.partition_id in client.config.failing_partition_ids:
-        raise RuntimeError(
-            f"partition {client.partition_id} fails on purpose (run-config failing-partitions)"
-        )
-    return get_strategy(client.config.strategy).client_train(client, msg)
+def run_phase_step(msg: Message, context: Context) -> Message:
+    """The client half of the phase of this run's protocol that sent ``msg``."""
+    config = parse_run_config(context.run_config)
+    phase = get_protocol(config.strategy).protocol(config).phase_for(msg.metadata.message_type)
+    return phase.client_step(LocalClient.from_context(context, config), msg)
 
 
-@app.evaluate()
-def evaluate(msg: Message, context: Context) -> Message:
-    client = LocalClient.from_context(context)
-    return get_strategy(client.config.strategy).client_evaluate(client, msg)
+def _action(message_type: str) -> str:
+    return message_type.split(".", 1)[1]
+
+
+# The table: message type -> handler (every one reaches the phase's client half).
+app.train(mods=[fail_on_purpose])(run_phase_step)
+app.evaluate()(run_phase_step)
+app.train(_action(LOCAL_FIT), mods=[fail_on_purpose])(run_phase_step)
+app.train(_action(EXCHANGE), mods=[fail_on_purpose])(run_phase_step)
+app.query(_action(KT_METRICS))(run_phase_step)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from sklearn.metrics import confusion_matrix
 
-from .results import write_csv, write_json
+from .runtime.results import write_csv, write_json
 
 METRIC_NAMES = ("acc", "query_gain", "forgetting", "uniform_acc")
 

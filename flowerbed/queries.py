@@ -11,7 +11,8 @@ query is drawn uniformly from those classes:
   0) imply about 2.3 query classes on average, hence the default cap of 3.
 
 The draw depends only on (run seed, partition id) and the class counts, so every strategy of a
-benchmark and the server's reference computation give a client the same query.
+benchmark gives a client the same query. The run-config keys ``kt-query``,
+``kt-query-threshold`` and ``kt-max-query-classes`` are declared here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,31 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .settings import Setting
+
 QUERY_MODES = ("single", "multi")
+SETTINGS = (
+    Setting(
+        "kt-query",
+        "single",
+        "knowledge transfer: `single` (one query class per client) or `multi` (2 to"
+        " `kt-max-query-classes`, random)",
+        choices=QUERY_MODES,
+    ),
+    Setting(
+        "kt-query-threshold",
+        50,
+        "knowledge transfer: a class is under-represented (a query candidate) below this many"
+        " local training samples",
+        low=1,
+    ),
+    Setting(
+        "kt-max-query-classes",
+        3,
+        "knowledge transfer: most classes in a multi-class query",
+        low=2,
+    ),
+)
 
 
 def under_represented(train_counts: Sequence[int], threshold: int) -> list[int]:

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-APP_DIR = Path(__file__).resolve().parent.parent
+APP_DIR = Path(__file__).resolve().parent.parent  # the app: pyproject.toml + flowerbed/
 
 OFFLINE_ENV = {
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
@@ -139,84 +139,3 @@ def simulate(
     match = re.findall(r"flowerbed: results go to (\S+)", log)
     run_dir = Path(match[-1]) if match and (Path(match[-1]) / "history.json").exists() else None
     return SimulationResult(returncode=returncode, log=log, run_dir=run_dir, seconds=seconds)
-
-
-# --- in-process federation (fast tests and benchmarks) ------------------------------------------
-
-
-def default_run_config(app_dir: Path = APP_DIR) -> dict:
-    """``[tool.flwr.app.config]`` of the app's pyproject.toml."""
-    import tomllib
-
-    with open(app_dir / "pyproject.toml", "rb") as f:
-        return dict(tomllib.load(f)["tool"]["flwr"]["app"]["config"])
-
-
-def resolve_run_config(overrides: dict, app_dir: Path = APP_DIR) -> dict:
-    """Defaults with ``overrides`` applied; unknown keys are rejected as ``flwr run`` does."""
-    config = default_run_config(app_dir)
-    unknown = sorted(set(overrides) - set(config))
-    if unknown:
-        raise KeyError(f"unknown run-config keys {unknown}; valid keys: {', '.join(config)}")
-    return {**config, **overrides}
-
-
-class InProcessGrid:
-    """A Grid that delivers messages to the ClientApp in this process, one node after another.
-
-    Each node has its own ``Context`` (partition id, persistent ``state``), as a SuperNode
-    does; every message is delivered as a deep copy, as a serialised message would be. An
-    exception in the ClientApp becomes an error reply, as in Flower's simulation. It skips
-    Ray and the SuperLink (about 12 s per run), so tests of strategy logic and benchmarks over
-    many runs take seconds; the real path is covered by ``simulate`` in the end-to-end tests.
-    """
-
-    def __init__(self, client_app, run_config: dict, num_nodes: int) -> None:
-        from flwr.app import Context, RecordDict
-        from flwr.common.constant import SUPERLINK_NODE_ID
-        from flwr.supercore.task_identity import TaskIdentity
-
-        # Flower stamps new messages with the running task's identity; the real ServerApp
-        # runtime sets it, so the in-process one must too.
-        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
-        self.client_app = client_app
-        self.contexts = {
-            1000 + pid: Context(
-                run_id=1,
-                node_id=1000 + pid,
-                node_config={"partition-id": pid, "num-partitions": num_nodes},
-                state=RecordDict(),
-                run_config=dict(run_config),
-            )
-            for pid in range(num_nodes)
-        }
-
-    def get_node_ids(self) -> list[int]:
-        return list(self.contexts)
-
-    def send_and_receive(self, messages, *, timeout: float | None = None) -> list:
-        import copy
-
-        from flwr.app import Error, Message
-
-        replies = []
-        for message in messages:
-            context = self.contexts[message.metadata.dst_node_id]
-            delivered = copy.deepcopy(message)
-            try:
-                reply = self.client_app(delivered, context)
-            except Exception as error:  # noqa: BLE001 - mirrors Flower's error replies
-                reply = Message(Error(code=0, reason=f"{type(error).__name__}: {error}"), reply_to=delivered)
-            replies.append(reply)
-        return replies
-
-
-def run_in_process(overrides: dict, num_clients: int = 10) -> Path:
-    """Run the ServerApp's job with the ClientApp in this process; returns the results folder."""
-    from .client_app import app as client_app
-    from .config import RunConfig
-    from .server_app import run_federation
-
-    run_config = resolve_run_config(overrides)
-    config = RunConfig.from_run_config(run_config)
-    return run_federation(InProcessGrid(client_app, run_config, num_clients), config)

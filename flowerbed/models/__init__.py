@@ -5,18 +5,32 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
+from ..settings import Setting
 from .classifier import Classifier
 from .cnn import build_cnn
 from .mlp import build_mlp
 from .resnet import build_resnet18
+from .vqc import SETTINGS as VQC_SETTINGS
 from .vqc import build_vqc
 
 MODELS: dict[str, Callable[..., Classifier]] = {
     "mlp": build_mlp,
     "cnn": build_cnn,
     "resnet18": build_resnet18,
-    "vqc": build_vqc,  # PennyLane variational quantum classifier (issue 4)
+    "vqc": build_vqc,  # PennyLane variational quantum classifier
 }
+
+SETTINGS = (
+    Setting(
+        "model",
+        "cnn",
+        "`mlp` (tabular or flattened), `cnn` (8x8 to 32x32 images), `resnet18` (torchvision,"
+        " small-image stem), `vqc` (PennyLane variational quantum classifier, see"
+        " [Quantum FL](#quantum-fl))",
+        choices=tuple(MODELS),
+    ),
+    *VQC_SETTINGS,
+)
 
 
 def build_model(
@@ -32,4 +46,4 @@ def build_model(
     return builder(tuple(input_shape), num_classes)
 
 
-__all__ = ["Classifier", "MODELS", "build_model"]
+__all__ = ["Classifier", "MODELS", "SETTINGS", "build_model"]

@@ -1,7 +1,9 @@
 """The interface every flowerbed model follows: a feature extractor and a classification head.
 
-Knowledge-transfer strategies (QKT) restore, freeze and refine the head on its own, and MOON
-needs the representation; so every model is ``head(features(x))`` with both parts reachable.
+Knowledge-transfer methods (QKT) restore, freeze and refine the head on its own, MOON needs
+the representation, and feature-based distillation objectives compare intermediate outputs;
+so every model is ``head(features(x))`` with both parts reachable, and ``taps(x)`` returns its
+named intermediate outputs in one forward pass.
 """
 
 from __future__ import annotations
@@ -19,3 +21,9 @@ class Classifier(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.features(x))
+
+    def taps(self, x: Tensor) -> dict[str, Tensor]:
+        """Named outputs of one forward pass: ``features`` (the representation the head
+        reads) and ``logits``. A model with more taps (a backbone's stages) adds entries."""
+        features = self.features(x)
+        return {"features": features, "logits": self.head(features)}

@@ -49,28 +49,60 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..settings import ConfigError, Setting
 from .classifier import Classifier
 
 DEVICES = {"default.qubit": "backprop", "lightning.qubit": "adjoint"}
 READOUTS = ("auto", "per-class", "last-qubit", "linear")
 REDUCTIONS = ("none", "linear")
 
-# run-config key -> (builder argument, default)
-CONFIG_KEYS = {
-    "vqc-qubits": ("qubits", 0),
-    "vqc-layers": ("layers", 4),
-    "vqc-readout": ("readout", "auto"),
-    "vqc-device": ("device", "default.qubit"),
-    "vqc-scale": ("scale", 5.0),
-    "vqc-scale-trainable": ("scale_trainable", True),
-    "vqc-reduction": ("reduction", "none"),
+SETTINGS = (
+    Setting(
+        "vqc-qubits",
+        0,
+        "VQC: qubits n; `0` = from the data, ceil(log2(features)) (digits 6, breast-cancer 5,"
+        " MNIST 10)",
+        low=0,
+    ),
+    Setting("vqc-layers", 4, "VQC: circuit layers L (RY, RX on every qubit + CNOT chain)", low=1),
+    Setting(
+        "vqc-readout",
+        "auto",
+        "VQC: `per-class` (s·<Z_c>, classes <= qubits), `last-qubit` (binary), `linear`"
+        " (Linear(n, classes) on all <Z_q>), `auto` (binary -> last-qubit, classes <= n ->"
+        " per-class, else linear)",
+        choices=READOUTS,
+    ),
+    Setting(
+        "vqc-device",
+        "default.qubit",
+        "VQC simulator: `default.qubit` (backprop, one broadcast simulation per batch) or"
+        " `lightning.qubit` (adjoint)",
+        choices=tuple(DEVICES),
+    ),
+    Setting(
+        "vqc-scale", 5.0, "VQC: factor s from expectations to logits (initial value when trainable)"
+    ),
+    Setting("vqc-scale-trainable", True, "VQC: train s (else it stays fixed)"),
+    Setting(
+        "vqc-reduction",
+        "none",
+        "VQC: `linear` puts a classical Linear(features, 2^n) pre-layer before the circuit"
+        " (hybrid model, for inputs larger than the register)",
+        choices=REDUCTIONS,
+    ),
+)
+_SETTING = {setting.key: setting for setting in SETTINGS}
+# run-config key -> builder argument
+_ARGUMENTS = {
+    "vqc-qubits": "qubits",
+    "vqc-layers": "layers",
+    "vqc-readout": "readout",
+    "vqc-device": "device",
+    "vqc-scale": "scale",
+    "vqc-scale-trainable": "scale_trainable",
+    "vqc-reduction": "reduction",
 }
-
-
-def _config_error(message: str) -> Exception:
-    from ..config import ConfigError  # lazy: config imports the model registry
-
-    return ConfigError(message)
 
 
 def circuit(inputs: Tensor, weights: Tensor, num_qubits: int, measure: str = "expval"):
@@ -114,10 +146,7 @@ class QuantumCircuit(nn.Module):
         super().__init__()
         import pennylane as qml
 
-        if device not in DEVICES:
-            raise _config_error(
-                f"unknown vqc-device {device!r}; valid choices: {', '.join(DEVICES)}"
-            )
+        _SETTING["vqc-device"].validate(device)
         self.num_qubits, self.num_layers, self.device_name = num_qubits, num_layers, device
         dev = qml.device(device, wires=num_qubits)
         # With backprop, the n <Z_q> are read from ONE probability vector (a fixed linear map,
@@ -177,19 +206,18 @@ def default_qubits(input_shape: tuple[int, ...]) -> int:
 
 
 def resolve_readout(readout: str, num_qubits: int, num_classes: int) -> str:
-    if readout not in READOUTS:
-        raise _config_error(f"unknown vqc-readout {readout!r}; valid choices: {', '.join(READOUTS)}")
+    _SETTING["vqc-readout"].validate(readout)
     if readout == "auto":
         if num_classes == 2:
             return "last-qubit"
         return "per-class" if num_classes <= num_qubits else "linear"
     if readout == "last-qubit" and num_classes != 2:
-        raise _config_error(
+        raise ConfigError(
             f"vqc-readout 'last-qubit' is for binary tasks, the data has {num_classes} classes;"
             " use 'per-class' (classes <= qubits), 'linear' or 'auto'"
         )
     if readout == "per-class" and num_classes > num_qubits:
-        raise _config_error(
+        raise ConfigError(
             f"vqc-readout 'per-class' needs at least one qubit per class: {num_classes} classes,"
             f" {num_qubits} qubits; raise vqc-qubits or use vqc-readout 'linear' or 'auto'"
         )
@@ -210,35 +238,33 @@ def build_vqc(
     reduction: str | None = None,
 ) -> Classifier:
     """The VQC for ``input_shape``; settings from keyword arguments, else the run config's
-    ``vqc-*`` keys (``config.get``), else the defaults in ``CONFIG_KEYS``.
+    ``vqc-*`` keys, else their declared defaults (``SETTINGS``), each checked as declared.
 
     ``qubits=0`` means "from the data": ceil(log2(prod(input_shape))).
     """
-    given = dict(qubits=qubits, layers=layers, readout=readout, device=device, scale=scale,
-                 scale_trainable=scale_trainable, reduction=reduction)
+    given = dict(
+        qubits=qubits,
+        layers=layers,
+        readout=readout,
+        device=device,
+        scale=scale,
+        scale_trainable=scale_trainable,
+        reduction=reduction,
+    )
     settings = {}
-    for key, (name, default) in CONFIG_KEYS.items():
+    for key, name in _ARGUMENTS.items():
         if given[name] is not None:
+            _SETTING[key].validate(given[name])
             settings[name] = given[name]
-        elif config is not None:
-            settings[name] = config.get(key, default)
         else:
-            settings[name] = default
+            settings[name] = config[key] if config is not None else _SETTING[key].default
     dim = math.prod(input_shape)
     n = settings["qubits"] or default_qubits(input_shape)
-    if n < 1:
-        raise _config_error(f"vqc-qubits must be >= 1 (or 0 for 'from the data'), got {n}")
-    if settings["layers"] < 1:
-        raise _config_error(f"vqc-layers must be at least 1, got {settings['layers']}")
-    if settings["reduction"] not in REDUCTIONS:
-        raise _config_error(
-            f"unknown vqc-reduction {settings['reduction']!r}; valid choices: {', '.join(REDUCTIONS)}"
-        )
     stages: list[nn.Module] = [nn.Flatten()]
     if settings["reduction"] == "linear":
         stages.append(nn.Linear(dim, 2**n))  # classical pre-layer: a hybrid model
     elif dim > 2**n:
-        raise _config_error(
+        raise ConfigError(
             f"the input has {dim} features but {n} qubits hold only {2**n} amplitudes; raise"
             f" vqc-qubits to {default_qubits(input_shape)} or set vqc-reduction='linear'"
         )

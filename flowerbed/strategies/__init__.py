@@ -1,7 +1,8 @@
 """Strategy registry: run-config name -> ``StrategySpec`` (server rule + client step).
 
-To add an algorithm, write ``strategies/<name>.py`` holding its Flower strategy, its client
-step and a ``SPEC`` (or ``SPECS``), and list it below.
+Every algorithm here is one Flower strategy; ``flowerbed.catalog`` runs each as a protocol of
+FL rounds. To add an algorithm, write ``strategies/<name>.py`` holding its Flower strategy, its
+client step, its settings and a ``SPEC`` (or ``SPECS``), and list it below.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ from . import (
     fednova,
     fedprox,
     moon,
-    one_shot_baselines,
     qfedfisher,
-    qkt,
     quantum_baselines,
     scaffold,
     server_optimizers,
@@ -40,9 +39,6 @@ STRATEGIES: dict[str, StrategySpec] = {
         # quantum FL (variational quantum classifier)
         *quantum_baselines.SPECS,
         qfedfisher.SPEC,
-        # one-shot knowledge transfer
-        *qkt.SPECS,
-        *one_shot_baselines.SPECS,
     )
 }
 

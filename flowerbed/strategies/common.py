@@ -4,22 +4,34 @@ A ``StrategySpec`` pairs the two halves of one algorithm. ``build_server(config,
 returns the Flower strategy; ``kwargs`` (see ``flower_kwargs``) carries the settings every
 strategy shares: client sampling and the metric aggregation that also reports the spread of
 client accuracy. ``client_train(client, msg)`` is the client's step for one training message;
-``client_evaluate(client, msg)`` answers an evaluation message.
+``client_evaluate(client, msg)`` answers an evaluation message. ``settings`` are the run-config
+keys the algorithm reads (declared in its file). The FL-rounds phase
+(``flowerbed.protocols.fl_rounds``) runs a spec for N rounds.
+
+The rest of this module is the arithmetic that several server rules share (sample weights,
+means over replies, the frame of rules on trainable parameters).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from logging import INFO
 from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.common.logger import log
 from flwr.serverapp.strategy import FedAvg, Strategy
-from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+from flwr.serverapp.strategy.strategy_utils import (
+    aggregate_metricrecords,
+    validate_message_reply_consistency,
+)
 
-from ..client import LocalClient, local_epochs_range
-from ..config import RunConfig
+from ..data.federation import load_splits
+from ..models import Classifier, build_model
+from ..settings import RunConfig, Setting
+from ..training.local_client import LocalClient
 
 
 def evaluate_global_model(client: LocalClient, msg: Message) -> Message:
@@ -35,22 +47,32 @@ class StrategySpec:
     build_server: Callable[..., Strategy]
     client_train: Callable[[LocalClient, Message], Message]
     client_evaluate: Callable[[LocalClient, Message], Message] = evaluate_global_model
-    config_keys: tuple[str, ...] = ()
+    settings: tuple[Setting, ...] = ()
     # The model the algorithm trains, when it is not the registry's ``config.model`` as is
     # (MOON adds a projection head): ``model_builder(config, input_shape, num_classes)``.
-    model_builder: Callable[..., Any] | None = None
-    # A protocol that does not fit ``strategy.start`` (the one-shot knowledge transfer of
-    # issue 5): ``run_server(grid, config, data, run_dir)`` replaces the default rounds after
-    # the handshake and partition table; ``grid`` is the RecordingGrid (bytes and rounds).
-    run_server: Callable[..., None] | None = None
+    model_builder: Callable[..., Classifier] | None = None
 
     def build_model(self, config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
         """The global model of this algorithm (the server's initial and evaluated model)."""
         if self.model_builder is not None:
             return self.model_builder(config, tuple(input_shape), num_classes)
-        from ..models import build_model
-
         return build_model(config.model, input_shape, num_classes, config=config)
+
+
+def valid_replies(
+    replies: Iterable[Message], weighted_by_key: str, check_arrayrecord: bool = True
+) -> list[Message]:
+    """The replies without an error, checked for consistent records (Flower's public
+    ``validate_message_reply_consistency``); errors are logged (the recording grid has
+    counted them already). Flower's ``FedAvg`` does the same in a private method."""
+    replies = list(replies)
+    valid = [msg for msg in replies if not msg.has_error()]
+    log(INFO, "aggregate_train: %d results and %d failures", len(valid), len(replies) - len(valid))
+    if valid:
+        validate_message_reply_consistency(
+            [msg.content for msg in valid], weighted_by_key, check_arrayrecord=check_arrayrecord
+        )
+    return valid
 
 
 def aggregate_with_spread(records: list[RecordDict], weighting_key: str) -> MetricRecord:
@@ -74,7 +96,6 @@ def aggregate_with_spread(records: list[RecordDict], weighting_key: str) -> Metr
 
 def flower_kwargs(config: RunConfig) -> dict[str, Any]:
     """Constructor arguments shared by every Flower ``FedAvg``-family strategy."""
-    local_epochs_range(config)  # every server is built here, before training: check the range
     return {
         "fraction_train": config.fraction_train,
         "fraction_evaluate": config.fraction_evaluate,
@@ -86,7 +107,7 @@ def flower_kwargs(config: RunConfig) -> dict[str, Any]:
     }
 
 
-# --- trainable parameters and buffers, for server rules on model updates (issue 3) ---------
+# --- trainable parameters and buffers, for server rules on model updates --------------------
 
 
 def trainable_keys(config: RunConfig) -> frozenset[str]:
@@ -97,9 +118,6 @@ def trainable_keys(config: RunConfig) -> frozenset[str]:
     SCAFFOLD, FedDyn, the server optimisers) act on these keys only; buffers get the FedAvg
     value (sample-weighted mean).
     """
-    from ..client import load_splits
-    from ..models import build_model
-
     data = load_splits(config)
     model = build_model(config.model, data.input_shape, data.num_classes, config=config)
     return frozenset(name for name, p in model.named_parameters() if p.requires_grad)
@@ -164,7 +182,7 @@ class ParameterRuleStrategy(FedAvg):
         raise NotImplementedError
 
     def aggregate_train(self, server_round, replies):
-        valid, _ = self._check_and_log_replies(replies, is_train=True)
+        valid = valid_replies(replies, self.weighted_by_key)
         if not valid:
             return None, None
         contents = [msg.content for msg in valid]

@@ -16,7 +16,7 @@ Two models per client (Algorithm 1 of the paper). In round t client k receives w
 
 v_k starts as the first global model the client receives (the reference code starts every v_k
 from the initial global model; the two agree under full participation). The regulariser covers
-the trainable parameters (as FedProx's; ``fedprox.proximal_term`` is reused); batch-norm
+the trainable parameters (as FedProx's; ``training.terms.proximal_term``); batch-norm
 statistics of v_k follow v_k's own training. Both updates see the same mini-batch order (the
 reference code uses the same batch for both), each with a fresh optimizer of the run's kind;
 the code runs the personal update first, which changes nothing, since each local training
@@ -35,21 +35,21 @@ from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp.strategy import FedAvg
 from torch import nn
 
-from ..client import LocalClient
-from ..config import ConfigError, RunConfig
-from ..training import evaluate
+from ..training.local_client import LocalClient
+from ..settings import RunConfig, Setting
+from ..training.loops import evaluate
+from ..training.terms import proximal_term
 from .common import StrategySpec
-from .fedprox import proximal_term
 
 STATE_KEY = "ditto-personal-model"
-DEFAULT_LAMBDA = 0.1
-
-
-def ditto_lambda(config: RunConfig) -> float:
-    lam = config.get("ditto-lambda", DEFAULT_LAMBDA)
-    if not lam >= 0:
-        raise ConfigError(f"ditto-lambda must be >= 0, got {lam}")
-    return lam
+SETTINGS = (
+    Setting(
+        "ditto-lambda",
+        0.1,
+        "Ditto: weight lambda of (lambda/2)‖v − w_global‖² in the personal model's loss",
+        low=0,
+    ),
+)
 
 
 def personal_model(client: LocalClient, msg: Message) -> nn.Module:
@@ -71,7 +71,7 @@ def train_personal(
 
 
 def train_ditto(client: LocalClient, msg: Message) -> Message:
-    lam = ditto_lambda(client.config)
+    lam = client.config.ditto_lambda
     server_round = client.server_round(msg)
     received = client.model_from(msg)  # w^t, the anchor of the personal update
     personal = personal_model(client, msg)
@@ -99,7 +99,6 @@ def evaluate_ditto(client: LocalClient, msg: Message) -> Message:
 
 
 def build_ditto(config: RunConfig, **kwargs) -> FedAvg:
-    ditto_lambda(config)  # validate before any client trains
     return FedAvg(**kwargs)
 
 
@@ -111,5 +110,5 @@ SPEC = StrategySpec(
     build_server=build_ditto,
     client_train=train_ditto,
     client_evaluate=evaluate_ditto,
-    config_keys=("ditto-lambda",),
+    settings=SETTINGS,
 )

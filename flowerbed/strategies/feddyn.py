@@ -30,11 +30,20 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message
 
-from ..client import LocalClient
-from ..config import ConfigError, RunConfig
+from ..training.local_client import LocalClient
+from ..settings import RunConfig, Setting
 from .common import ParameterRuleStrategy, StrategySpec, mean_of_replies, trainable_keys
 
 GRAD_KEY = "feddyn-grad"  # the client's grad L_k(theta_k), in context.state
+SETTINGS = (
+    Setting(
+        "feddyn-alpha",
+        0.01,
+        "FedDyn: alpha of the dynamic regulariser and of the server state h",
+        low=0,
+        low_open=True,
+    ),
+)
 
 
 def dynamic_regulariser(grad: dict, start: dict, alpha: float):
@@ -51,7 +60,7 @@ def dynamic_regulariser(grad: dict, start: dict, alpha: float):
 
 def train_feddyn(client: LocalClient, msg: Message) -> Message:
     model = client.model_from(msg)
-    alpha = client.config.get("feddyn-alpha", 0.01)
+    alpha = client.config.feddyn_alpha
     start = {k: p.detach().clone() for k, p in model.named_parameters()}
     state = client.context.state
     if GRAD_KEY in state:
@@ -85,10 +94,7 @@ class FedDyn(ParameterRuleStrategy):
 
 
 def build_feddyn(config: RunConfig, **kwargs) -> FedDyn:
-    alpha = config.get("feddyn-alpha", 0.01)
-    if not alpha > 0:
-        raise ConfigError(f"feddyn-alpha must be > 0, got {alpha}")
-    return FedDyn(trainable=trainable_keys(config), alpha=alpha, **kwargs)
+    return FedDyn(trainable=trainable_keys(config), alpha=config.feddyn_alpha, **kwargs)
 
 
 SPEC = StrategySpec(
@@ -97,5 +103,5 @@ SPEC = StrategySpec(
     paper="Acar et al., ICLR 2021",
     build_server=build_feddyn,
     client_train=train_feddyn,
-    config_keys=("feddyn-alpha",),
+    settings=SETTINGS,
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from flwr.serverapp.strategy import FedMedian
 
-from ..config import RunConfig
+from ..settings import RunConfig
 from .common import StrategySpec
 from .fedavg import train_plain
 

@@ -15,7 +15,7 @@ model by eta times a weighted sum of the gradients seen; a_i = ||a_i||_1 is the 
 * proximal SGD (mu > 0):     a_i = [1 - (1 - eta mu)^tau_i] / (eta mu)   (a <- a (1 - eta mu) + 1
                              per step)
 
-(``effective_steps`` runs the recursion that covers both together; it reduces to each closed
+(``training.terms.effective_steps`` runs the recursion that covers both together; it reduces to each closed
 form.) The client reports its normalised update d_i = (x - y_i) / a_i and a_i
 (metric ``fednova-a``); tau_i is the number of steps it actually ran (``TrainResult``).
 
@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from flwr.app import ArrayRecord, Message
 
-from ..client import LocalClient
-from ..config import ConfigError, RunConfig
+from ..training.local_client import LocalClient
+from ..training.terms import effective_steps, proximal_term, require_sgd
+from ..settings import RunConfig, Setting
 from .common import (
     ParameterRuleStrategy,
     StrategySpec,
@@ -43,39 +44,23 @@ from .common import (
     sample_weights,
     trainable_keys,
 )
-from .fedprox import proximal_term
 
 A_KEY = "fednova-a"
-
-
-def effective_steps(num_steps: int, momentum: float = 0.0, lr_mu: float = 0.0) -> float:
-    """a_i for ``num_steps`` SGD steps with heavy-ball ``momentum`` and proximal eta*mu.
-
-    Exact for a constant gradient g: x - y = eta * a * g. With m the momentum buffer and u the
-    distance travelled (in units of eta*g), each step is m <- rho m + 1 - eta mu u;
-    u <- u + m (PyTorch's SGD: the proximal gradient mu (y - x) enters the buffer).
-    """
-    if num_steps < 1:
-        raise ValueError(f"FedNova needs at least one local step, got {num_steps}")
-    m = u = 0.0
-    for _ in range(num_steps):
-        m = momentum * m + 1.0 - lr_mu * u
-        u += m
-    return u
-
-
-def check_sgd(config: RunConfig, name: str) -> None:
-    if config.optimizer != "sgd":
-        raise ConfigError(
-            f"strategy {name!r} normalises SGD steps and needs optimizer='sgd', got"
-            f" {config.optimizer!r}; valid choices: sgd"
-        )
+SETTINGS = (
+    Setting(
+        "fednova-proximal-mu",
+        0.0,
+        "FedNova: proximal term (mu/2)‖w − w_global‖² in the client loss (FedNova on FedProx;"
+        " a_i accounts for it)",
+        low=0,
+    ),
+)
 
 
 def train_fednova(client: LocalClient, msg: Message) -> Message:
     """Local SGD from x; reply d_i = (x - y_i) / a_i (trainable), buffers as trained, a_i."""
     model = client.model_from(msg)
-    mu = client.config.get("fednova-proximal-mu", 0.0)
+    mu = client.config.fednova_proximal_mu
     start = {k: p.detach().clone() for k, p in model.named_parameters()}
     hooks = {"extra_loss": proximal_term(list(start.values()), mu)} if mu > 0 else {}
     result = client.train(model, client.server_round(msg), **hooks)
@@ -99,11 +84,7 @@ class FedNova(ParameterRuleStrategy):
 
 
 def build_fednova(config: RunConfig, **kwargs) -> FedNova:
-    check_sgd(config, "fednova")
-    if config.get("fednova-proximal-mu", 0.0) < 0:
-        raise ConfigError(
-            f"fednova-proximal-mu must be >= 0, got {config.get('fednova-proximal-mu', 0.0)}"
-        )
+    require_sgd(config, "fednova")
     return FedNova(trainable=trainable_keys(config), **kwargs)
 
 
@@ -113,5 +94,5 @@ SPEC = StrategySpec(
     paper="Wang et al., NeurIPS 2020",
     build_server=build_fednova,
     client_train=train_fednova,
-    config_keys=("fednova-proximal-mu", "local-epochs-max"),
+    settings=SETTINGS,
 )

@@ -1,31 +1,24 @@
 """FedProx (Li et al., 2020, "Federated Optimization in Heterogeneous Networks").
 
 Client: minimise  F_i(w) + (mu / 2) * ||w - w^t||^2  from the global model w^t, with mu sent
-by the server under ``proximal-mu`` (run-config key ``proximal-mu``).
+by the server under ``proximal-mu`` (run-config key ``proximal-mu``; the term is
+``training.terms.proximal_term``).
 Server: FedAvg's weighted average (Flower's ``FedProx``).
 """
 
 from __future__ import annotations
 
-import torch
 from flwr.app import Message
 from flwr.serverapp.strategy import FedProx
 
-from ..client import LocalClient
-from ..config import RunConfig
+from ..settings import RunConfig, Setting
+from ..training.local_client import LocalClient
+from ..training.terms import proximal_term
 from .common import StrategySpec
 
-
-def proximal_term(global_params: list[torch.Tensor], mu: float):
-    """The loss term (mu / 2) * ||w - w^t||^2 over the trainable parameters."""
-
-    def extra_loss(model: torch.nn.Module) -> torch.Tensor:
-        squared = sum(
-            (w - w0).pow(2).sum() for w, w0 in zip(model.parameters(), global_params)
-        )
-        return 0.5 * mu * squared
-
-    return extra_loss
+SETTINGS = (
+    Setting("proximal-mu", 0.01, "FedProx: weight of the proximal term", low=0),
+)
 
 
 def train_fedprox(client: LocalClient, msg: Message) -> Message:
@@ -38,7 +31,7 @@ def train_fedprox(client: LocalClient, msg: Message) -> Message:
 
 
 def build_fedprox(config: RunConfig, **kwargs) -> FedProx:
-    return FedProx(proximal_mu=config.get("proximal-mu", 0.01), **kwargs)
+    return FedProx(proximal_mu=config["proximal-mu"], **kwargs)
 
 
 SPEC = StrategySpec(
@@ -47,5 +40,5 @@ SPEC = StrategySpec(
     paper="Li et al., MLSys 2020",
     build_server=build_fedprox,
     client_train=train_fedprox,
-    config_keys=("proximal-mu",),
+    settings=SETTINGS,
 )

@@ -45,27 +45,35 @@ from flwr.app import ArrayRecord, Message
 from flwr.serverapp.strategy import FedAvg
 from torch import Tensor, nn
 
-from ..client import LocalClient
-from ..config import ConfigError, RunConfig
+from ..training.local_client import LocalClient
+from ..settings import RunConfig, Setting
 from ..models import Classifier, build_model
 from .common import StrategySpec
 
 STATE_KEY = "moon-previous-model"
 
 
-# --- configuration ---------------------------------------------------------------------------
-def moon_settings(config: RunConfig) -> tuple[float, float, int]:
-    """(mu, temperature, projection dim) from the run config, validated."""
-    mu = config.get("moon-mu", 1.0)
-    temperature = config.get("moon-temperature", 0.5)
-    dim = config.get("moon-projection-dim", 256)
-    if not mu >= 0:
-        raise ConfigError(f"moon-mu must be >= 0, got {mu}")
-    if not temperature > 0:
-        raise ConfigError(f"moon-temperature must be > 0, got {temperature}")
-    if dim < 1:
-        raise ConfigError(f"moon-projection-dim must be at least 1, got {dim}")
-    return mu, temperature, dim
+SETTINGS = (
+    Setting(
+        "moon-mu",
+        1.0,
+        "MOON: weight mu of the model-contrastive loss (paper: 5 on CIFAR-10, 1 on CIFAR-100)",
+        low=0,
+    ),
+    Setting(
+        "moon-temperature",
+        0.5,
+        "MOON: temperature T of the contrastive loss",
+        low=0,
+        low_open=True,
+    ),
+    Setting(
+        "moon-projection-dim",
+        256,
+        "MOON: output width of the projection head (the output layer sits on it)",
+        low=1,
+    ),
+)
 
 
 # --- the network -----------------------------------------------------------------------------
@@ -93,9 +101,8 @@ def with_projection_head(
 
 def moon_model(config: RunConfig, input_shape: tuple[int, ...], num_classes: int) -> Classifier:
     """The registry model ``config.model`` with MOON's projection head and output layer."""
-    _, _, projection_dim = moon_settings(config)
     base = build_model(config.model, input_shape, num_classes, config=config)
-    return with_projection_head(base, input_shape, num_classes, projection_dim)
+    return with_projection_head(base, input_shape, num_classes, config.moon_projection_dim)
 
 
 # --- the client step -------------------------------------------------------------------------
@@ -153,7 +160,7 @@ def received_model(client: LocalClient, arrays: ArrayRecord) -> Classifier:
 
 
 def train_moon(client: LocalClient, msg: Message) -> Message:
-    mu, temperature, _ = moon_settings(client.config)
+    mu, temperature = client.config.moon_mu, client.config.moon_temperature
     model = received_model(client, msg.content.array_records["arrays"])
     global_model = frozen(model)
     state = client.context.state
@@ -175,7 +182,6 @@ def evaluate_moon(client: LocalClient, msg: Message) -> Message:
 
 
 def build_moon(config: RunConfig, **kwargs) -> FedAvg:
-    moon_settings(config)  # validate before any client trains
     return FedAvg(**kwargs)
 
 
@@ -187,6 +193,6 @@ SPEC = StrategySpec(
     build_server=build_moon,
     client_train=train_moon,
     client_evaluate=evaluate_moon,
-    config_keys=("moon-mu", "moon-temperature", "moon-projection-dim"),
+    settings=SETTINGS,
     model_builder=moon_model,
 )

@@ -52,15 +52,46 @@ from flwr.serverapp.strategy.strategy_utils import (
 )
 from torch import Tensor, nn
 
-from ..client import LocalClient, seed_for
-from ..config import ConfigError, RunConfig
-from ..training import cross_entropy, minibatches
+from ..runtime.seeding import seed_for
+from ..training.local_client import LocalClient
+from ..settings import ConfigError, RunConfig, Setting
+from ..training.loops import cross_entropy, minibatches
 from .common import StrategySpec
 
 FISHER_KEY = "fisher"
 STATE_PARAMS, STATE_FISHER = "qfedfisher-params", "qfedfisher-fisher"
 NORMALIZATIONS = ("layer", "tensor")
 FISHER_PASSES = ("final", "training")
+SETTINGS = (
+    Setting(
+        "qfedfisher-delta",
+        0.01,
+        "QFedFisher: Fisher threshold delta (server: FedAvg value where sum_i F_i < delta;"
+        " client rule: keep own value where F_i >= delta)",
+        low=0,
+        low_open=True,
+    ),
+    Setting(
+        "qfedfisher-client-rule",
+        True,
+        "QFedFisher: the client rule of the paper's Fig. 3 (keep own significant parameters,"
+        " take the global value for the rest)",
+    ),
+    Setting(
+        "qfedfisher-normalization",
+        "layer",
+        "QFedFisher: min-max per circuit layer (VQC weights) and per parameter tensor otherwise"
+        " (`layer`), or per parameter tensor (`tensor`)",
+        choices=NORMALIZATIONS,
+    ),
+    Setting(
+        "qfedfisher-fisher-pass",
+        "final",
+        "QFedFisher: Fisher from an extra pass over the local batches after training (`final`)"
+        " or from the training steps' own gradients (`training`, no extra cost)",
+        choices=FISHER_PASSES,
+    ),
+)
 
 
 # --- client side ----------------------------------------------------------------------------
@@ -161,30 +192,15 @@ def keep_significant(model: nn.Module, state: RecordDict, delta: float) -> int:
     return kept
 
 
-def settings(config: RunConfig) -> dict:
-    """The QFedFisher run-config keys, validated (``ConfigError`` on a bad value)."""
-    delta = config.get("qfedfisher-delta", 0.01)
-    normalization = config.get("qfedfisher-normalization", "layer")
-    fisher_pass = config.get("qfedfisher-fisher-pass", "final")
-    if not delta > 0:
-        raise ConfigError(f"qfedfisher-delta must be > 0, got {delta}")
-    if normalization not in NORMALIZATIONS:
-        raise ConfigError(f"unknown qfedfisher-normalization {normalization!r}; valid choices:"
-                          f" {', '.join(NORMALIZATIONS)}")
-    if fisher_pass not in FISHER_PASSES:
-        raise ConfigError(f"unknown qfedfisher-fisher-pass {fisher_pass!r}; valid choices:"
-                          f" {', '.join(FISHER_PASSES)}")
-    return {"delta": delta, "normalization": normalization, "fisher_pass": fisher_pass,
-            "client_rule": config.get("qfedfisher-client-rule", True)}
-
-
 def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
     """Steps 1-5 of the client (module docstring)."""
-    opts = settings(client.config)
+    config = client.config
     server_round = client.server_round(msg)
     model = client.model_from(msg)
-    kept = keep_significant(model, client.context.state, opts["delta"]) if opts["client_rule"] else 0
-    if opts["fisher_pass"] == "training":
+    kept = 0
+    if config.qfedfisher_client_rule:
+        kept = keep_significant(model, client.context.state, config.qfedfisher_delta)
+    if config.qfedfisher_fisher_pass == "training":
         hook = SquaredGradients()
         result = client.train(model, server_round, after_backward=hook)
         fisher = hook.mean(model)
@@ -194,7 +210,9 @@ def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
             seed_for(client.config.seed, client.partition_id, server_round, 2))
         fisher = empirical_fisher(model, client.x_train, client.y_train,
                                   client.config.batch_size, generator)
-    fisher = normalize_layerwise(fisher, circuit_layer_parameters(model), opts["normalization"])
+    fisher = normalize_layerwise(
+        fisher, circuit_layer_parameters(model), config.qfedfisher_normalization
+    )
     params = {name: p.detach() for name, p in model.named_parameters() if name in fisher}
     client.context.state[STATE_PARAMS] = ArrayRecord(params)
     client.context.state[STATE_FISHER] = ArrayRecord(fisher)
@@ -244,7 +262,7 @@ class QFedFisher(FedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        valid, _ = self._check_and_log_replies(replies, is_train=True, validate=False)
+        valid = [msg for msg in replies if not msg.has_error()]
         if not valid:
             return None, None
         contents = [msg.content for msg in valid]
@@ -274,7 +292,7 @@ def _numpy(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 
 def build_qfedfisher(config: RunConfig, **kwargs) -> QFedFisher:
-    return QFedFisher(delta=settings(config)["delta"], **kwargs)
+    return QFedFisher(delta=config.qfedfisher_delta, **kwargs)
 
 
 SPEC = StrategySpec(
@@ -283,6 +301,5 @@ SPEC = StrategySpec(
     paper="Bhatia & Kais, 2025 (QFedFisher)",
     build_server=build_qfedfisher,
     client_train=train_qfedfisher,
-    config_keys=("qfedfisher-delta", "qfedfisher-client-rule", "qfedfisher-normalization",
-                 "qfedfisher-fisher-pass"),
+    settings=SETTINGS,
 )

@@ -16,10 +16,10 @@ Not Flower's ``QFedAvg``, which is q-FFL (q-Fair Federated Learning, Li et al., 
 
 from __future__ import annotations
 
-from ..config import ConfigError, RunConfig
+from ..settings import ConfigError, RunConfig
 from .common import StrategySpec
 from .fedavg import build_fedavg, train_plain
-from .server_optimizers import _ADAPTIVE_KEYS, build_fedadam
+from .server_optimizers import ADAPTIVE_SETTINGS, build_fedadam
 
 
 def require_vqc(config: RunConfig) -> None:
@@ -47,5 +47,5 @@ SPECS = (
     StrategySpec("qfedavg", "FedAvg on the variational quantum classifier (model 'vqc')",
                  _PAPER, build_qfedavg, train_plain),
     StrategySpec("qfedadam", "FedAdam on the variational quantum classifier (model 'vqc')",
-                 _PAPER, build_qfedadam, train_plain, config_keys=_ADAPTIVE_KEYS),
+                 _PAPER, build_qfedadam, train_plain, settings=ADAPTIVE_SETTINGS),
 )

@@ -22,7 +22,7 @@ Buffers (batch-norm statistics) are not control-varied: they take the FedAvg val
 
 The paper's local steps are plain SGD; flowerbed's client runs the run's SGD with
 ``momentum`` rho on the corrected gradients. With rho > 0 the K of option II becomes the
-effective step count a (FedNova's ``effective_steps``: x - y = eta a g for a constant
+effective step count a (``training.terms.effective_steps``, FedNova's a_i: x - y = eta a g for a constant
 gradient g), so c_i+ still estimates the client's mean gradient; with rho = 0, a = K and the
 rule is exactly the paper's.
 """
@@ -36,14 +36,23 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message
 from flwr.serverapp import Grid
 
-from ..client import LocalClient
-from ..config import ConfigError, RunConfig
+from ..training.local_client import LocalClient
+from ..training.terms import effective_steps, require_sgd
+from ..settings import RunConfig, Setting
 from .common import ParameterRuleStrategy, StrategySpec, mean_of_replies, trainable_keys
-from .fednova import check_sgd, effective_steps
 
 C_KEY = "scaffold-c"  # the server's c, in training messages
 CI_KEY = "scaffold-ci"  # the client's c_i, in context.state
 DC_PREFIX = "scaffold-dc/"  # Delta c_i entries of a reply
+SETTINGS = (
+    Setting(
+        "scaffold-server-learning-rate",
+        1.0,
+        "SCAFFOLD: server learning rate eta_g",
+        low=0,
+        low_open=True,
+    ),
+)
 
 
 def train_scaffold(client: LocalClient, msg: Message) -> Message:
@@ -102,11 +111,12 @@ class Scaffold(ParameterRuleStrategy):
 
 
 def build_scaffold(config: RunConfig, **kwargs) -> Scaffold:
-    check_sgd(config, "scaffold")
-    eta_g = config.get("scaffold-server-learning-rate", 1.0)
-    if not eta_g > 0:
-        raise ConfigError(f"scaffold-server-learning-rate must be > 0, got {eta_g}")
-    return Scaffold(trainable=trainable_keys(config), server_learning_rate=eta_g, **kwargs)
+    require_sgd(config, "scaffold")
+    return Scaffold(
+        trainable=trainable_keys(config),
+        server_learning_rate=config.scaffold_server_learning_rate,
+        **kwargs,
+    )
 
 
 SPEC = StrategySpec(
@@ -115,5 +125,5 @@ SPEC = StrategySpec(
     paper="Karimireddy et al., ICML 2020",
     build_server=build_scaffold,
     client_train=train_scaffold,
-    config_keys=("scaffold-server-learning-rate",),
+    settings=SETTINGS,
 )

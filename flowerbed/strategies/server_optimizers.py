@@ -27,9 +27,47 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAdagrad, FedAdam, FedAvgM, FedYogi
 
-from ..config import RunConfig
+from ..settings import RunConfig, Setting
 from .common import StrategySpec, as_arrayrecord, mean_of_replies, sample_weights, trainable_keys
 from .fedavg import train_plain
+
+
+FEDAVGM_SETTINGS = (
+    Setting("server-learning-rate", 1.0, "FedAvgM: server learning rate", low=0, low_open=True),
+    Setting("server-momentum", 0.9, "FedAvgM: server momentum", low=0, high=1, high_open=True),
+)
+ADAPTIVE_SETTINGS = (
+    Setting(
+        "adaptive-eta",
+        0.01,
+        "FedAdam / FedYogi / FedAdagrad: server learning rate",
+        low=0,
+        low_open=True,
+    ),
+    Setting(
+        "adaptive-beta-1",
+        0.9,
+        "FedAdam / FedYogi: first-moment decay",
+        low=0,
+        high=1,
+        high_open=True,
+    ),
+    Setting(
+        "adaptive-beta-2",
+        0.99,
+        "FedAdam / FedYogi: second-moment decay",
+        low=0,
+        high=1,
+        high_open=True,
+    ),
+    Setting(
+        "adaptive-tau",
+        0.001,
+        "FedAdam / FedYogi / FedAdagrad: adaptivity (epsilon)",
+        low=0,
+        low_open=True,
+    ),
+)
 
 
 class TrainableOnly:
@@ -101,21 +139,21 @@ class FedAdagradTrainable(TrainableOnly, FedAdagrad):
 def build_fedavgm(config: RunConfig, **kwargs) -> FedAvgM:
     return FedAvgMTrainable(
         trainable=trainable_keys(config),
-        server_learning_rate=config.get("server-learning-rate", 1.0),
-        server_momentum=config.get("server-momentum", 0.9),
+        server_learning_rate=config["server-learning-rate"],
+        server_momentum=config["server-momentum"],
         **kwargs,
     )
 
 
 def _adaptive_kwargs(config: RunConfig, with_betas: bool = True) -> dict:
     kwargs = {
-        "eta": config.get("adaptive-eta", 0.01),
+        "eta": config["adaptive-eta"],
         "eta_l": config.learning_rate,  # Flower only records the client learning rate
-        "tau": config.get("adaptive-tau", 0.001),
+        "tau": config["adaptive-tau"],
     }
     if with_betas:
-        kwargs["beta_1"] = config.get("adaptive-beta-1", 0.9)
-        kwargs["beta_2"] = config.get("adaptive-beta-2", 0.99)
+        kwargs["beta_1"] = config["adaptive-beta-1"]
+        kwargs["beta_2"] = config["adaptive-beta-2"]
     return kwargs
 
 
@@ -133,7 +171,6 @@ def build_fedadagrad(config: RunConfig, **kwargs) -> FedAdagrad:
     )
 
 
-_ADAPTIVE_KEYS = ("adaptive-eta", "adaptive-beta-1", "adaptive-beta-2", "adaptive-tau")
 _REDDI = "Reddi et al., ICLR 2021"
 
 SPECS = (
@@ -143,7 +180,7 @@ SPECS = (
         "Hsu et al., 2019",
         build_fedavgm,
         train_plain,
-        config_keys=("server-learning-rate", "server-momentum"),
+        settings=FEDAVGM_SETTINGS,
     ),
     StrategySpec(
         "fedadam",
@@ -151,7 +188,7 @@ SPECS = (
         _REDDI,
         build_fedadam,
         train_plain,
-        config_keys=_ADAPTIVE_KEYS,
+        settings=ADAPTIVE_SETTINGS,
     ),
     StrategySpec(
         "fedyogi",
@@ -159,7 +196,7 @@ SPECS = (
         _REDDI,
         build_fedyogi,
         train_plain,
-        config_keys=_ADAPTIVE_KEYS,
+        settings=ADAPTIVE_SETTINGS,
     ),
     StrategySpec(
         "fedadagrad",
@@ -167,6 +204,6 @@ SPECS = (
         _REDDI,
         build_fedadagrad,
         train_plain,
-        config_keys=("adaptive-eta", "adaptive-tau"),
+        settings=(ADAPTIVE_SETTINGS[0], ADAPTIVE_SETTINGS[3]),
     ),
 )

@@ -1,5 +1,5 @@
-"""The one-round baselines of the QKT paper (ICLR 2025, Sec. 4.1), in the same
-two-round protocol as QKT (``one_shot.py``): same partitions, same local models, same queries.
+"""The one-round baselines of the QKT paper (ICLR 2025, Sec. 4.1), in the same one-shot
+protocol as QKT (``methods.one_shot``): same partitions, same local models, same queries.
 
 * ``local``: no transfer; the student keeps its locally trained model (the paper's "Local"
   reference; nothing is uploaded, 0 communication rounds).
@@ -18,8 +18,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .one_shot import Transfer, eval_scores, one_shot_spec
-from .qkt import naive_kd, teacher_probabilities
+from ..kd.teachers import teacher_probabilities
+from ..protocols.exchange import Transfer
+from ..protocols.local_fit import eval_scores
+from .one_shot import one_shot_protocol
+from .qkt import TRANSFER_SETTINGS, naive_kd
 
 QKT_PAPER = "baseline of the QKT paper, ICLR 2025"
 
@@ -42,54 +45,41 @@ def ensemble(job: Transfer):
 
 
 def knowledge_distillation(job: Transfer):
-    s = job.settings
     probs = teacher_probabilities(
-        job.teachers, job.client.x_train, job.client.data.num_classes, s.temperature
+        job.teachers, job.client.x_train, job.client.data.num_classes, job.config.kt_temperature
     )
     loss = naive_kd(job, probs)
     return eval_scores(job.student), {"teachers-kept": len(job.teachers), "train-loss": loss}
 
 
-_BASE_KEYS = (
-    "kt-query",
-    "kt-query-threshold",
-    "kt-max-query-classes",
-    "kt-local-max-epochs",
-    "kt-local-patience",
-    "kt-client-models",
-)
-
-SPECS = (
-    one_shot_spec(
+PROTOCOLS = (
+    one_shot_protocol(
         "local",
         "no transfer: each client keeps its locally trained model",
         QKT_PAPER,
         keep_local,
         "none",
-        _BASE_KEYS,
     ),
-    one_shot_spec(
+    one_shot_protocol(
         "fedavg1",
         "FedAvg(1): one round averaging the locally trained models",
         "McMahan et al., AISTATS 2017 (one round)",
         fedavg_one_round,
         "average",
-        _BASE_KEYS,
     ),
-    one_shot_spec(
+    one_shot_protocol(
         "ensemble",
         "mean of the softmax outputs of the student's and every teacher's model",
         "Dietterich, 2000",
         ensemble,
         "teachers",
-        _BASE_KEYS,
     ),
-    one_shot_spec(
+    one_shot_protocol(
         "kd",
         "naive KD (Eq. 1): CE + alpha * sum of KL to every teacher on local data",
         "Hinton et al., 2015",
         knowledge_distillation,
         "teachers",
-        _BASE_KEYS + ("kt-epochs", "kt-alpha", "kt-temperature"),
+        TRANSFER_SETTINGS,
     ),
 )

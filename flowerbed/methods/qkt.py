@@ -1,16 +1,16 @@
-"""QKT and QKT Light ("Query-based Knowledge Transfer", ICLR 2025), run in one transfer
-round (``one_shot.py``).
+"""QKT and QKT Light ("Query-based Knowledge Transfer", ICLR 2025): the student's step of the
+exchange phase (``protocols.exchange``), after the local-fit phase.
 
 A student s with training data D_s, query classes Q and local classes Y_S receives the other
 clients' models (teachers t, used only through their predictions p_t = softmax(f_t(x) / T)).
 
-* Teacher filtering (Eq. 2): B inputs x' ~ N(0, 1) shaped like the model input; with every
-  teacher in eval mode, keep T_Q = {t : (1/B) sum_x' f_t(x')[q] >= tau for some q in Q}.
+* Teacher filtering (Eq. 2, ``kd.teachers.filter_teachers``): B inputs x' ~ N(0, 1) shaped
+  like the model input; with every teacher in eval mode, keep
+  T_Q = {t : (1/B) sum_x' f_t(x')[q] >= tau for some q in Q}.
 * Class mask (Eq. 3): M[j] = lambda if j in Q; 1 if j in Y_S; 0 otherwise.
-* QKD loss (Eq. 4): (1/|D_s|) sum_(x,y) CE(f_s(x), y) + alpha sum_{t in T_Q} <M, KL(p_t, p_s)>
-  with KL the element-wise vector KL_j = p_t[j] (log p_t[j] - log p_s[j]) (it differs from the
-  paper's "p_t log p_s" by the teachers' entropy, a constant: same gradients, and >= 0).
-  Naive KD (Eq. 1) is the same with every teacher and M = 1.
+* QKD loss (Eq. 4, the ``masked-kd`` objective of ``kd.objectives``):
+  (1/|D_s|) sum_(x,y) CE(f_s(x), y) + alpha sum_{t in T_Q} <M, KL(p_t, p_s)>.
+  Naive KD (Eq. 1, objective ``kd``) is the same with every teacher and M = 1.
 * QKT: Phase 1 minimises Eq. 4 over the whole model for E epochs (``kt-epochs``). Phase 2
   restores the head h_mu to its state before Phase 1 (head replacement), freezes the feature
   extractor g_nu (eval mode, its output computed once) and refines the head alone with Eq. 4
@@ -32,18 +32,59 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
-from ..training import minibatches, predict
-from .one_shot import Transfer, eval_scores, one_shot_spec
+from ..kd.objectives import KDParams
+from ..kd.teachers import filter_teachers, teacher_probabilities
+from ..protocols.exchange import Transfer
+from ..protocols.local_fit import eval_scores
+from .one_shot import one_shot_protocol
+from ..settings import Setting
+from ..training.loops import minibatches, predict
 
 PAPER = "Query-based Knowledge Transfer (QKT), ICLR 2025"
 _NOISE_TAG = 0x5EED
 
-
-# --- Eqs. (1)-(4) ----------------------------------------------------------------------------------
+# Transfer settings shared with the naive-KD baseline (``one_shot_baselines``).
+TRANSFER_SETTINGS = (
+    Setting(
+        "kt-epochs",
+        10,
+        "KD, QKT: transfer epochs E (QKT: Phase 1 and Phase 2 each; QKT Light: Phase 1)",
+        low=0,
+    ),
+    Setting("kt-alpha", 1.0, "KD, QKT: weight alpha of the distillation term", low=0),
+    Setting(
+        "kt-temperature",
+        1.0,
+        "KD, QKT: softmax temperature T of the distillation term (scaled by T²)",
+        low=0,
+        low_open=True,
+    ),
+)
+SETTINGS = (
+    Setting("kt-light-head-epochs", 5, "QKT Light: Phase 2 (head refinement) epochs", low=0),
+    Setting("qkt-lambda", 1.5, "QKT: mask value lambda on query classes (Eq. 3)", low=0),
+    Setting(
+        "qkt-tau",
+        0.01,
+        "QKT: teacher filter threshold tau on the mean noise probability of a query class"
+        " (Eq. 2)",
+        low=0,
+        high=1,
+    ),
+    Setting("qkt-noise-samples", 20, "QKT: B Gaussian-noise inputs for teacher filtering", low=1),
+    Setting(
+        "qkt-weight-mask-percent",
+        0.0,
+        "QKT: Z, freeze the top Z % most important head weights in Phase 2 (Appendix A.5);"
+        " 0 = off",
+        low=0,
+        high=100,
+        high_open=True,
+    ),
+)
 
 
 def class_mask(
@@ -54,71 +95,6 @@ def class_mask(
     mask[list(local_classes)] = 1.0
     mask[list(query)] = float(lam)  # a query class the student holds a few samples of: lambda
     return mask
-
-
-def distillation_term(
-    student_logits: Tensor,
-    teacher_probs: Tensor,
-    mask: Tensor | None = None,
-    temperature: float = 1.0,
-) -> Tensor:
-    """sum_t <M, KL(p_t, p_s)>, averaged over the batch (M = 1 when ``mask`` is None: Eq. 1).
-
-    ``student_logits``: (B, C); ``teacher_probs``: (T, B, C), the teachers' softmax at the same
-    temperature. Element-wise KL via ``F.kl_div(log p_s, p_t, reduction="none")``.
-    """
-    if teacher_probs.shape[0] == 0:
-        return student_logits.new_zeros(())
-    log_ps = F.log_softmax(student_logits / temperature, dim=1)
-    kl = F.kl_div(log_ps.unsqueeze(0).expand_as(teacher_probs), teacher_probs, reduction="none")
-    if mask is not None:
-        kl = kl * mask
-    return kl.sum(dim=(0, 2)).mean() * temperature**2
-
-
-def transfer_loss(
-    inputs: Tensor, teacher_probs: Tensor, alpha: float, mask: Tensor | None, temperature: float
-):
-    """A ``train_local`` loss over *sample indices*: CE + alpha * distillation term (Eq. 1/4).
-
-    ``train_local`` shuffles and batches its ``x``; passing ``torch.arange(N)`` as ``x`` lets the
-    batch index both ``inputs`` and the teachers' precomputed predictions (teachers are fixed).
-    """
-
-    def loss_fn(module: nn.Module, idx: Tensor, y: Tensor) -> Tensor:
-        logits = module(inputs[idx])
-        return F.cross_entropy(logits, y) + alpha * distillation_term(
-            logits, teacher_probs[:, idx], mask, temperature
-        )
-
-    return loss_fn
-
-
-def teacher_probabilities(
-    teachers: Sequence[nn.Module], x: Tensor, num_classes: int, temperature: float = 1.0
-) -> Tensor:
-    """(T, N, C) softmax(f_t(x) / T) of every teacher, in eval mode (black boxes)."""
-    if not teachers:
-        return torch.zeros(0, len(x), num_classes)
-    return torch.stack([F.softmax(predict(t, x) / temperature, dim=1) for t in teachers])
-
-
-def filter_teachers(
-    teachers: Sequence[nn.Module],
-    query: Sequence[int],
-    input_shape: Sequence[int],
-    num_noise: int,
-    tau: float,
-    generator: torch.Generator,
-) -> tuple[list[int], Tensor]:
-    """Eq. (2): indices of teachers whose mean probability on B Gaussian inputs reaches tau for
-    some query class, and the (T, C) mean probabilities."""
-    noise = torch.randn((num_noise, *input_shape), generator=generator)
-    if not teachers:
-        return [], torch.zeros(0, 0)
-    mean = torch.stack([F.softmax(predict(t, noise), dim=1).mean(dim=0) for t in teachers])
-    kept = [i for i in range(len(teachers)) if bool((mean[i, list(query)] >= tau).any())]
-    return kept, mean
 
 
 # --- Phase 2 and Appendix A.5 --------------------------------------------------------------------
@@ -187,21 +163,15 @@ def refine_head(
 ) -> float:
     """Phase 2: restore the head to ``head_state``, freeze the feature extractor, refine the
     head with the QKD loss (and A.5's weight masking when ``qkt-weight-mask-percent`` > 0)."""
-    s, model = job.settings, job.student
+    config, model = job.config, job.student
     model.head.load_state_dict(head_state)  # head replacement
     features = predict(model.features, job.client.x_train)  # frozen: eval mode, computed once
-    y = job.client.y_train
     frozen = []
-    if s.weight_mask_percent > 0:
-        importance = head_importance(model.head, features, y, job.client.config.batch_size)
-        frozen = freeze_top_weights(model.head, importance, s.weight_mask_percent)
-    loss = job.train(
-        model.head,
-        torch.arange(len(y)),
-        y,
-        epochs,
-        transfer_loss(features, teacher_probs, s.alpha, mask, s.temperature),
-    )
+    if config.qkt_weight_mask_percent > 0:
+        importance = head_importance(model.head, features, job.client.y_train, config.batch_size)
+        frozen = freeze_top_weights(model.head, importance, config.qkt_weight_mask_percent)
+    params = KDParams(config.kt_alpha, config.kt_temperature, mask)
+    loss = job.distill(model.head, features, teacher_probs, "masked-kd", params, epochs)
     unfreeze(model.head, frozen)
     return loss
 
@@ -211,40 +181,39 @@ def refine_head(
 
 def _prepare(job: Transfer):
     """Teachers' predictions on the transfer set (the student's data), T_Q and the mask."""
-    s, data = job.settings, job.client.data
-    probs = teacher_probabilities(job.teachers, job.client.x_train, data.num_classes, s.temperature)
-    kept, _ = filter_teachers(
-        job.teachers, job.query, data.input_shape, s.noise_samples, s.tau, job.generator(_NOISE_TAG)
+    config, data = job.config, job.client.data
+    probs = teacher_probabilities(
+        job.teachers, job.client.x_train, data.num_classes, config.kt_temperature
     )
-    mask = class_mask(data.num_classes, job.query, job.local_classes, s.lam)
+    kept, _ = filter_teachers(
+        job.teachers,
+        job.query,
+        data.input_shape,
+        config.qkt_noise_samples,
+        config.qkt_tau,
+        job.generator(_NOISE_TAG),
+    )
+    mask = class_mask(data.num_classes, job.query, job.local_classes, config.qkt_lambda)
     return probs, kept, mask
 
 
 def naive_kd(job: Transfer, probs: Tensor) -> float:
     """Eq. (1) over the whole student model: CE + alpha * sum over every teacher of KL."""
-    s, y = job.settings, job.client.y_train
-    return job.train(
-        job.student,
-        torch.arange(len(y)),
-        y,
-        s.epochs,
-        transfer_loss(job.client.x_train, probs, s.alpha, None, s.temperature),
-    )
+    config = job.config
+    params = KDParams(config.kt_alpha, config.kt_temperature)
+    return job.distill(job.student, job.client.x_train, probs, "kd", params, config.kt_epochs)
 
 
 def qkt_transfer(job: Transfer):
     """QKT: Phase 1 with Eq. 4 on the whole model, Phase 2 on the restored head."""
-    s, y = job.settings, job.client.y_train
+    config = job.config
     head_before = {k: v.detach().clone() for k, v in job.student.head.state_dict().items()}
     probs, kept, mask = _prepare(job)
-    phase1 = job.train(
-        job.student,
-        torch.arange(len(y)),
-        y,
-        s.epochs,
-        transfer_loss(job.client.x_train, probs[kept], s.alpha, mask, s.temperature),
+    params = KDParams(config.kt_alpha, config.kt_temperature, mask)
+    phase1 = job.distill(
+        job.student, job.client.x_train, probs[kept], "masked-kd", params, config.kt_epochs
     )
-    phase2 = refine_head(job, head_before, probs[kept], mask, s.epochs)
+    phase2 = refine_head(job, head_before, probs[kept], mask, config.kt_epochs)
     return eval_scores(job.student), {
         "teachers-kept": len(kept),
         "phase1-loss": phase1,
@@ -254,11 +223,10 @@ def qkt_transfer(job: Transfer):
 
 def qkt_light_transfer(job: Transfer):
     """QKT Light: naive KD in Phase 1, filtering and masks in Phase 2 only."""
-    s = job.settings
     head_before = {k: v.detach().clone() for k, v in job.student.head.state_dict().items()}
     probs, kept, mask = _prepare(job)
     phase1 = naive_kd(job, probs)
-    phase2 = refine_head(job, head_before, probs[kept], mask, s.light_head_epochs)
+    phase2 = refine_head(job, head_before, probs[kept], mask, job.config.kt_light_head_epochs)
     return eval_scores(job.student), {
         "teachers-kept": len(kept),
         "phase1-loss": phase1,
@@ -266,38 +234,22 @@ def qkt_light_transfer(job: Transfer):
     }
 
 
-_KEYS = (
-    "kt-query",
-    "kt-query-threshold",
-    "kt-max-query-classes",
-    "kt-local-max-epochs",
-    "kt-local-patience",
-    "kt-epochs",
-    "kt-alpha",
-    "kt-temperature",
-    "qkt-lambda",
-    "qkt-tau",
-    "qkt-noise-samples",
-    "qkt-weight-mask-percent",
-    "kt-client-models",
-)
-
-SPECS = (
-    one_shot_spec(
+PROTOCOLS = (
+    one_shot_protocol(
         "qkt",
         "query-based knowledge transfer: filtered, class-masked distillation, then"
         " head refinement on the frozen feature extractor (one round)",
         PAPER,
         qkt_transfer,
         "teachers",
-        _KEYS,
+        (*TRANSFER_SETTINGS, *SETTINGS[1:]),
     ),
-    one_shot_spec(
+    one_shot_protocol(
         "qkt-light",
         "QKT with naive KD in Phase 1; filtering and masks only in the head refinement (one round)",
         PAPER,
         qkt_light_transfer,
         "teachers",
-        _KEYS + ("kt-light-head-epochs",),
+        (*TRANSFER_SETTINGS, *SETTINGS),
     ),
 )

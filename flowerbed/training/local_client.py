@@ -2,68 +2,29 @@
 
 ``LocalClient.from_context`` finds the node's partition id (``context.node_config``), loads
 the data set (cached per process) and cuts the same partition the ServerApp computed, then
-splits it into local train and local test. Algorithm files receive a ``LocalClient`` and the
-incoming ``Message`` and use the helpers here, so that each holds only its particular step.
+splits it into local train and local test. Algorithm and phase files receive a
+``LocalClient`` and the incoming ``Message`` and use the helpers here, so that each holds only
+its particular step.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
-from .config import ConfigError, RunConfig
-from .data import DatasetSplits, load_dataset, partition_indices, split_train_test
-from .models import Classifier, build_model
-from .training import TrainResult, build_optimizer, evaluate, train_local
+from ..data import DatasetSplits, split_train_test
+from ..data.datasets import DataNotFoundError
+from ..data.federation import load_splits, partition_for
+from ..models import Classifier, build_model
+from ..runtime.seeding import seed_for
+from ..settings import ConfigError, RunConfig
+from .loops import TrainResult, build_optimizer, evaluate, train_local
 
-
-def load_splits(config: RunConfig) -> DatasetSplits:
-    return load_dataset(config.dataset, config.data_path, config.download, config.image_size)
-
-
-def partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray]:
-    """The partition of the training pool; identical in the ServerApp and every ClientApp."""
-    return _partition_cached(
-        config.dataset, str(config.data_path), config.download, config.image_size,
-        num_partitions, config.partitioner, config.seed, config.dirichlet_alpha,
-        config.min_partition_size, config.classes_per_client,
-    )
-
-
-@functools.lru_cache(maxsize=4)
-def _partition_cached(dataset, data_dir, download, image_size, num_partitions, scheme, seed,
-                      alpha, min_partition_size, classes_per_client) -> list[np.ndarray]:
-    splits = load_dataset(dataset, data_dir, download, image_size)
-    return partition_indices(
-        splits.y_train.numpy(), num_partitions, scheme, seed=seed, alpha=alpha,
-        min_partition_size=min_partition_size, classes_per_client=classes_per_client,
-    )
-
-
-def seed_for(*parts: int) -> int:
-    """A 63-bit seed derived deterministically from integers (run seed, partition, round)."""
-    return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(1, np.uint64)[0] >> 1)
-
-
-def local_epochs_range(config: RunConfig) -> tuple[int, int]:
-    """(least, most) local epochs per round; run-config ``local-epochs-max`` (0 = off)."""
-    high = config.get("local-epochs-max", 0)
-    if high == 0:
-        return config.local_epochs, config.local_epochs
-    if high < config.local_epochs:
-        raise ConfigError(
-            f"local-epochs-max must be 0 (off) or at least local-epochs={config.local_epochs},"
-            f" got {high}"
-        )
-    return config.local_epochs, high
-
-
-NODE_DATA_DIR_KEY = "data-dir"  # node-config key: a real site's own data folder (issue 6)
+NODE_DATA_DIR_KEY = "data-dir"  # node-config key: a real site's own data folder
 
 
 def with_node_data_dir(config: RunConfig, context: Context) -> RunConfig:
@@ -77,10 +38,6 @@ def with_node_data_dir(config: RunConfig, context: Context) -> RunConfig:
     value = context.node_config.get(NODE_DATA_DIR_KEY)
     if value is None or str(value) == "":
         return config
-    from pathlib import Path
-
-    from .data.datasets import DataNotFoundError
-
     path = Path(str(value)).expanduser()
     if not path.is_absolute():
         raise ConfigError(
@@ -93,7 +50,7 @@ def with_node_data_dir(config: RunConfig, context: Context) -> RunConfig:
             f" SuperNode: create it and put the files of data set {config.dataset!r} there, or"
             f" restart the SuperNode with --node-config \"... {NODE_DATA_DIR_KEY}='/abs/path'\""
         )
-    return dataclasses.replace(config, data_dir=str(path))
+    return config.replace(data_dir=str(path))
 
 
 @dataclass
@@ -109,8 +66,9 @@ class LocalClient:
     y_test: torch.Tensor
 
     @classmethod
-    def from_context(cls, context: Context) -> "LocalClient":
-        config = with_node_data_dir(RunConfig.from_run_config(context.run_config), context)
+    def from_context(cls, context: Context, config: RunConfig) -> LocalClient:
+        """The client of this node for the parsed run ``config`` (``context.run_config``)."""
+        config = with_node_data_dir(config, context)
         partition_id = int(context.node_config["partition-id"])
         num_partitions = int(context.node_config["num-partitions"])
         data = load_splits(config)
@@ -150,8 +108,8 @@ class LocalClient:
         round, seeded by (seed, partition id, round): clients do different amounts of work and
         the same run repeats exactly. Otherwise every client runs ``local-epochs``.
         """
-        low, high = local_epochs_range(self.config)
-        if high == low:
+        low, high = self.config.local_epochs, self.config.local_epochs_max
+        if high == 0 or high == low:
             return low
         rng = np.random.default_rng(seed_for(self.config.seed, self.partition_id, server_round, 2))
         return int(rng.integers(low, high + 1))

@@ -2,7 +2,8 @@
 
 A run folder holds ``config.json`` (the resolved run config), ``partitions.csv`` and
 ``partitions.json`` (label counts per client), ``history.json`` and ``history.csv`` (one row per
-round), ``accuracy.png`` and ``model.pt`` (the final global model's state dict).
+round, ``runtime.history``), ``accuracy.png``, ``model.pt`` (the final global model's state
+dict) and, for knowledge-transfer metrics, ``kt_metrics.json``/``.csv``.
 """
 
 from __future__ import annotations
@@ -18,21 +19,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-
-HISTORY_COLUMNS = (
-    "round",
-    "train_loss",
-    "central_accuracy",
-    "central_loss",
-    "client_accuracy_mean",
-    "client_accuracy_std",
-    "clients_trained",
-    "clients_failed",
-    "bytes_sent",
-    "bytes_received",
-    "seconds",
-)
-
 
 def atomic_write(path: Path, write: Callable[[io.IOBase], None], binary: bool = False) -> None:
     """Write through ``write(file)`` into a temporary file beside ``path``, then rename it."""
@@ -109,10 +95,16 @@ def plot_accuracy(path: Path, history: list[dict], title: str) -> None:
 
     rounds = [row["round"] for row in history]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(rounds, [row["central_accuracy"] for row in history], marker="o", label="global model, test set")
-    client = [row.get("client_accuracy_mean") for row in history]
-    if any(v is not None and not math.isnan(v) for v in client):
-        ax.plot(rounds, [np.nan if v is None else v for v in client], marker="s", label="clients, local test (mean)")
+    curves = (
+        ("central_accuracy", "o", "global model, test set"),
+        ("client_models_test_accuracy_mean", "o", "clients' own models, test set (mean)"),
+        ("client_accuracy_mean", "s", "clients, local test (mean)"),
+    )
+    for key, marker, label in curves:
+        values = [row.get(key) for row in history]
+        if any(v is not None and not math.isnan(v) for v in values):
+            values = [np.nan if v is None else v for v in values]
+            ax.plot(rounds, values, marker=marker, label=label)
     ax.set_xlabel("round")
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1)

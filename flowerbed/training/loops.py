@@ -7,6 +7,8 @@ Every algorithm trains through ``train_local``; what makes it particular goes in
 * ``after_backward(model)``: runs between ``backward()`` and ``optimizer.step()`` (SCAFFOLD's
   gradient correction).
 * ``loss_fn(model, x, y) -> Tensor``: replaces the whole loss (MOON, knowledge distillation).
+
+The run-config keys of local training (epochs, batch size, optimiser) are declared here.
 """
 
 from __future__ import annotations
@@ -18,7 +20,37 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .config import RunConfig
+from ..settings import RunConfig, Setting
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+def _check_local_epochs_max(value: int, config: RunConfig) -> str | None:
+    if value != 0 and value < config["local-epochs"]:
+        return (
+            f"local-epochs-max must be 0 (off) or at least local-epochs={config['local-epochs']},"
+            f" got {value}"
+        )
+    return None
+
+
+SETTINGS = (
+    Setting("local-epochs", 2, "local epochs per round", low=1),
+    Setting(
+        "local-epochs-max",
+        0,
+        "heterogeneous local work, for every strategy: if > 0, each client draws its epochs"
+        " uniformly from [`local-epochs`, `local-epochs-max`] afresh every round, seeded by (seed,"
+        " partition id, round); 0 = off (every client runs `local-epochs`)",
+        low=0,
+        check=_check_local_epochs_max,
+    ),
+    Setting("batch-size", 32, "local mini-batch size", low=1),
+    Setting("learning-rate", 0.05, "client learning rate", low=0, low_open=True),
+    Setting("optimizer", "sgd", "client optimizer: `sgd` or `adam`", choices=OPTIMIZERS),
+    Setting("momentum", 0.9, "SGD momentum", low=0, high=1, high_open=True),
+    Setting("weight-decay", 0.0, "client weight decay"),
+)
 
 LossFn = Callable[[nn.Module, Tensor, Tensor], Tensor]
 

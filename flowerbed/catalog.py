@@ -1,0 +1,129 @@
+"""The catalog: every registered protocol and every run-config key.
+
+``PROTOCOLS`` maps a run-config ``strategy`` name to its ``ProtocolSpec``:
+
+* each algorithm of ``flowerbed.strategies`` (one Flower strategy) becomes the protocol
+  [FL rounds] (+ [knowledge-transfer metrics] with ``kt-metrics=true``);
+* each one-shot method of ``flowerbed.methods`` is already a protocol (local fit, exchange).
+
+``SETTINGS`` is every declared run-config key, in the order of the README's table and of
+pyproject's ``[tool.flwr.app.config]``: the keys every run reads, then each protocol's own.
+``parse_run_config`` types and checks a run config against them.
+
+To add a protocol: write its file (``strategies/<name>.py`` with a ``SPEC``, or a method with
+a ``ProtocolSpec``) and list it below; docs/architecture.md has the checklists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .data import federation
+from .methods import one_shot_baselines, qkt
+from .mods import SETTINGS as MOD_SETTINGS
+from .models import SETTINGS as MODEL_SETTINGS
+from .protocols import kt_metrics
+from .protocols.fl_rounds import FLRounds
+from .protocols.kt_metrics import KTMetrics
+from .protocols.phase import ProtocolSpec
+from .runtime.context import SETTINGS as RUN_SETTINGS
+from .settings import RunConfig, Setting, index_settings
+from .strategies import STRATEGIES, StrategySpec
+from .training.loops import SETTINGS as TRAINING_SETTINGS
+
+
+def fl_protocol(spec: StrategySpec) -> ProtocolSpec:
+    """A Flower strategy as a protocol: FL rounds, then the metrics phase if asked for."""
+
+    def phases(config: RunConfig):
+        metrics = (KTMetrics(spec.build_model),) if config["kt-metrics"] else ()
+        return (FLRounds(spec), *metrics)
+
+    return ProtocolSpec(
+        name=spec.name,
+        summary=spec.summary,
+        paper=spec.paper,
+        phases=phases,
+        settings=spec.settings,
+        build_model=spec.build_model,
+    )
+
+
+PROTOCOLS: dict[str, ProtocolSpec] = {
+    protocol.name: protocol
+    for protocol in (
+        *(fl_protocol(spec) for spec in STRATEGIES.values()),
+        # one-shot knowledge transfer
+        *qkt.PROTOCOLS,
+        *one_shot_baselines.PROTOCOLS,
+    )
+}
+
+STRATEGY = Setting(
+    "strategy",
+    "fedavg",
+    "federated algorithm or protocol, see [Strategies](#strategies)",
+    choices=tuple(PROTOCOLS),
+)
+
+SETTINGS: dict[str, Setting] = index_settings(
+    (
+        STRATEGY,
+        *federation.SETTINGS,
+        *MODEL_SETTINGS,
+        *RUN_SETTINGS,
+        *TRAINING_SETTINGS,
+        *MOD_SETTINGS,
+        *(s for protocol in PROTOCOLS.values() for s in protocol.settings),
+        *kt_metrics.SETTINGS,
+    )
+)
+
+
+def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
+    """Flower's ``context.run_config`` typed and checked (``ConfigError`` on a bad value)."""
+    return RunConfig.parse(run_config, SETTINGS)
+
+
+def get_protocol(name: str) -> ProtocolSpec:
+    STRATEGY.validate(name)
+    return PROTOCOLS[name]
+
+
+def _markdown_cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    return f"`{value}`"
+
+
+def settings_table() -> str:
+    """The README's run-config table, generated from the declarations."""
+    lines = ["| key | default | meaning |", "|---|---|---|"]
+    for setting in SETTINGS.values():
+        meaning = setting.help
+        if setting.range_text():
+            meaning += f" ({setting.range_text()})"
+        lines.append(f"| `{setting.key}` | {_markdown_cell(setting.default)} | {meaning} |")
+    return "\n".join(lines)
+
+
+def pyproject_defaults() -> str:
+    """``[tool.flwr.app.config]`` of pyproject.toml, generated from the declarations."""
+
+    def toml(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, str):
+            return f'"{value}"'
+        return repr(value)
+
+    return "\n".join(f"{key} = {toml(s.default)}" for key, s in SETTINGS.items())
+
+
+if __name__ == "__main__":  # python -m flowerbed.catalog: print both for pasting
+    print(settings_table())
+    print()
+    print(pyproject_defaults())

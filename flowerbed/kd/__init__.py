@@ -1,0 +1,2 @@
+"""Knowledge distillation: registered objectives (``objectives``), teacher handling
+(``teachers``) and the one distillation loop (``loop``) that every distilling method uses."""

@@ -1,0 +1,254 @@
+"""The exchange phase: the one-shot broadcast and transfer step of the QKT family.
+
+QKT paper ("Query-based Knowledge Transfer", ICLR 2025), Sec. 3.1 and Appendix A.2; second
+step of the one-shot protocol (server round 2), after the local-fit phase.
+
+Server half: the server sends each student what its method needs, in one message
+(``train.exchange``): the other clients' uploaded models (``broadcast='teachers'``: Ensemble,
+KD, QKT, QKT Light; teachers are only used through their predictions, so their architectures
+may differ), their sample-weighted average (``'average'``: FedAvg(1)), or nothing
+(``'none'``: local only). The replies carry each student's per-class accuracy before and after
+the transfer on the held-out test set; the server turns them into the metrics of Appendix A.2
+(``flowerbed.metrics``) and writes ``kt_metrics.json``/``.csv``.
+
+Client half: the student takes its local model (``local_fit.local_model``), draws its query
+(``flowerbed.queries``), runs its method's transfer step (a ``TransferFn``, see
+``flowerbed.methods``) when it has a query, and replies with both per-class vectors.
+
+A "communication round" in the paper's sense (each client sends its model, then receives the
+others' models) is the two message rounds of local fit and exchange; ``kt_metrics.json``
+reports 1 for the transfer methods and 0 for local only, and ``history.json`` counts the bytes
+of both message rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from logging import INFO
+
+import numpy as np
+import torch
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+from flwr.common.logger import log
+from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
+
+from ..kd.loop import distill
+from ..kd.objectives import KDParams
+from ..metrics import client_kt_metrics, write_kt_metrics
+from ..models import Classifier, build_model
+from ..runtime.context import RunContext
+from ..runtime.seeding import seed_for
+from ..training.local_client import LocalClient
+from ..training.loops import build_optimizer
+from .local_fit import (
+    NUM_ROUNDS,
+    Scores,
+    check_one_architecture,
+    client_models_row,
+    client_query,
+    eval_scores,
+    local_model,
+    local_test_accuracy,
+    test_accuracies,
+    train_counts,
+)
+from .phase import Handoff, Phase
+
+ACTION = f"{MessageType.TRAIN}.exchange"
+BROADCASTS = ("none", "average", "teachers")
+_TRANSFER_TAG = 0x7F3E
+
+
+@dataclass
+class Transfer:
+    """Everything a student's transfer step can use (one per student)."""
+
+    client: LocalClient
+    student: Classifier  # the student's local model; the method may train it in place
+    query: list[int]
+    local_classes: list[int]  # classes with local training samples
+    teachers: list[Classifier] = field(default_factory=list)  # other clients' models, eval mode
+    teacher_ids: list[int] = field(default_factory=list)
+    global_model: Classifier | None = None  # FedAvg(1)
+
+    @property
+    def config(self):
+        return self.client.config
+
+    def generator(self, tag: int) -> torch.Generator:
+        """A generator seeded per (run seed, partition, purpose)."""
+        return torch.Generator().manual_seed(
+            seed_for(self.client.config.seed, self.client.partition_id, tag)
+        )
+
+    def distill(
+        self,
+        model: torch.nn.Module,
+        inputs: torch.Tensor,
+        teacher_probs: torch.Tensor,
+        objective: str,
+        params: KDParams,
+        epochs: int,
+    ) -> float:
+        """``kd.loop.distill`` on the student's labels with the run's optimizer and batch
+        size, seeded per (run seed, partition); returns the mean loss."""
+        torch.manual_seed(
+            seed_for(self.client.config.seed, self.client.partition_id, _TRANSFER_TAG, 1)
+        )
+        return distill(
+            model,
+            inputs,
+            self.client.y_train,
+            teacher_probs,
+            objective,
+            params,
+            epochs=epochs,
+            batch_size=self.client.config.batch_size,
+            optimizer=build_optimizer(
+                [p for p in model.parameters() if p.requires_grad], self.client.config
+            ),
+            generator=self.generator(_TRANSFER_TAG),
+        )
+
+
+# A method's transfer step: returns the student's post-transfer predictor (logits or
+# probabilities) and extra metrics to report.
+TransferFn = Callable[[Transfer], tuple[Scores, dict]]
+
+
+def kt_row(metrics) -> dict:
+    """One client's row of ``kt_metrics.json`` from its reply (exchange or metrics phase)."""
+    pre, post = list(metrics["pre-per-class"]), list(metrics["post-per-class"])
+    counts, query = [int(c) for c in metrics["train-counts"]], [int(q) for q in metrics["query"]]
+    row = {
+        "partition_id": int(metrics["partition-id"]),
+        "query": query,
+        "train_counts": counts,
+        "pre_per_class": pre,
+        "post_per_class": post,
+        **client_kt_metrics(pre, post, counts, query),
+    }
+    if "teachers-kept" in metrics:
+        row["teachers_kept"] = int(metrics["teachers-kept"])
+    return row
+
+
+def log_kt_summary(summary: dict, query_mode: str, prefix: str, suffix: str = "") -> None:
+    log(
+        INFO,
+        "flowerbed: %s (%s queries): Acc %.4f, query gain %.4f, forgetting %.4f,"
+        " uniform acc %.4f%s",
+        prefix,
+        query_mode,
+        summary["acc"],
+        summary["query_gain"],
+        summary["forgetting"],
+        summary["uniform_acc"],
+        suffix,
+    )
+
+
+class Exchange(Phase):
+    """One transfer round: ``broadcast`` what each student receives, ``transfer`` its step."""
+
+    MESSAGE_TYPES = (ACTION,)
+
+    def __init__(self, broadcast: str, transfer: TransferFn) -> None:
+        if broadcast not in BROADCASTS:
+            raise ValueError(
+                f"unknown broadcast {broadcast!r}; valid choices: {', '.join(BROADCASTS)}"
+            )
+        self.broadcast, self.transfer = broadcast, transfer
+
+    def check(self, run: RunContext) -> None:
+        if self.broadcast == "average":
+            check_one_architecture(run.config)
+
+    # --- server half ---------------------------------------------------------------------
+    def run(self, run: RunContext, handoff: Handoff) -> None:
+        uploads = handoff.uploads
+        pid_of = {
+            r.metadata.src_node_id: int(r.content.metric_records["metrics"]["partition-id"])
+            for r in uploads
+        }
+        if self.broadcast == "average":
+            average = aggregate_arrayrecords([r.content for r in uploads], "num-examples")
+        messages = []
+        for node in pid_of:
+            config = ConfigRecord({"server-round": 2})
+            content = RecordDict({"config": config})
+            if self.broadcast == "average":
+                content["arrays"] = average
+            elif self.broadcast == "teachers":
+                others = [r for r in uploads if r.metadata.src_node_id != node]
+                config["teacher-ids"] = [pid_of[r.metadata.src_node_id] for r in others]
+                config["teacher-models"] = [
+                    str(r.content.config_records["model"]["name"]) for r in others
+                ]
+                for r in others:
+                    content[f"teacher-{pid_of[r.metadata.src_node_id]}"] = (
+                        r.content.array_records["arrays"]
+                    )
+            messages.append(Message(content=content, message_type=ACTION, dst_node_id=node))
+        replies = run.grid.send_and_receive(messages, timeout=run.config.round_timeout)
+        results = [r for r in replies if not r.has_error()]
+        run.history.add(client_models_row(2, run.grid, results), NUM_ROUNDS, "transfer")
+
+        rows = [kt_row(r.content.metric_records["metrics"]) for r in results]
+        summary = write_kt_metrics(
+            run.run_dir,
+            rows,
+            strategy=run.config.strategy,
+            query_mode=run.config.kt_query,
+            communication_rounds=0 if self.broadcast == "none" else 1,
+        )
+        log_kt_summary(summary, run.config.kt_query, run.config.strategy, f"; results in {run.run_dir}")
+
+    # --- client half ---------------------------------------------------------------------
+    def client_step(self, client: LocalClient, msg: Message) -> Message:
+        data = client.data
+        student = local_model(client)
+        pre, _ = test_accuracies(eval_scores(student), data)
+
+        received = msg.content.config_records["config"]
+        teacher_ids = [int(t) for t in received.get("teacher-ids", [])]
+        teacher_names = list(received.get("teacher-models", []))
+        teachers = []
+        for pid, name in zip(teacher_ids, teacher_names):
+            teacher = build_model(str(name), data.input_shape, data.num_classes, config=client.config)
+            teacher.load_state_dict(msg.content.array_records[f"teacher-{pid}"].to_torch_state_dict())
+            teachers.append(teacher.eval())
+        global_model = None
+        if "arrays" in msg.content.array_records:
+            global_model = client.model_from(msg)
+
+        counts = train_counts(client)
+        query = client_query(client)
+        job = Transfer(
+            client=client,
+            student=student,
+            query=query,
+            local_classes=[int(j) for j in np.flatnonzero(counts > 0)],
+            teachers=teachers,
+            teacher_ids=teacher_ids,
+            global_model=global_model,
+        )
+        if query:
+            scores, extra = self.transfer(job)
+        else:  # nothing under-represented: no query, the local model stays as it is
+            scores, extra = eval_scores(student), {}
+        post, accuracy = test_accuracies(scores, data)
+        metrics = client.metrics(
+            len(client.y_train),
+            **{
+                "accuracy": local_test_accuracy(scores, client),
+                "test-accuracy": accuracy,
+                "pre-per-class": [float(v) for v in pre],
+                "post-per-class": [float(v) for v in post],
+                "train-counts": [int(c) for c in counts],
+                "query": [int(q) for q in query],
+            },
+            **extra,
+        )
+        return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)

@@ -1,0 +1,82 @@
+"""The knowledge-transfer metrics phase: clients measure what a protocol's global model gave them.
+
+Appended to a multi-round protocol with ``kt-metrics=true`` (FedAvg, FedProx, MOON, ...), so
+that its final global model gets the metrics of the QKT paper's Appendix A.2 like the one-shot
+methods: as the paper does for FL baselines, every client evaluates the global model ("post")
+against the model it would have trained alone ("pre": the local-fit phase's model, trained
+on the client from its own partition and seeds, ``local_fit.train_local_model``) with the
+same query as in the one-shot runs. The server sends the final global arrays
+(``query.kt_metrics``); each client computes both per-class accuracies on the held-out test
+set and replies; the server only collects them into ``kt_metrics.json``/``.csv``. It never
+trains a client's model nor reads a client's data.
+"""
+
+from __future__ import annotations
+
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+
+from ..metrics import write_kt_metrics
+from ..runtime.context import ModelBuilder, RunContext
+from ..settings import Setting
+from ..training.local_client import LocalClient
+from .exchange import kt_row, log_kt_summary
+from .local_fit import client_query, eval_scores, test_accuracies, train_counts, train_local_model
+from .phase import Handoff, Phase
+
+SETTINGS = (
+    Setting(
+        "kt-metrics",
+        False,
+        "multi-round strategies: also write `kt_metrics.json` (the knowledge-transfer metrics of"
+        " the final global model, see [Knowledge transfer](#knowledge-transfer-qkt))",
+    ),
+)
+ACTION = f"{MessageType.QUERY}.kt_metrics"
+
+
+class KTMetrics(Phase):
+    """Clients evaluate the handoff's global model against their own (module docstring).
+
+    ``build_model`` makes the protocol's global model (MOON's has a projection head).
+    """
+
+    MESSAGE_TYPES = (ACTION,)
+
+    def __init__(self, build_model: ModelBuilder) -> None:
+        self.build_model = build_model
+
+    def run(self, run: RunContext, handoff: Handoff) -> None:
+        content = RecordDict({"arrays": handoff.arrays, "config": ConfigRecord({})})
+        messages = [
+            Message(content=content, message_type=ACTION, dst_node_id=node)
+            for node in run.grid.get_node_ids()
+        ]
+        replies = run.grid.send_and_receive(messages, timeout=run.config.round_timeout)
+        rows = [kt_row(r.content.metric_records["metrics"]) for r in replies if not r.has_error()]
+        summary = write_kt_metrics(
+            run.run_dir,
+            rows,
+            strategy=run.config.strategy,
+            query_mode=run.config.kt_query,
+            communication_rounds=run.config.num_server_rounds,
+        )
+        log_kt_summary(summary, run.config.kt_query, "knowledge-transfer metrics")
+
+    def client_step(self, client: LocalClient, msg: Message) -> Message:
+        local, _ = train_local_model(client)
+        pre, _ = test_accuracies(eval_scores(local), client.data)
+        data = client.data
+        global_model = self.build_model(client.config, data.input_shape, data.num_classes)
+        global_model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
+        post, _ = test_accuracies(eval_scores(global_model), data)
+        counts = train_counts(client)
+        metrics = client.metrics(
+            len(client.y_train),
+            **{
+                "pre-per-class": [float(v) for v in pre],
+                "post-per-class": [float(v) for v in post],
+                "train-counts": [int(c) for c in counts],
+                "query": [int(q) for q in client_query(client)],
+            },
+        )
+        return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)

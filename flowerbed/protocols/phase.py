@@ -1,0 +1,96 @@
+"""A protocol is an ordered list of phases sharing one run context.
+
+``Phase`` is one step of a protocol with two halves:
+
+* the server half, ``run(run, handoff)``: sends messages through the run's recording grid,
+  adds history rows, writes results, and leaves what the next phase needs in the ``Handoff``
+  (the global arrays, the clients' uploaded models);
+* the client half, ``client_step(client, msg)``: what a node does with one of the phase's
+  messages, reached through the phase's Flower message types (``MESSAGE_TYPES``, e.g.
+  ``"train.local_fit"``; the ClientApp registers one handler per type).
+
+``check(run)`` validates what can only be checked with the data and the federation known
+(architectures, the strategy's own requirements); ``Protocol.run`` calls every phase's check
+before any phase runs, so a bad setting of the last phase stops the run before the first
+trains.
+
+``ProtocolSpec`` is a registry entry (``flowerbed.catalog``): a name, the paper, the settings
+it reads, the global model it trains, and ``phases(config)``, which composes its phases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from flwr.app import ArrayRecord, Message
+
+from ..models import Classifier, build_model
+from ..runtime.context import RunContext
+from ..settings import RunConfig, Setting
+from ..training.local_client import LocalClient
+
+
+@dataclass
+class Handoff:
+    """State passed from one phase to the next."""
+
+    arrays: ArrayRecord | None = None  # the global model's arrays, when the protocol has one
+    uploads: list[Message] = field(default_factory=list)  # replies carrying client models
+
+
+class Phase:
+    """One step of a protocol (see the module docstring)."""
+
+    MESSAGE_TYPES: tuple[str, ...] = ()
+
+    def check(self, run: RunContext) -> None:
+        """Raise ``ConfigError`` for what cannot run; called before any phase runs."""
+
+    def run(self, run: RunContext, handoff: Handoff) -> None:
+        raise NotImplementedError
+
+    def client_step(self, client: LocalClient, msg: Message) -> Message:
+        raise NotImplementedError(f"{type(self).__name__} has no client half")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The phases of one run, in order."""
+
+    phases: tuple[Phase, ...]
+
+    def run(self, run: RunContext) -> Handoff:
+        for phase in self.phases:
+            phase.check(run)
+        handoff = Handoff()
+        for phase in self.phases:
+            phase.run(run, handoff)
+        return handoff
+
+    def phase_for(self, message_type: str) -> Phase:
+        """The phase whose client half answers messages of ``message_type``."""
+        for phase in self.phases:
+            if message_type in phase.MESSAGE_TYPES:
+                return phase
+        raise ValueError(f"no phase of this protocol answers {message_type!r} messages")
+
+
+def registry_model(config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
+    """The run's ``model`` from the model registry (the default global model)."""
+    return build_model(config.model, input_shape, num_classes, config=config)
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """A registered protocol: what ``strategy=<name>`` runs."""
+
+    name: str
+    summary: str
+    paper: str
+    phases: Callable[[RunConfig], tuple[Phase, ...]]
+    settings: tuple[Setting, ...] = ()
+    build_model: Callable[[RunConfig, tuple[int, ...], int], Classifier] = registry_model
+
+    def protocol(self, config: RunConfig) -> Protocol:
+        return Protocol(tuple(self.phases(config)))

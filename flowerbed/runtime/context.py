@@ -1,0 +1,130 @@
+"""The run context every phase of a protocol shares, and how a run starts.
+
+``start_run`` does, in this order, so that bad input fails before any client trains:
+
+1. load the data set (a missing file stops here, naming the path) and build the protocol's
+   global model once, seeded (a model that does not fit the data stops here);
+2. handshake with the nodes: each reports its partition id and the number of partitions; the
+   partition (more clients than samples, impossible minimum sizes...) is computed and its
+   label-count table logged and saved;
+3. make the run folder, write ``config.json`` and the partition table;
+4. seed Python's ``random`` (Flower samples clients with it) and torch for what follows.
+
+The ServerApp side never reads a client's partition: it computes the label-count table from
+the partition function every node applies to the same data set.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from logging import INFO
+from pathlib import Path
+
+import torch
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+
+from ..data import DatasetSplits, label_counts
+from ..data.federation import load_splits, partition_for
+from ..data.partition import format_label_table
+from ..models import Classifier
+from ..settings import ConfigError, RunConfig, Setting
+from .history import History
+from .recording_grid import RecordingGrid
+from .results import make_run_dir, write_json, write_partition_table
+
+SETTINGS = (
+    Setting("num-server-rounds", 5, "federated rounds", low=1),
+    Setting(
+        "fraction-train",
+        1.0,
+        "fraction of clients sampled for training each round",
+        low=0,
+        high=1,
+        low_open=True,
+    ),
+    Setting(
+        "fraction-evaluate",
+        1.0,
+        "fraction of clients sampled for local evaluation",
+        low=0,
+        high=1,
+    ),
+    Setting(
+        "min-available-clients", 2, "wait for this many connected nodes before starting", low=1
+    ),
+    Setting(
+        "seed", 42, "seeds partitions, initial model, client sampling and local shuffling", low=0
+    ),
+    Setting("output-dir", "~/.flowerbed/runs", "results root; each run gets its own folder"),
+    Setting("run-name", "", "folder name suffix (default `<strategy>-<dataset>-seed<seed>`)"),
+    Setting(
+        "round-timeout", 3600.0, "seconds to wait for client replies in a round", low=0, low_open=True
+    ),
+)
+
+ModelBuilder = Callable[[RunConfig, tuple[int, ...], int], Classifier]
+
+
+@dataclass
+class RunContext:
+    """What every phase of a protocol shares (see ``flowerbed.protocols.phase``)."""
+
+    config: RunConfig
+    data: DatasetSplits
+    grid: RecordingGrid
+    model: Classifier  # the protocol's global model: initial, evaluated, saved
+    num_partitions: int
+    run_dir: Path
+    history: History
+
+
+def federation_size(nodes: dict[int, tuple[int, int]]) -> int:
+    """The number of partitions the nodes agree on; a clear error if they disagree."""
+    if not nodes:
+        raise ConfigError("no node answered the handshake: is any SuperNode connected?")
+    sizes = {num for _, num in nodes.values()}
+    if len(sizes) != 1:
+        raise ConfigError(f"nodes disagree on num-partitions: {sorted(sizes)}")
+    num_partitions = sizes.pop()
+    ids = sorted(pid for pid, _ in nodes.values())
+    bad = [pid for pid in ids if not 0 <= pid < num_partitions]
+    if bad or len(set(ids)) != len(ids):
+        raise ConfigError(
+            f"partition ids {ids} must be distinct and in [0, {num_partitions}); check each"
+            " SuperNode's --node-config"
+        )
+    return num_partitions
+
+
+def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunContext:
+    """Steps 1-4 of the module docstring; returns the context the protocol runs in."""
+    data = load_splits(config)
+    torch.manual_seed(config.seed)  # the initial global model is a function of the seed
+    model = build_model(config, data.input_shape, data.num_classes)  # fails early on a mismatch
+
+    recording = RecordingGrid(grid)
+    nodes = recording.handshake(config.min_available_clients, config.round_timeout)
+    num_partitions = federation_size(nodes)
+    partition = partition_for(config, num_partitions)
+    counts = label_counts(data.y_train.numpy(), partition, data.num_classes)
+    log(
+        INFO,
+        "flowerbed: %s, %d clients, %s partition; label counts per client:\n%s",
+        config.dataset,
+        num_partitions,
+        config.partitioner,
+        format_label_table(counts),
+    )
+
+    name = config.run_name or f"{config.strategy}-{config.dataset}-seed{config.seed}"
+    run_dir = make_run_dir(config.output_path, name)
+    write_json(run_dir / "config.json", {**config.to_dict(), "num-partitions": num_partitions})
+    write_partition_table(run_dir, counts)
+    log(INFO, "flowerbed: results go to %s", run_dir)
+
+    random.seed(config.seed)  # Flower samples clients with Python's random
+    torch.manual_seed(config.seed)
+    return RunContext(config, data, recording, model, num_partitions, run_dir, History(run_dir))

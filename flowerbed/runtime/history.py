@@ -1,0 +1,119 @@
+"""The run's history: one row per round, logged in one line and rewritten on disk each round.
+
+A row closes the recording grid's record of its round (bytes, failures, per-client metrics,
+seconds). Two accuracies on the held-out test set, never mixed in one column:
+
+* ``central_accuracy`` / ``central_loss``: the protocol's one global model (FL rounds);
+* ``client_models_test_accuracy_mean``: the mean over clients of their own models' accuracy
+  (one-shot knowledge transfer, where each client ends with a model of its own).
+
+``client_accuracy_mean`` / ``_std`` are the clients' accuracies on their local test splits.
+"""
+
+from __future__ import annotations
+
+import math
+from logging import INFO
+from pathlib import Path
+
+import numpy as np
+from flwr.common.logger import log
+
+from .recording_grid import RecordingGrid
+from .results import plot_accuracy, write_csv, write_json
+
+HISTORY_COLUMNS = (
+    "round",
+    "train_loss",
+    "central_accuracy",
+    "central_loss",
+    "client_models_test_accuracy_mean",
+    "client_accuracy_mean",
+    "client_accuracy_std",
+    "clients_trained",
+    "clients_failed",
+    "bytes_sent",
+    "bytes_received",
+    "seconds",
+)
+CLIENT_MODELS_ACCURACY = "client_models_test_accuracy_mean"
+
+
+def round_row(server_round: int, grid: RecordingGrid, **accuracies: float) -> dict:
+    """One history row; for rounds >= 1 it closes the grid's record of that round.
+
+    ``accuracies``: the row's test-set columns (``central_accuracy`` and ``central_loss``, or
+    ``client_models_test_accuracy_mean``).
+    """
+    row = {"round": server_round, **accuracies}
+    if server_round == 0:
+        return row
+    traffic = grid.end_round()
+    train_losses = [(m["num-examples"], m["train-loss"]) for m in traffic.train if "train-loss" in m]
+    accuracies_ = [m["accuracy"] for m in traffic.evaluate if "accuracy" in m]
+    row.update(
+        train_loss=weighted_mean(train_losses),
+        client_accuracy_mean=float(np.mean(accuracies_)) if accuracies_ else math.nan,
+        client_accuracy_std=float(np.std(accuracies_)) if accuracies_ else math.nan,
+        clients_trained=traffic.clients_trained,
+        clients_failed=traffic.clients_failed,
+        bytes_sent=traffic.bytes_sent,
+        bytes_received=traffic.bytes_received,
+        seconds=traffic.seconds,
+        client_accuracies={
+            int(m["partition-id"]): m["accuracy"]
+            for m in traffic.evaluate
+            if "partition-id" in m and "accuracy" in m
+        },
+        failures=traffic.failures,
+    )
+    # any other metric the clients' evaluation reports (Ditto's personal-accuracy): its mean
+    # over the clients, as client_<name>_mean (JSON history only)
+    standard = {"num-examples", "partition-id", "loss", "accuracy"}
+    for key in sorted({k for m in traffic.evaluate for k in m} - standard):
+        values = [m[key] for m in traffic.evaluate if isinstance(m.get(key), (int, float))]
+        if values:
+            row[f"client_{key.replace('-', '_')}_mean"] = float(np.mean(values))
+    return row
+
+
+def weighted_mean(pairs: list[tuple[float, float]]) -> float:
+    """Sample-weighted mean; clients with no training step (NaN loss) are left out."""
+    pairs = [(n, v) for n, v in pairs if math.isfinite(v)]
+    total = sum(n for n, _ in pairs)
+    return sum(n * v for n, v in pairs) / total if total else math.nan
+
+
+def format_round(row: dict, num_rounds: int) -> str:
+    """The concise per-round log line."""
+    if "central_accuracy" in row:
+        accuracy = f"test acc {row['central_accuracy']:.4f} loss {row['central_loss']:.4f}"
+    else:
+        accuracy = f"client models' test acc {row[CLIENT_MODELS_ACCURACY]:.4f}"
+    text = f"flowerbed round {row['round']}/{num_rounds}: {accuracy}"
+    if row["round"] == 0:
+        return text + " (initial model)"
+    return text + (
+        f" | train loss {row['train_loss']:.4f} | client acc {row['client_accuracy_mean']:.4f}"
+        f" ± {row['client_accuracy_std']:.4f} | clients {row['clients_trained']} ok,"
+        f" {row['clients_failed']} failed | {row['bytes_sent'] / 1e6:.2f} MB sent,"
+        f" {row['bytes_received'] / 1e6:.2f} MB received | {row['seconds']:.1f} s"
+    )
+
+
+class History:
+    """The rows of one run; ``add`` logs a row and rewrites ``history.json``/``.csv``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.rows: list[dict] = []
+
+    def add(self, row: dict, num_rounds: int, note: str = "") -> None:
+        self.rows.append(row)
+        log(INFO, format_round(row, num_rounds) + (f" ({note})" if note else ""))
+        write_json(self.run_dir / "history.json", self.rows)
+        columns = [c for c in HISTORY_COLUMNS if any(c in r for r in self.rows)]
+        write_csv(self.run_dir / "history.csv", self.rows, columns)
+
+    def plot(self, title: str) -> None:
+        plot_accuracy(self.run_dir / "accuracy.png", self.rows, title)
