@@ -33,12 +33,15 @@ from pathlib import Path
 
 import torch
 
-from flowerbed.client import load_splits, partition_for, seed_for
-from flowerbed.config import RunConfig
+from flowerbed.catalog import parse_run_config
 from flowerbed.data import split_train_test
+from flowerbed.data.federation import load_splits, partition_for
+from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import build_model
-from flowerbed.simulation import local_superlink_pids, resolve_run_config, run_in_process, simulate
-from flowerbed.training import build_optimizer, evaluate, train_local
+from flowerbed.runtime.seeding import seed_for
+from flowerbed.settings import RunConfig
+from flowerbed.simulation import local_superlink_pids, simulate
+from flowerbed.training.loops import build_optimizer, evaluate, train_local
 
 
 def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
@@ -47,7 +50,9 @@ def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
     parts = partition_for(config, num_clients)
     clients = []
     for pid, indices in enumerate(parts):
-        train_idx, _ = split_train_test(indices, config.local_test_fraction, seed_for(config.seed, pid))
+        train_idx, _ = split_train_test(
+            indices, config.local_test_fraction, seed_for(config.seed, pid)
+        )
         train_idx = torch.from_numpy(train_idx)
         clients.append((pid, data.x_train[train_idx], data.y_train[train_idx]))
     torch.manual_seed(config.seed)
@@ -62,7 +67,11 @@ def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
             model.load_state_dict(global_state)
             torch.manual_seed(seed_for(config.seed, pid, server_round, 1))
             train_local(
-                model, x, y, epochs=config.local_epochs, batch_size=config.batch_size,
+                model,
+                x,
+                y,
+                epochs=config.local_epochs,
+                batch_size=config.batch_size,
                 optimizer=build_optimizer(model.parameters(), config),
                 generator=torch.Generator().manual_seed(seed_for(config.seed, pid, server_round)),
             )
@@ -73,7 +82,9 @@ def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
                 for k in weighted_sum:
                     weighted_sum[k] += state[k].double() * len(x)
             total += len(x)
-        global_model.load_state_dict({k: (v / total).to(global_state[k].dtype) for k, v in weighted_sum.items()})
+        global_model.load_state_dict(
+            {k: (v / total).to(global_state[k].dtype) for k, v in weighted_sum.items()}
+        )
         evaluate(global_model, data.x_test, data.y_test)
         round_seconds.append(time.perf_counter() - started)
     return round_seconds
@@ -94,7 +105,9 @@ class PeakMemory:
     @staticmethod
     def _tree(roots: list[int]) -> set[int]:
         children: dict[int, list[int]] = {}
-        out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["ps", "-eo", "pid=,ppid="], capture_output=True, text=True, check=False
+        ).stdout
         for line in out.split("\n"):
             if line.strip():
                 pid, ppid = map(int, line.split())
@@ -134,7 +147,9 @@ class PeakMemory:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--local-epochs", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--clients", type=int, default=10)
@@ -150,10 +165,12 @@ def main() -> None:
     torch.set_num_threads(1)
 
     overrides = {
-        "num-server-rounds": args.rounds, "local-epochs": args.local_epochs,
-        "output-dir": args.output_dir, "fraction-evaluate": 0.0,
+        "num-server-rounds": args.rounds,
+        "local-epochs": args.local_epochs,
+        "output-dir": args.output_dir,
+        "fraction-evaluate": 0.0,
     }
-    config = RunConfig.from_run_config(resolve_run_config(overrides))
+    config = parse_run_config(resolve_run_config(overrides))
 
     plain = plain_fedavg(config, args.clients)
     run_dir = run_in_process(overrides, num_clients=args.clients)
@@ -163,31 +180,46 @@ def main() -> None:
         raise SystemExit(f"flwr run failed:\n{flwr.log[-3000:]}")
     flwr_rounds = [row["seconds"] for row in flwr.history[1:]]
     # round 1 includes starting the Ray actors: count it as start-up, use rounds 2.. for the median
-    per_round = {"plain PyTorch loop": statistics.median(plain[1:]),
-                 "flowerbed in-process": statistics.median(in_process[1:]),
-                 "flowerbed flwr run (Ray)": statistics.median(flwr_rounds[1:])}
+    per_round = {
+        "plain PyTorch loop": statistics.median(plain[1:]),
+        "flowerbed in-process": statistics.median(in_process[1:]),
+        "flowerbed flwr run (Ray)": statistics.median(flwr_rounds[1:]),
+    }
     startup = flwr.seconds - per_round["flowerbed flwr run (Ray)"] * args.rounds
 
-    print(f"\nWorkload: digits, cnn, {args.clients} clients, {args.local_epochs} local epochs, "
-          f"{args.rounds} rounds, FedAvg (median over rounds 2..{args.rounds})\n")
+    print(
+        f"\nWorkload: digits, cnn, {args.clients} clients, {args.local_epochs} local epochs, "
+        f"{args.rounds} rounds, FedAvg (median over rounds 2..{args.rounds})\n"
+    )
     print("| variant | median s/round | ratio to plain loop |")
     print("|---|---|---|")
     base = per_round["plain PyTorch loop"]
     for name, seconds in per_round.items():
         print(f"| {name} | {seconds:.2f} | {seconds / base:.2f} |")
-    print(f"\nflwr run fixed start-up (wall {flwr.seconds:.1f} s minus {args.rounds} median rounds): {startup:.1f} s")
+    print(
+        f"\nflwr run fixed start-up (wall {flwr.seconds:.1f} s minus {args.rounds} median rounds): {startup:.1f} s"
+    )
 
     if not args.skip_memory:
-        memory_overrides = {"num-server-rounds": 2, "local-epochs": 1, "fraction-train": 0.1,
-                            "fraction-evaluate": 0.1, "output-dir": args.output_dir,
-                            "partitioner": "iid"}
+        memory_overrides = {
+            "num-server-rounds": 2,
+            "local-epochs": 1,
+            "fraction-train": 0.1,
+            "fraction-evaluate": 0.1,
+            "output-dir": args.output_dir,
+            "partitioner": "iid",
+        }
         home = Path(tempfile.mkdtemp(prefix="flwr-home-"))
         with PeakMemory(lambda: local_superlink_pids(home)) as peak:
-            big = simulate(memory_overrides, num_supernodes=100, num_cpus_per_client=1, flwr_home=home)
+            big = simulate(
+                memory_overrides, num_supernodes=100, num_cpus_per_client=1, flwr_home=home
+            )
         status = "ok" if big.returncode == 0 else f"FAILED:\n{big.log[-2000:]}"
-        print(f"\nPeak memory, 100 clients, 10 % participation, 2 rounds ({os.cpu_count()} CPUs, "
-              f"1 CPU per client): {peak.peak_bytes / 2**30:.2f} GiB (PSS summed over the SuperLink and "
-              f"every process it started: simulation, Ray, actors); run {status}")
+        print(
+            f"\nPeak memory, 100 clients, 10 % participation, 2 rounds ({os.cpu_count()} CPUs, "
+            f"1 CPU per client): {peak.peak_bytes / 2**30:.2f} GiB (PSS summed over the SuperLink and "
+            f"every process it started: simulation, Ray, actors); run {status}"
+        )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowerbed.simulation import run_in_process
+from flowerbed.inprocess import run_in_process
 
 METHODS = (
     ("Local", "local"),

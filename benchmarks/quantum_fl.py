@@ -27,9 +27,15 @@ import numpy as np
 # rate is higher than the paper's 1e-3 because we run a few rounds, not hundreds. Only the global
 # model is evaluated (on the held-out test split), as in the paper's Table I.
 COMMON = {
-    "model": "vqc", "local-epochs": 1, "batch-size": 32, "optimizer": "adam",
-    "learning-rate": 0.05, "fraction-train": 1.0, "fraction-evaluate": 0.0,
-    "vqc-layers": 4, "qfedfisher-delta": 0.01,
+    "model": "vqc",
+    "local-epochs": 1,
+    "batch-size": 32,
+    "optimizer": "adam",
+    "learning-rate": 0.05,
+    "fraction-train": 1.0,
+    "fraction-evaluate": 0.0,
+    "vqc-layers": 4,
+    "qfedfisher-delta": 0.01,
 }
 DATASETS = {
     "digits": {"dataset": "digits", "dirichlet-alpha": 0.5},
@@ -48,17 +54,26 @@ VARIANTS = {
 
 
 def run_one(dataset: str, variant: str, seed: int, rounds: int, out: Path) -> dict:
-    from flowerbed.simulation import run_in_process
+    from flowerbed.inprocess import run_in_process
 
-    overrides = {**COMMON, **DATASETS[dataset], **VARIANTS[variant], "seed": seed,
-                 "num-server-rounds": rounds, "output-dir": str(out / "runs"),
-                 "run-name": f"{variant}-{dataset}-seed{seed}"}
+    overrides = {
+        **COMMON,
+        **DATASETS[dataset],
+        **VARIANTS[variant],
+        "seed": seed,
+        "num-server-rounds": rounds,
+        "output-dir": str(out / "runs"),
+        "run-name": f"{variant}-{dataset}-seed{seed}",
+    }
     start, cpu_start = time.perf_counter(), time.process_time()
     run_dir = run_in_process(overrides, num_clients=10)
     cpu = time.process_time() - cpu_start
     history = json.loads((run_dir / "history.json").read_text())
     return {
-        "dataset": dataset, "variant": variant, "seed": seed, "rounds": rounds,
+        "dataset": dataset,
+        "variant": variant,
+        "seed": seed,
+        "rounds": rounds,
         "wall_seconds": time.perf_counter() - start,
         # CPU seconds of this process per round (setup and evaluations included, the same for
         # every variant): steadier than wall-clock seconds on a machine shared with others
@@ -79,10 +94,15 @@ def summarise(runs: list[dict], variants: list[str]) -> str:
             continue
         rounds = rows[0]["rounds"]
         alpha = DATASETS[dataset]["dirichlet-alpha"]
-        lines += [f"### {dataset}, Dirichlet({alpha}), 10 clients, {rounds} rounds", "",
-                  "| strategy | seeds | final accuracy (%) | final loss | wall s / round |"
-                  " CPU s / round | time vs qfedavg (wall / CPU) | KB received / round |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### {dataset}, Dirichlet({alpha}), 10 clients, {rounds} rounds",
+            "",
+            (
+                "| strategy | seeds | final accuracy (%) | final loss | wall s / round |"
+                " CPU s / round | time vs qfedavg (wall / CPU) | KB received / round |"
+            ),
+            "|---|---|---|---|---|---|---|---|",
+        ]
         base = None
         for variant in variants:
             vr = [r for r in rows if r["variant"] == variant]
@@ -94,16 +114,27 @@ def summarise(runs: list[dict], variants: list[str]) -> str:
             cpu = float(np.mean([r["cpu_seconds_per_round"] for r in vr]))
             if variant == "qfedavg":
                 base = (sec, cpu)
-            rel = (f"{100 * (sec / base[0] - 1):+.1f}% / {100 * (cpu / base[1] - 1):+.1f}%"
-                   if base else "")
+            rel = (
+                f"{100 * (sec / base[0] - 1):+.1f}% / {100 * (cpu / base[1] - 1):+.1f}%"
+                if base
+                else ""
+            )
             kb = np.mean([np.mean(r["bytes_received"]) for r in vr]) / 1e3
-            lines.append(f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * acc.std():.1f}"
-                         f" | {loss.mean():.3f} ± {loss.std():.3f} | {sec:.2f} | {cpu:.2f} | {rel}"
-                         f" | {kb:.1f} |")
-        lines += ["", "Mean test accuracy (%) / loss of the global model per round (round 0 ="
-                  " initial model):", "",
-                  "| strategy | " + " | ".join(str(i) for i in range(rounds + 1)) + " |",
-                  "|---|" + "---|" * (rounds + 1)]
+            lines.append(
+                f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * acc.std():.1f}"
+                f" | {loss.mean():.3f} ± {loss.std():.3f} | {sec:.2f} | {cpu:.2f} | {rel}"
+                f" | {kb:.1f} |"
+            )
+        lines += [
+            "",
+            (
+                "Mean test accuracy (%) / loss of the global model per round (round 0 ="
+                " initial model):"
+            ),
+            "",
+            "| strategy | " + " | ".join(str(i) for i in range(rounds + 1)) + " |",
+            "|---|" + "---|" * (rounds + 1),
+        ]
         for variant in variants:
             vr = [r for r in rows if r["variant"] == variant]
             if vr:
@@ -149,20 +180,27 @@ def client_overhead(dataset: str, repeats: int) -> str:
     squared-gradient hook (QFedFisher, 'training')."""
     import torch
 
-    from flowerbed.config import RunConfig
-    from flowerbed.client import load_splits
+    from flowerbed.catalog import parse_run_config
+    from flowerbed.data.federation import load_splits
     from flowerbed.models import build_model
     from flowerbed.strategies.qfedfisher import SquaredGradients, empirical_fisher
-    from flowerbed.training import build_optimizer, train_local
+    from flowerbed.training.loops import build_optimizer, train_local
 
-    config = RunConfig.from_run_config({**COMMON, **DATASETS[dataset]})
+    config = parse_run_config({**COMMON, **DATASETS[dataset]})
     data = load_splits(config)
     x, y = data.x_train[:160], data.y_train[:160]  # a client of 160 samples: 5 batches
 
     def train(model, **hooks):
-        return train_local(model, x, y, epochs=1, batch_size=32,
-                           generator=torch.Generator().manual_seed(0),
-                           optimizer=build_optimizer(model.parameters(), config), **hooks)
+        return train_local(
+            model,
+            x,
+            y,
+            epochs=1,
+            batch_size=32,
+            generator=torch.Generator().manual_seed(0),
+            optimizer=build_optimizer(model.parameters(), config),
+            **hooks,
+        )
 
     def plain(model):
         train(model)
@@ -176,8 +214,11 @@ def client_overhead(dataset: str, repeats: int) -> str:
         train(model, after_backward=hook)
         hook.mean(model)
 
-    variants = {"qfedavg (train)": plain, "qfedfisher final (train + Fisher pass)": final,
-                "qfedfisher training (train + hook)": during}
+    variants = {
+        "qfedavg (train)": plain,
+        "qfedfisher final (train + Fisher pass)": final,
+        "qfedfisher training (train + hook)": during,
+    }
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(repeats):
         for name, fn in variants.items():
@@ -186,8 +227,12 @@ def client_overhead(dataset: str, repeats: int) -> str:
             fn(model)
             times[name].append(time.perf_counter() - start)
     base = float(np.median(times["qfedavg (train)"]))
-    lines = [f"### client work per round, {dataset} VQC, 160 samples, E = 1, median of {repeats}",
-             "", "| client step | seconds | vs qfedavg |", "|---|---|---|"]
+    lines = [
+        f"### client work per round, {dataset} VQC, 160 samples, E = 1, median of {repeats}",
+        "",
+        "| client step | seconds | vs qfedavg |",
+        "|---|---|---|",
+    ]
     for name, values in times.items():
         med = float(np.median(values))
         lines.append(f"| {name} | {med:.3f} | {100 * (med / base - 1):+.1f}% |")
@@ -197,18 +242,27 @@ def client_overhead(dataset: str, repeats: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--rounds", type=int, nargs=2, default=[5, 8],
-                        metavar=("DIGITS", "BREAST_CANCER"))
-    parser.add_argument("--variants", nargs="+", default=["qfedavg", "qfedadam", "qfedfisher",
-                                                          "qfedfisher-training"],
-                        choices=list(VARIANTS))
+    parser.add_argument(
+        "--rounds", type=int, nargs=2, default=[5, 8], metavar=("DIGITS", "BREAST_CANCER")
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["qfedavg", "qfedadam", "qfedfisher", "qfedfisher-training"],
+        choices=list(VARIANTS),
+    )
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/quantum_fl"))
     parser.add_argument("--report-only", action="store_true")
-    parser.add_argument("--client-overhead", type=int, default=0, metavar="REPEATS",
-                        help="only measure one client's local work per variant, REPEATS times")
+    parser.add_argument(
+        "--client-overhead",
+        type=int,
+        default=0,
+        metavar="REPEATS",
+        help="only measure one client's local work per variant, REPEATS times",
+    )
     args = parser.parse_args()
-    import flowerbed.simulation  # noqa: F401 - configures Flower's logger, then quiet it
+    import flowerbed.inprocess  # noqa: F401 - configures Flower's logger, then quiet it
 
     logging.getLogger("flwr").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -224,17 +278,31 @@ def main() -> None:
         for seed in range(args.seeds):
             for dataset in args.datasets:
                 for variant in args.variants:
-                    if any(r["dataset"] == dataset and r["variant"] == variant and r["seed"] == seed
-                           and r["rounds"] == rounds[dataset] for r in runs):
+                    if any(
+                        r["dataset"] == dataset
+                        and r["variant"] == variant
+                        and r["seed"] == seed
+                        and r["rounds"] == rounds[dataset]
+                        for r in runs
+                    ):
                         continue
                     run = run_one(dataset, variant, seed, rounds[dataset], args.out)
                     runs.append(run)
                     store.write_text(json.dumps(runs, indent=1))
-                    print(f"{dataset} {variant} seed {seed}: final accuracy"
-                          f" {run['accuracy'][-1]:.3f}, {np.mean(run['seconds']):.2f} s/round,"
-                          f" {run['wall_seconds']:.0f} s", flush=True)
-    runs = [r for r in runs if r["rounds"] == rounds[r["dataset"]] and r["variant"] in args.variants
-            and r["dataset"] in args.datasets and r["seed"] < args.seeds]
+                    print(
+                        f"{dataset} {variant} seed {seed}: final accuracy"
+                        f" {run['accuracy'][-1]:.3f}, {np.mean(run['seconds']):.2f} s/round,"
+                        f" {run['wall_seconds']:.0f} s",
+                        flush=True,
+                    )
+    runs = [
+        r
+        for r in runs
+        if r["rounds"] == rounds[r["dataset"]]
+        and r["variant"] in args.variants
+        and r["dataset"] in args.datasets
+        and r["seed"] < args.seeds
+    ]
     report = summarise(runs, args.variants)
     (args.out / "quantum_fl.md").write_text(report)
     plot(runs, args.variants, args.out / "quantum_fl.png")

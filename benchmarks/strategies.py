@@ -63,7 +63,7 @@ SETTING = {"dataset": "digits", "model": "mlp", "local-epochs": 1, "local-epochs
 def run_one(
     strategy: str, partition: str, seed: int, rounds: int, workdir: Path, extra: dict | None = None
 ) -> dict:
-    from flowerbed.simulation import run_in_process
+    from flowerbed.inprocess import run_in_process
 
     overrides = {
         **SETTING,
@@ -198,7 +198,7 @@ def main() -> None:
     args = parser.parse_args()
     extra = dict(parse_setting(item) for item in args.set)
 
-    from flowerbed.strategies import STRATEGIES
+    from flowerbed.catalog import PROTOCOLS as STRATEGIES
 
     torch.set_num_threads(1)  # small models: threads only contend on a shared machine
     logging.getLogger("flwr").setLevel(logging.WARNING)

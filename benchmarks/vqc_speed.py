@@ -29,8 +29,9 @@ def per_sample(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return torch.cat([model(x[i : i + 1]) for i in range(len(x))])
 
 
-def samples_per_second(model, forward, batch: int, dim: int, classes: int,
-                       min_seconds: float) -> float:
+def samples_per_second(
+    model, forward, batch: int, dim: int, classes: int, min_seconds: float
+) -> float:
     x, y = torch.randn(batch, dim), torch.randint(0, classes, (batch,))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
@@ -58,26 +59,41 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=5.0)
     args = parser.parse_args()
     torch.manual_seed(0)
-    print(f"VQC training throughput, {args.layers} layers, batch {args.batch}, "
-          f"{torch.get_num_threads()} torch threads (samples/s; higher is better)\n")
-    print("| qubits | batched (default.qubit, backprop) | per-sample loop | lightning.qubit adjoint"
-          " | batched / per-sample | batched / lightning |")
+    print(
+        f"VQC training throughput, {args.layers} layers, batch {args.batch}, "
+        f"{torch.get_num_threads()} torch threads (samples/s; higher is better)\n"
+    )
+    print(
+        "| qubits | batched (default.qubit, backprop) | per-sample loop | lightning.qubit adjoint"
+        " | batched / per-sample | batched / lightning |"
+    )
     print("|---|---|---|---|---|---|")
     for n in args.qubits:
         dim = 2**n
 
-        def model(device="default.qubit"):
+        def model(device="default.qubit", dim=dim, n=n):
             torch.manual_seed(0)
             return build_vqc((dim,), args.classes, qubits=n, layers=args.layers, device=device)
 
-        batched = samples_per_second(model(), lambda m, x: m(x), args.batch, dim, args.classes,
-                                     args.min_seconds)
-        looped = samples_per_second(model(), per_sample, args.batch, dim, args.classes,
-                                    args.min_seconds)
-        lightning = samples_per_second(model("lightning.qubit"), lambda m, x: m(x), args.batch,
-                                       dim, args.classes, args.min_seconds)
-        print(f"| {n} | {batched:.1f} | {looped:.1f} | {lightning:.1f} | {batched / looped:.1f}x"
-              f" | {batched / lightning:.1f}x |", flush=True)
+        batched = samples_per_second(
+            model(), lambda m, x: m(x), args.batch, dim, args.classes, args.min_seconds
+        )
+        looped = samples_per_second(
+            model(), per_sample, args.batch, dim, args.classes, args.min_seconds
+        )
+        lightning = samples_per_second(
+            model("lightning.qubit"),
+            lambda m, x: m(x),
+            args.batch,
+            dim,
+            args.classes,
+            args.min_seconds,
+        )
+        print(
+            f"| {n} | {batched:.1f} | {looped:.1f} | {lightning:.1f} | {batched / looped:.1f}x"
+            f" | {batched / lightning:.1f}x |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -16,13 +16,15 @@ a ``ProtocolSpec``) and list it below; docs/architecture.md has the checklists.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from .data import federation
 from .methods import one_shot_baselines, qkt
-from .mods import SETTINGS as MOD_SETTINGS
 from .models import SETTINGS as MODEL_SETTINGS
+from .mods import SETTINGS as MOD_SETTINGS
 from .protocols import kt_metrics
 from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
@@ -123,7 +125,28 @@ def pyproject_defaults() -> str:
     return "\n".join(f"{key} = {toml(s.default)}" for key, s in SETTINGS.items())
 
 
-if __name__ == "__main__":  # python -m flowerbed.catalog: print both for pasting
-    print(settings_table())
-    print()
-    print(pyproject_defaults())
+README_START = "<!-- run-config table: "
+README_END = "<!-- end of run-config table -->"
+PYPROJECT_START = "[tool.flwr.app.config]\n"
+
+
+def write_generated(app_dir: Path) -> None:
+    """Rewrite the README's run-config table and pyproject's run-config defaults in place
+    (``python -m flowerbed.catalog --write``, after declaring or changing a key)."""
+    readme = app_dir / "README.md"
+    text = readme.read_text()
+    start = text.index("\n", text.index(README_START)) + 1
+    readme.write_text(text[:start] + settings_table() + "\n" + text[text.index(README_END) :])
+    pyproject = app_dir / "pyproject.toml"
+    text = pyproject.read_text()
+    start = text.index(PYPROJECT_START) + len(PYPROJECT_START)
+    end = text.find("\n[", start)
+    rest = text[end:] if end >= 0 else "\n"
+    pyproject.write_text(text[:start] + pyproject_defaults() + rest)
+
+
+if __name__ == "__main__":
+    if "--write" in sys.argv[1:]:
+        write_generated(Path(__file__).resolve().parent.parent)
+    else:
+        print(settings_table(), pyproject_defaults(), sep="\n\n")

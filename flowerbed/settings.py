@@ -72,7 +72,7 @@ class Setting:
                 f"unknown {self.key} {value!r}; valid choices: {', '.join(self.valid_choices())}"
             )
         if not self._in_range(value):
-            raise ConfigError(f"{self.key} must be {self.range_text()}, got {value}")
+            raise ConfigError(f"{self.key} must be {self.range_text() or 'a number'}, got {value}")
 
     def _in_range(self, value: Value) -> bool:
         if self.low is None and self.high is None:

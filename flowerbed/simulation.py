@@ -71,7 +71,9 @@ def format_run_config(run_config: dict) -> str:
 
 def local_superlink_pids(flwr_home: Path) -> list[int]:
     """PIDs of SuperLinks started for this Flower home (their database lives in it)."""
-    out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=False
+    ).stdout
     marker = str(flwr_home / "local-superlink")
     return [
         int(line.split(None, 1)[0])
@@ -127,11 +129,21 @@ def simulate(
     started = time.perf_counter()
     try:
         proc = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=timeout, cwd=app_dir
+            command,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=app_dir,
+            check=False,
         )
         log, returncode = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as error:
-        log = (error.stdout or b"").decode() if isinstance(error.stdout, bytes) else (error.stdout or "")
+        log = (
+            (error.stdout or b"").decode()
+            if isinstance(error.stdout, bytes)
+            else (error.stdout or "")
+        )
         returncode = -1
     finally:
         stop_pids(local_superlink_pids(home))

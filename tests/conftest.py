@@ -1,8 +1,40 @@
-"""Shared fixtures: small run configs for fast federations."""
+"""Shared fixtures: small run configs for fast federations, and ``fl``, the helpers that build
+clients and Flower messages for the tests of server rules and client steps."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
+
+from flowerbed.catalog import parse_run_config
+from flowerbed.data import DatasetSplits
+from flowerbed.inprocess import resolve_run_config, use_server_identity
+from flowerbed.models import build_model
+from flowerbed.training.local_client import LocalClient
+from flowerbed.training.loops import train_local
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread (two busy cores: one thread is many times faster than two)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture
@@ -14,3 +46,147 @@ def fast_run(tmp_path):
         "output-dir": str(tmp_path / "runs"),
         "data-dir": str(tmp_path / "data"),
     }
+
+
+def replies(clients: list[tuple[dict, dict]]) -> list[Message]:
+    """Reply messages, one per (arrays, metrics) pair, as clients would send them."""
+    use_server_identity()
+    out = []
+    for node, (arrays, metrics) in enumerate(clients):
+        sent = Message(content=RecordDict(), message_type=MessageType.TRAIN, dst_node_id=10 + node)
+        record = ArrayRecord({k: Array(np.asarray(v)) for k, v in arrays.items()})
+        out.append(
+            Message(RecordDict({"arrays": record, "metrics": MetricRecord(metrics)}), reply_to=sent)
+        )
+    return out
+
+
+def arrays_of(record: ArrayRecord) -> dict[str, np.ndarray]:
+    return {k: v.numpy() for k, v in record.items()}
+
+
+def configure(strategy, arrays: dict, num_nodes: int = 4) -> list[Message]:
+    """Run ``configure_train`` against a fake grid of ``num_nodes`` nodes."""
+    use_server_identity()
+
+    class Grid:
+        def get_node_ids(self):
+            return list(range(100, 100 + num_nodes))
+
+    record = ArrayRecord({k: Array(np.asarray(v)) for k, v in arrays.items()})
+    return list(strategy.configure_train(1, record, ConfigRecord(), Grid()))
+
+
+def local_client(
+    overrides: dict, partition_id: int = 0, num_partitions: int = 4, state=None
+) -> LocalClient:
+    """The client of partition ``partition_id`` for the run config ``overrides``."""
+    run_config = resolve_run_config(overrides)
+    context = Context(
+        run_id=1,
+        node_id=1,
+        node_config={"partition-id": partition_id, "num-partitions": num_partitions},
+        state=state if state is not None else RecordDict(),
+        run_config=run_config,
+    )
+    return LocalClient.from_context(context, parse_run_config(run_config))
+
+
+def train_msg(client: LocalClient, server_round: int = 1, extra: dict | None = None) -> Message:
+    """The training message a server would send: the client's fresh model as global model."""
+    use_server_identity()
+    torch.manual_seed(0)
+    content = RecordDict(
+        {
+            "arrays": ArrayRecord(client.new_model().state_dict()),
+            "config": ConfigRecord({"server-round": server_round}),
+            **(extra or {}),
+        }
+    )
+    return Message(content=content, message_type=MessageType.TRAIN, dst_node_id=1)
+
+
+def tiny_client(
+    model: str, x: torch.Tensor, y: torch.Tensor, num_classes: int, **overrides
+) -> LocalClient:
+    """A client whose local train and test split are ``(x, y)``; no data set is loaded."""
+    run_config = resolve_run_config({"model": model, **overrides})
+    data = DatasetSplits("tiny", x, y, x, y, num_classes)
+    context = Context(
+        run_id=1,
+        node_id=1,
+        node_config={"partition-id": 0, "num-partitions": 1},
+        state=RecordDict(),
+        run_config=run_config,
+    )
+    return LocalClient(parse_run_config(run_config), context, 0, 1, data, x, y, x, y)
+
+
+def train_message(state_dict: dict, server_round: int = 1) -> Message:
+    """What the server sends for training: the global arrays and the round."""
+    use_server_identity()
+    content = RecordDict(
+        {"arrays": ArrayRecord(state_dict), "config": ConfigRecord({"server-round": server_round})}
+    )
+    return Message(content, dst_node_id=1, message_type=MessageType.TRAIN)
+
+
+def full_batch_gradient(model: torch.nn.Module, params: dict, x, y) -> dict:
+    """The full-batch cross-entropy gradient at ``params``."""
+    model.load_state_dict(params, strict=False)
+    model.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    return {k: p.grad.detach().clone() for k, p in model.named_parameters()}
+
+
+def random_like(shapes: dict, scale: float, seed: int) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    return {k: scale * torch.randn(v.shape, generator=g) for k, v in shapes.items()}
+
+
+def clusters(classes, per_class=40, dim=6, seed=0):
+    """Gaussian blobs, class c centred at 3 * e_c (standardised-looking inputs)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.cat(
+        [
+            torch.randn(per_class, dim, generator=g) * 0.7 + 3 * F.one_hot(torch.tensor(c), dim)
+            for c in classes
+        ]
+    )
+    y = torch.tensor([c for c in classes for _ in range(per_class)])
+    return x, y
+
+
+def trained_mlp(classes, num_classes=4, epochs=30, seed=0):
+    torch.manual_seed(seed)
+    model = build_model("mlp", (6,), num_classes)
+    x, y = clusters(classes, seed=seed)
+    train_local(
+        model,
+        x,
+        y,
+        epochs=epochs,
+        batch_size=16,
+        optimizer=torch.optim.Adam(model.parameters(), lr=0.01),
+        generator=torch.Generator().manual_seed(seed),
+    )
+    return model.eval()
+
+
+@pytest.fixture
+def fl():
+    """The helpers above, for tests of server rules and client steps."""
+    use_server_identity()
+    return SimpleNamespace(
+        replies=replies,
+        arrays_of=arrays_of,
+        configure=configure,
+        local_client=local_client,
+        train_msg=train_msg,
+        tiny_client=tiny_client,
+        train_message=train_message,
+        full_batch_gradient=full_batch_gradient,
+        random_like=random_like,
+        clusters=clusters,
+        trained_mlp=trained_mlp,
+    )

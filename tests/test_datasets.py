@@ -25,7 +25,7 @@ def test_bundled_sklearn_sets_have_fixed_stratified_test_splits():
     assert cancer.input_shape == (30,) and cancer.num_classes == 2
     assert len(cancer.x_train) + len(cancer.x_test) == 569
     # stratified: class shares in train and test agree within 2 points
-    share = lambda y: float((y == 1).float().mean())  # noqa: E731
+    share = lambda y: float((y == 1).float().mean())
     assert abs(share(cancer.y_train) - share(cancer.y_test)) < 0.02
 
 
@@ -87,17 +87,27 @@ def write_cifar10(root, n_per_batch=4):
             "labels": [(i + j) % 10 for j in range(n_per_batch)],
         }
         (folder / name).write_bytes(pickle.dumps(batch))
-    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
-    md5 = lambda name: hashlib.md5((folder / name).read_bytes()).hexdigest()  # noqa: E731
+    (folder / "batches.meta").write_bytes(
+        pickle.dumps({"label_names": [f"c{i}" for i in range(10)]})
+    )
+    md5 = lambda name: hashlib.md5((folder / name).read_bytes()).hexdigest()
     return {name: md5(name) for name in [*names, "batches.meta"]}
 
 
 def test_cifar10_reads_the_torchvision_folder(tmp_path, monkeypatch):
     sums = write_cifar10(tmp_path)
     # torchvision checks each file's MD5 against the real data set's; point it at ours.
-    monkeypatch.setattr(tv_datasets.CIFAR10, "train_list", [[f"data_batch_{i}", sums[f"data_batch_{i}"]] for i in range(1, 6)])
+    monkeypatch.setattr(
+        tv_datasets.CIFAR10,
+        "train_list",
+        [[f"data_batch_{i}", sums[f"data_batch_{i}"]] for i in range(1, 6)],
+    )
     monkeypatch.setattr(tv_datasets.CIFAR10, "test_list", [["test_batch", sums["test_batch"]]])
-    monkeypatch.setattr(tv_datasets.CIFAR10, "meta", {"filename": "batches.meta", "key": "label_names", "md5": sums["batches.meta"]})
+    monkeypatch.setattr(
+        tv_datasets.CIFAR10,
+        "meta",
+        {"filename": "batches.meta", "key": "label_names", "md5": sums["batches.meta"]},
+    )
     data = load_dataset("cifar10", tmp_path)
     assert data.x_train.shape == (20, 3, 32, 32) and data.x_test.shape == (4, 3, 32, 32)
     assert data.y_train[:4].tolist() == [0, 1, 2, 3]
@@ -105,7 +115,9 @@ def test_cifar10_reads_the_torchvision_folder(tmp_path, monkeypatch):
 
 def write_idx(path, array):
     """MNIST's IDX format: magic (0, 0, dtype 0x08, ndim), big-endian dims, raw bytes."""
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(
+        f">{array.ndim}I", *array.shape
+    )
     path.write_bytes(header + array.astype(np.uint8).tobytes())
 
 
@@ -121,12 +133,16 @@ def test_mnist_reads_the_torchvision_raw_idx_files(tmp_path):
     assert data.y_train.tolist() == list(range(10))
 
 
-@pytest.mark.parametrize("name, expected", [("cifar10", "cifar-10-batches-py"), ("mnist", "MNIST/raw")])
+@pytest.mark.parametrize(
+    "name, expected", [("cifar10", "cifar-10-batches-py"), ("mnist", "MNIST/raw")]
+)
 def test_missing_torchvision_data_names_the_folder(tmp_path, name, expected):
     with pytest.raises(DataNotFoundError, match=expected):
         load_dataset(name, tmp_path)
 
 
 def test_unknown_dataset_lists_choices():
-    with pytest.raises(ValueError, match="unknown dataset 'svhn'; valid choices: digits, breast-cancer"):
+    with pytest.raises(
+        ValueError, match="unknown dataset 'svhn'; valid choices: digits, breast-cancer"
+    ):
         load_dataset("svhn")

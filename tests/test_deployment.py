@@ -1,4 +1,4 @@
-"""Deployment (issue 6): SuperLink and SuperNodes as separate processes over TLS on loopback.
+"""Deployment: SuperLink and SuperNodes as separate processes over TLS on loopback.
 
 * ``test_compose_file_*``: ``docker/compose.yml`` validates with ``docker-compose config`` and
   is consistent (ports, volumes, one partition per SuperNode). No Docker engine is needed.
@@ -30,10 +30,15 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
+from flowerbed.catalog import parse_run_config
+from flowerbed.data.datasets import DataNotFoundError
+from flowerbed.settings import ConfigError
 from flowerbed.simulation import OFFLINE_ENV, format_run_config, free_port
+from flowerbed.training.local_client import LocalClient
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE = REPO / "docker" / "compose.yml"
@@ -295,7 +300,7 @@ def test_scripts_make_a_ca_signed_server_certificate_and_openssh_ec_node_keys(tm
 def node_context(tmp_path, node_config: dict, **run_config):
     from flwr.app import Context, RecordDict
 
-    from flowerbed.simulation import resolve_run_config
+    from flowerbed.inprocess import resolve_run_config
 
     config = resolve_run_config({"data-dir": str(tmp_path / "server-data"), **run_config})
     return Context(
@@ -304,10 +309,6 @@ def node_context(tmp_path, node_config: dict, **run_config):
 
 
 def test_node_data_dir_overrides_the_run_config_data_dir(tmp_path):
-    import numpy as np
-
-    from flowerbed.client import LocalClient
-
     site = tmp_path / "site-1"
     site.mkdir()
     rng = np.random.default_rng(0)
@@ -323,16 +324,12 @@ def test_node_data_dir_overrides_the_run_config_data_dir(tmp_path):
         partitioner="iid",
         model="mlp",
     )
-    client = LocalClient.from_context(context)
+    client = LocalClient.from_context(context, parse_run_config(context.run_config))
     assert client.config.data_path == site  # the run config named another (empty) folder
     assert len(client.y_train) + len(client.y_test) == 20  # half of the site's 40 samples
 
 
 def test_missing_or_relative_node_data_dir_is_a_clear_error(tmp_path):
-    from flowerbed.client import LocalClient
-    from flowerbed.config import ConfigError
-    from flowerbed.data.datasets import DataNotFoundError
-
     missing = tmp_path / "not-there"
     context = node_context(
         tmp_path, {"partition-id": 0, "num-partitions": 2, "data-dir": str(missing)}
@@ -341,10 +338,10 @@ def test_missing_or_relative_node_data_dir_is_a_clear_error(tmp_path):
         DataNotFoundError,
         match=f"data folder {missing} .node-config data-dir. does not exist on this SuperNode",
     ):
-        LocalClient.from_context(context)
+        LocalClient.from_context(context, parse_run_config(context.run_config))
     context.node_config["data-dir"] = "data/site-1"
     with pytest.raises(ConfigError, match="must be an absolute path"):
-        LocalClient.from_context(context)
+        LocalClient.from_context(context, parse_run_config(context.run_config))
 
 
 # --- processes ---------------------------------------------------------------------------------

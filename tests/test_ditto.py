@@ -11,45 +11,18 @@ import json
 import numpy as np
 import pytest
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
-from flwr.common.constant import SUPERLINK_NODE_ID
-from flwr.supercore.task_identity import TaskIdentity
+from flwr.app import ArrayRecord
 from torch import nn
 
-from flowerbed.client import LocalClient
-from flowerbed.config import ConfigError, RunConfig
-from flowerbed.data import DatasetSplits
+from flowerbed.catalog import parse_run_config
+from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import MODELS, Classifier
-from flowerbed.simulation import resolve_run_config, run_in_process
-from flowerbed.strategies.ditto import STATE_KEY, build_ditto, evaluate_ditto, train_ditto
+from flowerbed.settings import ConfigError
+from flowerbed.strategies.ditto import STATE_KEY, evaluate_ditto, train_ditto
 from flowerbed.strategies.fedavg import train_plain
-from flowerbed.training import evaluate
-
+from flowerbed.training.loops import evaluate
 
 # --- helpers (also used by test_moon.py) --------------------------------------------------------
-def tiny_client(
-    model: str, x: torch.Tensor, y: torch.Tensor, num_classes: int, **overrides
-) -> LocalClient:
-    """A client whose local train and test split are ``(x, y)``; no data set is loaded."""
-    run_config = resolve_run_config({"model": model, **overrides})
-    data = DatasetSplits("tiny", x, y, x, y, num_classes)
-    context = Context(
-        run_id=1,
-        node_id=1,
-        node_config={"partition-id": 0, "num-partitions": 1},
-        state=RecordDict(),
-        run_config=run_config,
-    )
-    return LocalClient(RunConfig.from_run_config(run_config), context, 0, 1, data, x, y, x, y)
-
-
-def train_message(state_dict: dict, server_round: int = 1) -> Message:
-    """What the server sends for training: the global arrays and the round."""
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
-    content = RecordDict(
-        {"arrays": ArrayRecord(state_dict), "config": ConfigRecord({"server-round": server_round})}
-    )
-    return Message(content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
 # --- a tiny linear softmax model and its gradient by hand ---------------------------------------
@@ -93,15 +66,15 @@ def softmax_gradient(weight: np.ndarray, bias: np.ndarray, x: np.ndarray, y: np.
 
 
 @pytest.mark.parametrize("has_personal", [False, True])
-def test_personal_update_is_one_manual_gradient_step(linear, has_personal):
+def test_personal_update_is_one_manual_gradient_step(fl, linear, has_personal):
     """One batch, one SGD step: v' = v - lr * (grad F_k(v) + lambda * (v - w^t)).
 
     Without a stored personal model v starts from w^t (the regulariser is then zero)."""
-    client = tiny_client(linear, X, Y, 2, strategy="ditto", **SETTINGS)
+    client = fl.tiny_client(linear, X, Y, 2, strategy="ditto", **SETTINGS)
     if has_personal:
         client.context.state[STATE_KEY] = ArrayRecord(V_PERSONAL)
     start = V_PERSONAL if has_personal else W_GLOBAL
-    reply = train_ditto(client, train_message(W_GLOBAL))
+    reply = train_ditto(client, fl.train_message(W_GLOBAL))
 
     v_w, v_b = start["head.weight"].double().numpy(), start["head.bias"].double().numpy()
     w_w, w_b = W_GLOBAL["head.weight"].double().numpy(), W_GLOBAL["head.bias"].double().numpy()
@@ -115,8 +88,8 @@ def test_personal_update_is_one_manual_gradient_step(linear, has_personal):
     assert "personal-train-loss" in reply.content.metric_records["metrics"]
 
     # the model sent back is FedAvg's client step from w^t, whatever the personal model is
-    fedavg_client = tiny_client(linear, X, Y, 2, strategy="fedavg", **SETTINGS)
-    fedavg_reply = train_plain(fedavg_client, train_message(W_GLOBAL))
+    fedavg_client = fl.tiny_client(linear, X, Y, 2, strategy="fedavg", **SETTINGS)
+    fedavg_reply = train_plain(fedavg_client, fl.train_message(W_GLOBAL))
     sent = reply.content.array_records["arrays"].to_torch_state_dict()
     expected = fedavg_reply.content.array_records["arrays"].to_torch_state_dict()
     assert all(torch.equal(sent[k], expected[k]) for k in expected)
@@ -124,9 +97,9 @@ def test_personal_update_is_one_manual_gradient_step(linear, has_personal):
     np.testing.assert_allclose(sent["head.weight"].numpy(), w_w - LR * g_w, rtol=0, atol=1e-6)
 
 
-def test_evaluation_reports_global_and_personal_model(linear):
-    client = tiny_client(linear, X, Y, 2, strategy="ditto", **SETTINGS)
-    msg = train_message(W_GLOBAL)
+def test_evaluation_reports_global_and_personal_model(fl, linear):
+    client = fl.tiny_client(linear, X, Y, 2, strategy="ditto", **SETTINGS)
+    msg = fl.train_message(W_GLOBAL)
     before = evaluate_ditto(client, msg).content.metric_records["metrics"]
     assert before["personal-accuracy"] == before["accuracy"]  # v_k would start from w^t
 
@@ -146,9 +119,8 @@ def test_evaluation_reports_global_and_personal_model(linear):
 
 def test_negative_lambda_is_rejected():
     run_config = resolve_run_config({"strategy": "ditto", "ditto-lambda": -1.0})
-    config = RunConfig.from_run_config(run_config)
-    with pytest.raises(ConfigError, match="ditto-lambda"):
-        build_ditto(config)
+    with pytest.raises(ConfigError, match="ditto-lambda must be >= 0, got -1.0"):
+        parse_run_config(run_config)
 
 
 def test_global_model_sequence_equals_fedavg(fast_run):

@@ -7,18 +7,21 @@ import json
 import pytest
 import torch
 from flwr.app import ArrayRecord, Message, MessageType, MetricRecord, RecordDict
-from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.serverapp.strategy import FedAvg
-from flwr.supercore.task_identity import TaskIdentity
 from torch import nn
 
-from flowerbed.client import LocalClient
+from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
-from flowerbed.config import RunConfig
+from flowerbed.inprocess import (
+    InProcessGrid,
+    resolve_run_config,
+    run_in_process,
+    use_server_identity,
+)
 from flowerbed.models import MODELS, Classifier
-from flowerbed.server_app import run_federation
-from flowerbed.simulation import InProcessGrid, resolve_run_config, run_in_process
+from flowerbed.server_app import run_protocol
 from flowerbed.strategies.fedbn import STATE_KEY, batchnorm_keys, with_local_entries
+from flowerbed.training.local_client import LocalClient
 
 
 def tiny_bn_model(input_shape, num_classes) -> Classifier:
@@ -54,7 +57,7 @@ def test_aggregation_by_hand_keeps_bn_local_and_averages_the_rest():
     puts its own batch-norm entries back.  lin: (1*[1, 2] + 3*[5, 6]) / 4 = [4, 5];
     bn.weight: (1*10 + 3*20) / 4 = 17.5 on the server (evaluation model only), but client A
     trains next round from bn.weight = 10 (its own), client B from 20."""
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
+    use_server_identity()
     local = {
         "A": {"lin": torch.tensor([1.0, 2.0]), "bn.weight": torch.tensor([10.0])},
         "B": {"lin": torch.tensor([5.0, 6.0]), "bn.weight": torch.tensor([20.0])},
@@ -102,7 +105,7 @@ def test_federation_each_client_trains_from_its_own_bn_and_the_shared_average(
     monkeypatch.setattr(LocalClient, "train", spy)
     run_config = resolve_run_config({**fast_run, "strategy": "fedbn", "model": bn_model})
     grid = InProcessGrid(client_app, run_config, 3)
-    run_dir = run_federation(grid, RunConfig.from_run_config(run_config))
+    run_dir = run_protocol(grid, parse_run_config(run_config))
 
     first, second = calls[1], calls[2]
     assert sorted(first) == sorted(second) == [0, 1, 2]

@@ -6,8 +6,15 @@ from flowerbed.models import MODELS, Classifier, build_model
 
 @pytest.mark.parametrize(
     "name, shape",
-    [("mlp", (30,)), ("mlp", (1, 8, 8)), ("cnn", (1, 8, 8)), ("cnn", (3, 32, 32)),
-     ("cnn", (1, 28, 28)), ("resnet18", (3, 32, 32)), ("resnet18", (1, 8, 8))],
+    [
+        ("mlp", (30,)),
+        ("mlp", (1, 8, 8)),
+        ("cnn", (1, 8, 8)),
+        ("cnn", (3, 32, 32)),
+        ("cnn", (1, 28, 28)),
+        ("resnet18", (3, 32, 32)),
+        ("resnet18", (1, 8, 8)),
+    ],
 )
 def test_models_give_one_logit_per_class_and_split_features_from_head(name, shape):
     torch.manual_seed(0)
@@ -40,8 +47,12 @@ def test_gradients_reach_every_parameter():
 
 @pytest.mark.parametrize(
     "name, shape, message",
-    [("cnn", (30,), "model 'cnn' needs images"), ("cnn", (1, 4, 4), "at least 8x8"),
-     ("resnet18", (30,), "model 'resnet18' needs images"), ("vgg", (1, 8, 8), "unknown model 'vgg'")],
+    [
+        ("cnn", (30,), "model 'cnn' needs images"),
+        ("cnn", (1, 4, 4), "at least 8x8"),
+        ("resnet18", (30,), "model 'resnet18' needs images"),
+        ("vgg", (1, 8, 8), "unknown model 'vgg'"),
+    ],
 )
 def test_model_data_mismatch_is_a_clear_error(name, shape, message):
     with pytest.raises(ValueError, match=message):

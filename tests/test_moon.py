@@ -7,17 +7,16 @@ import math
 
 import pytest
 import torch
-from test_ditto import tiny_client, train_message
 from torch import nn
 
-from flowerbed.config import ConfigError, RunConfig
+from flowerbed.catalog import parse_run_config
+from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import MODELS, Classifier
 from flowerbed.models.mlp import build_mlp
-from flowerbed.simulation import resolve_run_config, run_in_process
+from flowerbed.settings import ConfigError
 from flowerbed.strategies import get_strategy
 from flowerbed.strategies.moon import (
     STATE_KEY,
-    build_moon,
     model_contrastive_loss,
     moon_loss,
     moon_model,
@@ -81,7 +80,7 @@ def test_local_loss_is_cross_entropy_plus_mu_times_contrastive_by_hand():
 
 
 def test_model_has_projection_head_and_output_layer_on_the_projection():
-    config = RunConfig.from_run_config(
+    config = parse_run_config(
         resolve_run_config({"strategy": "moon", "model": "cnn", "moon-projection-dim": 16})
     )
     model = moon_model(config, (1, 8, 8), 10)
@@ -101,7 +100,7 @@ def test_model_has_projection_head_and_output_layer_on_the_projection():
     assert not hasattr(MODELS["cnn"]((1, 8, 8), 10).features, "projection")  # registry untouched
 
 
-def test_client_keeps_its_model_and_contrasts_with_it_next_round(monkeypatch):
+def test_client_keeps_its_model_and_contrasts_with_it_next_round(fl, monkeypatch):
     """Round 1: no previous model, l_con = 0. The trained model is stored; in round 2 it is
     the negative of the contrastive loss (l_con > 0)."""
     monkeypatch.setitem(MODELS, "tiny-mlp", lambda shape, classes: build_mlp(shape, classes, 8))
@@ -114,15 +113,15 @@ def test_client_keeps_its_model_and_contrasts_with_it_next_round(monkeypatch):
         "local-epochs": 1,
         "moon-projection-dim": 4,
     }
-    client = tiny_client("tiny-mlp", x, y, 2, **settings)
+    client = fl.tiny_client("tiny-mlp", x, y, 2, **settings)
     global_1 = moon_model(client.config, (4,), 2).state_dict()
-    reply = train_moon(client, train_message(global_1, 1))
+    reply = train_moon(client, fl.train_message(global_1, 1))
     assert reply.content.metric_records["metrics"]["contrastive-loss"] == 0.0
     sent = reply.content.array_records["arrays"].to_torch_state_dict()
     kept = client.context.state[STATE_KEY].to_torch_state_dict()
     assert all(torch.equal(sent[k], kept[k]) for k in sent)
 
-    reply = train_moon(client, train_message(sent, 2))  # the server's average, say
+    reply = train_moon(client, fl.train_message(sent, 2))  # the server's average, say
     assert reply.content.metric_records["metrics"]["contrastive-loss"] > 0.0
 
 
@@ -130,9 +129,8 @@ def test_client_keeps_its_model_and_contrasts_with_it_next_round(monkeypatch):
     "key, value", [("moon-temperature", 0.0), ("moon-mu", -1.0), ("moon-projection-dim", 0)]
 )
 def test_bad_settings_are_rejected(key, value):
-    config = RunConfig.from_run_config(resolve_run_config({"strategy": "moon", key: value}))
     with pytest.raises(ConfigError, match=key):
-        build_moon(config)
+        parse_run_config(resolve_run_config({"strategy": "moon", key: value}))
 
 
 def test_mu_zero_trains_like_fedavg_on_the_same_network(fast_run, monkeypatch):

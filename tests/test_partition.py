@@ -42,7 +42,9 @@ def test_smaller_alpha_gives_more_skewed_partitions():
     def mean_classes_held(alpha):
         held = []
         for seed in range(5):
-            parts = partition_indices(LABELS, 10, "dirichlet", seed=seed, alpha=alpha, min_partition_size=1)
+            parts = partition_indices(
+                LABELS, 10, "dirichlet", seed=seed, alpha=alpha, min_partition_size=1
+            )
             counts = label_counts(LABELS, parts, 10)
             held.append((counts / counts.sum(1, keepdims=True) > 0.05).sum(1).mean())
         return np.mean(held)
@@ -83,7 +85,10 @@ def test_label_sorted_gives_contiguous_label_blocks():
         ({"scheme": "dirichlet", "alpha": 0.0}, "dirichlet-alpha must be > 0, got 0.0"),
         ({"scheme": "dirichlet", "alpha": -1.0}, "dirichlet-alpha must be > 0"),
         ({"scheme": "iid", "num_partitions": 501}, "501 clients but only 500 training samples"),
-        ({"scheme": "pathological", "classes_per_client": 11}, "classes-per-client must be between 1 and 10"),
+        (
+            {"scheme": "pathological", "classes_per_client": 11},
+            "classes-per-client must be between 1 and 10",
+        ),
         ({"scheme": "dirichlet", "min_partition_size": 60}, "min-partition-size=60 is impossible"),
     ],
 )

@@ -11,14 +11,14 @@ import torch
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 from torch import nn
 
-from flowerbed.config import ConfigError, RunConfig
+from flowerbed.catalog import parse_run_config
+from flowerbed.inprocess import run_in_process, use_server_identity
 from flowerbed.models.vqc import build_vqc
-from flowerbed.simulation import run_in_process
+from flowerbed.settings import ConfigError
 from flowerbed.strategies.qfedfisher import (
     STATE_FISHER,
     STATE_PARAMS,
     QFedFisher,
-    build_qfedfisher,
     circuit_layer_parameters,
     empirical_fisher,
     fisher_average,
@@ -50,11 +50,14 @@ def test_normalisation_is_per_circuit_layer_for_the_vqc_and_per_tensor_otherwise
         "head.scale": torch.tensor(0.3),
     }
     out = normalize_layerwise(fisher, layers, mode="layer")
-    assert torch.allclose(out["features.1.qlayer.weights"],
-                          (torch.arange(12.0).reshape(2, 3, 2) % 6) / 5)
+    assert torch.allclose(
+        out["features.1.qlayer.weights"], (torch.arange(12.0).reshape(2, 3, 2) % 6) / 5
+    )
     assert out["head.scale"].item() == 0.0
     whole = normalize_layerwise(fisher, layers, mode="tensor")
-    assert torch.allclose(whole["features.1.qlayer.weights"], torch.arange(12.0).reshape(2, 3, 2) / 11)
+    assert torch.allclose(
+        whole["features.1.qlayer.weights"], torch.arange(12.0).reshape(2, 3, 2) / 11
+    )
 
 
 def test_empirical_fisher_is_the_mean_of_squared_batch_gradients_by_hand():
@@ -74,16 +77,21 @@ def test_empirical_fisher_is_the_mean_of_squared_batch_gradients_by_hand():
         return p.T @ xb / len(yb)
 
     expected = (grad(x[:2], y[:2]) ** 2 + grad(x[2:], y[2:]) ** 2) / 2
-    fisher = empirical_fisher(model, torch.tensor(x, dtype=torch.float32),
-                              torch.tensor(y), batch_size=2, generator=None)
+    fisher = empirical_fisher(
+        model, torch.tensor(x, dtype=torch.float32), torch.tensor(y), batch_size=2, generator=None
+    )
     np.testing.assert_allclose(fisher["weight"].numpy(), expected, rtol=1e-5)
 
 
 def test_server_rule_by_hand_including_the_substitution_below_delta():
-    thetas = [{"w": np.array([1.0, 2.0, 3.0], dtype=np.float32), "bn": np.array([10.0])},
-              {"w": np.array([3.0, 4.0, 5.0], dtype=np.float32), "bn": np.array([20.0])}]
-    fishers = [{"w": np.array([0.5, 0.004, 0.0], dtype=np.float32)},
-               {"w": np.array([0.5, 0.004, 1.0], dtype=np.float32)}]
+    thetas = [
+        {"w": np.array([1.0, 2.0, 3.0], dtype=np.float32), "bn": np.array([10.0])},
+        {"w": np.array([3.0, 4.0, 5.0], dtype=np.float32), "bn": np.array([20.0])},
+    ]
+    fishers = [
+        {"w": np.array([0.5, 0.004, 0.0], dtype=np.float32)},
+        {"w": np.array([0.5, 0.004, 1.0], dtype=np.float32)},
+    ]
     # sizes 1 and 3: theta_avg = 0.25 theta_1 + 0.75 theta_2
     theta_avg = {"w": np.array([2.5, 3.5, 4.5], dtype=np.float32), "bn": np.array([17.5])}
     out, substituted, total = fisher_average(thetas, fishers, theta_avg, delta=0.01)
@@ -109,36 +117,44 @@ def test_fisher_proportional_to_client_sizes_gives_fedavg():
 
 @pytest.fixture
 def task_identity():
-    from flwr.common.constant import SUPERLINK_NODE_ID
-    from flwr.supercore.task_identity import TaskIdentity
-
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
+    use_server_identity()
 
 
 def _reply(theta, fisher, n):
-    content = RecordDict({
-        "arrays": ArrayRecord({k: torch.tensor(v) for k, v in theta.items()}),
-        "metrics": MetricRecord({"num-examples": n, "train-loss": 1.0}),
-        "fisher": ArrayRecord({k: torch.tensor(v) for k, v in fisher.items()}),
-    })
+    content = RecordDict(
+        {
+            "arrays": ArrayRecord({k: torch.tensor(v) for k, v in theta.items()}),
+            "metrics": MetricRecord({"num-examples": n, "train-loss": 1.0}),
+            "fisher": ArrayRecord({k: torch.tensor(v) for k, v in fisher.items()}),
+        }
+    )
     return Message(content=content, dst_node_id=1, message_type="train")
 
 
 def test_strategy_aggregate_train_applies_eqs_2_to_4(task_identity):
     strategy = QFedFisher(delta=0.01)
     replies = [
-        _reply({"w": np.array([1.0, 2.0, 3.0], dtype=np.float32)},
-               {"w": np.array([0.5, 0.004, 0.0], dtype=np.float32)}, 1),
-        _reply({"w": np.array([3.0, 4.0, 5.0], dtype=np.float32)},
-               {"w": np.array([0.5, 0.004, 1.0], dtype=np.float32)}, 3),
+        _reply(
+            {"w": np.array([1.0, 2.0, 3.0], dtype=np.float32)},
+            {"w": np.array([0.5, 0.004, 0.0], dtype=np.float32)},
+            1,
+        ),
+        _reply(
+            {"w": np.array([3.0, 4.0, 5.0], dtype=np.float32)},
+            {"w": np.array([0.5, 0.004, 1.0], dtype=np.float32)},
+            3,
+        ),
     ]
     arrays, metrics = strategy.aggregate_train(1, replies)
     np.testing.assert_allclose(arrays["w"].numpy(), [2.0, 3.5, 5.0])
     assert metrics["fisher-substituted-fraction"] == pytest.approx(1 / 3)
     assert metrics["train-loss"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="carry no 'fisher'"):
-        bare = Message(content=RecordDict({k: v for k, v in replies[0].content.items()
-                                           if k != "fisher"}), dst_node_id=1, message_type="train")
+        bare = Message(
+            content=RecordDict({k: v for k, v in replies[0].content.items() if k != "fisher"}),
+            dst_node_id=1,
+            message_type="train",
+        )
         strategy.aggregate_train(1, [bare])
 
 
@@ -146,10 +162,12 @@ def test_client_rule_keeps_significant_own_parameters():
     model = nn.Linear(3, 1, bias=False)
     with torch.no_grad():
         model.weight.copy_(torch.tensor([[10.0, 20.0, 30.0]]))  # the global model
-    state = RecordDict({
-        STATE_PARAMS: ArrayRecord({"weight": torch.tensor([[1.0, 2.0, 3.0]])}),
-        STATE_FISHER: ArrayRecord({"weight": torch.tensor([[0.5, 0.001, 0.01]])}),
-    })
+    state = RecordDict(
+        {
+            STATE_PARAMS: ArrayRecord({"weight": torch.tensor([[1.0, 2.0, 3.0]])}),
+            STATE_FISHER: ArrayRecord({"weight": torch.tensor([[0.5, 0.001, 0.01]])}),
+        }
+    )
     assert keep_significant(model, state, delta=0.01) == 2
     assert torch.equal(model.weight.detach(), torch.tensor([[1.0, 20.0, 3.0]]))
     fresh = nn.Linear(3, 1)
@@ -158,21 +176,29 @@ def test_client_rule_keeps_significant_own_parameters():
     assert torch.equal(fresh.weight.detach(), before)
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("qfedfisher-delta", 0.0, "qfedfisher-delta must be > 0"),
-    ("qfedfisher-normalization", "global", "unknown qfedfisher-normalization 'global'"),
-    ("qfedfisher-fisher-pass", "sometimes", "unknown qfedfisher-fisher-pass 'sometimes'"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("qfedfisher-delta", 0.0, "qfedfisher-delta must be > 0"),
+        ("qfedfisher-normalization", "global", "unknown qfedfisher-normalization 'global'"),
+        ("qfedfisher-fisher-pass", "sometimes", "unknown qfedfisher-fisher-pass 'sometimes'"),
+    ],
+)
 def test_bad_settings_are_clear_config_errors(key, value, message):
-    config = RunConfig.from_run_config({"strategy": "qfedfisher", key: value})
     with pytest.raises(ConfigError, match=message):
-        build_qfedfisher(config)
+        parse_run_config({"strategy": "qfedfisher", key: value})
 
 
 def test_federation_sends_the_fisher_record_and_counts_its_bytes(tmp_path):
     """A classical model (mlp) on breast-cancer, in process: QFedFisher vs FedAvg traffic."""
-    common = {"dataset": "breast-cancer", "model": "mlp", "num-server-rounds": 2,
-              "local-epochs": 1, "output-dir": str(tmp_path), "data-dir": str(tmp_path)}
+    common = {
+        "dataset": "breast-cancer",
+        "model": "mlp",
+        "num-server-rounds": 2,
+        "local-epochs": 1,
+        "output-dir": str(tmp_path),
+        "data-dir": str(tmp_path),
+    }
     histories = {}
     for strategy in ("fedavg", "qfedfisher"):
         run_dir = run_in_process({**common, "strategy": strategy}, num_clients=3)

@@ -10,17 +10,16 @@ import numpy as np
 import pytest
 import torch
 from flwr.app import Array, ArrayRecord, RecordDict
-from test_fednova import arrays_of, configure, local_client, replies, train_msg
 
-from flowerbed.config import ConfigError
-from flowerbed.simulation import run_in_process
+from flowerbed.inprocess import run_in_process
+from flowerbed.settings import ConfigError
 from flowerbed.strategies.fedavg import train_plain
 from flowerbed.strategies.scaffold import C_KEY, CI_KEY, DC_PREFIX, Scaffold, train_scaffold
 
 LR = 0.05
 
 
-def _full_batch_client(tmp_path, epochs: int, state=None):
+def _full_batch_client(fl, tmp_path, epochs: int, state=None):
     """mlp on one client's digits, one batch per epoch (batch = all local data): fixed batches."""
     overrides = {
         "model": "mlp",
@@ -30,39 +29,26 @@ def _full_batch_client(tmp_path, epochs: int, state=None):
         "learning-rate": LR,
         "output-dir": str(tmp_path),
     }
-    return local_client(overrides, state=state)
-
-
-def _grad(model: torch.nn.Module, params: dict, x, y) -> dict:
-    """The full-batch cross-entropy gradient at ``params``."""
-    model.load_state_dict(params, strict=False)
-    model.zero_grad()
-    torch.nn.functional.cross_entropy(model(x), y).backward()
-    return {k: p.grad.detach().clone() for k, p in model.named_parameters()}
-
-
-def _random_like(shapes: dict, scale: float, seed: int) -> dict:
-    g = torch.Generator().manual_seed(seed)
-    return {k: scale * torch.randn(v.shape, generator=g) for k, v in shapes.items()}
+    return fl.local_client(overrides, state=state)
 
 
 @pytest.mark.parametrize("epochs", [1, 2])
-def test_client_corrected_steps_and_ci_update_by_hand(tmp_path, epochs):
+def test_client_corrected_steps_and_ci_update_by_hand(fl, tmp_path, epochs):
     """K full-batch SGD steps y <- y - eta (g(y) + c - c_i); option II gives c_i+ = mean_k g(y_k)."""
     state = RecordDict()
-    client = _full_batch_client(tmp_path, epochs, state)
+    client = _full_batch_client(fl, tmp_path, epochs, state)
     model = client.new_model()
     params = dict(model.named_parameters())
-    c = _random_like(params, 0.1, 1)
-    c_i = _random_like(params, 0.1, 2)
+    c = fl.random_like(params, 0.1, 1)
+    c_i = fl.random_like(params, 0.1, 2)
     state[CI_KEY] = ArrayRecord(c_i)
-    msg = train_msg(client, extra={C_KEY: ArrayRecord(c)})
+    msg = fl.train_msg(client, extra={C_KEY: ArrayRecord(c)})
     x = {k: v for k, v in msg.content["arrays"].to_torch_state_dict().items()}
 
     # by hand: the corrected full-batch steps and the gradients seen
     y, grads = dict(x), []
     for _ in range(epochs):
-        g = _grad(client.new_model(), y, client.x_train, client.y_train)
+        g = fl.full_batch_gradient(client.new_model(), y, client.x_train, client.y_train)
         grads.append(g)
         y = {k: y[k] - LR * (g[k] + c[k] - c_i[k]) for k in y}
     expected_ci = {k: sum(g[k] for g in grads) / epochs for k in x}
@@ -79,29 +65,29 @@ def test_client_corrected_steps_and_ci_update_by_hand(tmp_path, epochs):
         )
 
 
-def test_ci_starts_at_zero_and_persists_across_rounds(tmp_path):
+def test_ci_starts_at_zero_and_persists_across_rounds(fl, tmp_path):
     state = RecordDict()
-    client = _full_batch_client(tmp_path, 1, state)
+    client = _full_batch_client(fl, tmp_path, 1, state)
     zeros = {k: torch.zeros_like(p) for k, p in client.new_model().named_parameters()}
-    msg = train_msg(client, extra={C_KEY: ArrayRecord(zeros)})
+    msg = fl.train_msg(client, extra={C_KEY: ArrayRecord(zeros)})
     assert CI_KEY not in state
-    first = arrays_of(train_scaffold(client, msg).content["arrays"])
-    stored = arrays_of(state[CI_KEY])
+    first = fl.arrays_of(train_scaffold(client, msg).content["arrays"])
+    stored = fl.arrays_of(state[CI_KEY])
     for k in zeros:  # from c_i = 0: Delta c_i = c_i+
         np.testing.assert_allclose(first[DC_PREFIX + k], stored[k], rtol=1e-6)
     # next round: the client starts from the stored c_i (a client rebuilt from the same state)
-    again = _full_batch_client(tmp_path, 1, state)
-    second = arrays_of(
-        train_scaffold(again, train_msg(again, 2, {C_KEY: ArrayRecord(zeros)})).content["arrays"]
+    again = _full_batch_client(fl, tmp_path, 1, state)
+    second = fl.arrays_of(
+        train_scaffold(again, fl.train_msg(again, 2, {C_KEY: ArrayRecord(zeros)})).content["arrays"]
     )
-    new_ci = arrays_of(state[CI_KEY])
+    new_ci = fl.arrays_of(state[CI_KEY])
     for k in zeros:
         np.testing.assert_allclose(
             second[DC_PREFIX + k], new_ci[k] - stored[k], rtol=1e-4, atol=1e-6
         )
 
 
-def test_server_x_and_c_under_partial_participation_by_hand():
+def test_server_x_and_c_under_partial_participation_by_hand(fl):
     """N = 4 connected, |S| = 2 replied, eta_g = 0.5:
     x = (1, 2) + 0.5 * mean((0.2, 0.4), (0.4, 0)) = (1.15, 2.1)
     c = (0.1, -0.1) + (2/4) * mean((1, 2), (3, -2)) = (1.1, -0.1)
@@ -109,14 +95,14 @@ def test_server_x_and_c_under_partial_participation_by_hand():
     """
     strategy = Scaffold(trainable={"w"}, server_learning_rate=0.5, min_train_nodes=1)
     x = {"w": np.array([1.0, 2.0], np.float32), "bn.running_var": np.array([0.0], np.float32)}
-    messages = configure(strategy, x, num_nodes=4)
+    messages = fl.configure(strategy, x, num_nodes=4)
     np.testing.assert_array_equal(
         messages[0].content[C_KEY]["w"].numpy(), [0.0, 0.0]
     )  # c starts at 0
     strategy.c = {"w": np.array([0.1, -0.1], np.float32)}
     new, _ = strategy.aggregate_train(
         1,
-        replies(
+        fl.replies(
             [
                 (
                     {"w": [0.2, 0.4], DC_PREFIX + "w": [1.0, 2.0], "bn.running_var": [1.0]},
@@ -129,28 +115,28 @@ def test_server_x_and_c_under_partial_participation_by_hand():
             ]
         ),
     )
-    got = arrays_of(new)
+    got = fl.arrays_of(new)
     assert list(got) == ["w", "bn.running_var"]  # just the model: centralized evaluation loads it
     np.testing.assert_allclose(got["w"], [1.15, 2.1], rtol=1e-6)
     np.testing.assert_allclose(got["bn.running_var"], [2.5])
     np.testing.assert_allclose(strategy.c["w"], [1.1, -0.1], rtol=1e-6)
     # the next round sends the new c beside the model
-    sent = configure(strategy, got, num_nodes=4)[0].content
+    sent = fl.configure(strategy, got, num_nodes=4)[0].content
     np.testing.assert_allclose(sent[C_KEY]["w"].numpy(), [1.1, -0.1], rtol=1e-6)
     np.testing.assert_allclose(sent["arrays"]["w"].numpy(), [1.15, 2.1], rtol=1e-6)
 
 
-def test_client_with_zero_control_variates_steps_like_fedavg_sgd(tmp_path):
+def test_client_with_zero_control_variates_steps_like_fedavg_sgd(fl, tmp_path):
     overrides = {"model": "mlp", "momentum": 0.0, "local-epochs": 1, "output-dir": str(tmp_path)}
-    client = local_client(overrides)
+    client = fl.local_client(overrides)
     zeros = {
         k: Array(np.zeros(p.shape, np.float32)) for k, p in client.new_model().named_parameters()
     }
-    msg = train_msg(client, extra={C_KEY: ArrayRecord(zeros)})
+    msg = fl.train_msg(client, extra={C_KEY: ArrayRecord(zeros)})
     x = msg.content["arrays"].to_torch_state_dict()
     delta = train_scaffold(client, msg).content["arrays"].to_torch_state_dict()
     y = (
-        train_plain(local_client(overrides), train_msg(client))
+        train_plain(fl.local_client(overrides), fl.train_msg(client))
         .content["arrays"]
         .to_torch_state_dict()
     )

@@ -10,10 +10,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_fednova import arrays_of, configure, replies
 
-from flowerbed.config import RunConfig
-from flowerbed.simulation import resolve_run_config, run_in_process
+from flowerbed.catalog import parse_run_config
+from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.strategies import get_strategy
 from flowerbed.strategies.common import flower_kwargs
 
@@ -21,7 +20,7 @@ BUFFERS = {"bn.running_mean": np.array([0.0], np.float32), "bn.num_batches_track
 
 
 def build(name: str, **overrides):
-    config = RunConfig.from_run_config(resolve_run_config({"strategy": name, **overrides}))
+    config = parse_run_config(resolve_run_config({"strategy": name, **overrides}))
     return get_strategy(name).build_server(config, **flower_kwargs(config))
 
 
@@ -48,12 +47,12 @@ def test_hyperparameters_come_from_the_run_config():
     assert any(k.endswith("bn1.weight") for k in resnet.trainable)
 
 
-def _round(strategy, x: dict, ys: list[float], buffers: list[tuple[float, int]], ns: list[int]):
+def _round(fl, strategy, x: dict, ys: list[float], buffers: list[tuple[float, int]], ns: list[int]):
     """One round: the global model ``x``; clients reply w = y, their buffers, n."""
-    configure(strategy, x)
+    fl.configure(strategy, x)
     return strategy.aggregate_train(
         1,
-        replies(
+        fl.replies(
             [
                 (
                     {
@@ -73,7 +72,7 @@ def _model(w: float) -> dict:
     return {"w": np.array([w], np.float32), **BUFFERS}
 
 
-def test_fedadam_moves_parameters_by_hand_and_averages_buffers():
+def test_fedadam_moves_parameters_by_hand_and_averages_buffers(fl):
     """x = 1, clients at 2 and 4 (n = 1, 3): Delta = 3.5 - 1 = 2.5; round 1 of Flower's FedAdam:
     m = 0.1 * 2.5, v = 0.01 * 2.5^2, eta_norm = eta sqrt(1 - b2^2) / (1 - b1^2)."""
     from flowerbed.strategies.server_optimizers import FedAdamTrainable
@@ -82,7 +81,9 @@ def test_fedadam_moves_parameters_by_hand_and_averages_buffers():
     strategy = FedAdamTrainable(
         trainable={"w"}, eta=eta, beta_1=b1, beta_2=b2, tau=tau, min_train_nodes=1
     )
-    new = arrays_of(_round(strategy, _model(1.0), [2.0, 4.0], [(2.0, 10), (4.0, 30)], [1, 3]))
+    new = fl.arrays_of(
+        _round(fl, strategy, _model(1.0), [2.0, 4.0], [(2.0, 10), (4.0, 30)], [1, 3])
+    )
     m, v = 0.1 * 2.5, 0.01 * 2.5**2
     eta_norm = eta * math.sqrt(1 - b2**2) / (1 - b1**2)
     assert new["w"][0] == pytest.approx(1.0 + eta_norm * m / (math.sqrt(v) + tau), rel=1e-6)
@@ -92,7 +93,7 @@ def test_fedadam_moves_parameters_by_hand_and_averages_buffers():
     assert set(strategy.m_t) == {"w"} and set(strategy.v_t) == {"w"}  # no moments for buffers
 
 
-def test_fedavgm_two_rounds_by_hand_buffers_averaged():
+def test_fedavgm_two_rounds_by_hand_buffers_averaged(fl):
     """lr 1, momentum 0.9. Round 1: x 0 -> avg 1: v = -1, x = 1. Round 2: avg 1.5: pseudo-gradient
     -0.5, v = 0.9 * -1 - 0.5 = -1.4, x = 1 + 1.4 = 2.4. Buffers follow the averages only."""
     from flowerbed.strategies.server_optimizers import FedAvgMTrainable
@@ -100,26 +101,28 @@ def test_fedavgm_two_rounds_by_hand_buffers_averaged():
     strategy = FedAvgMTrainable(
         trainable={"w"}, server_learning_rate=1.0, server_momentum=0.9, min_train_nodes=1
     )
-    first = arrays_of(_round(strategy, _model(0.0), [1.0, 1.0], [(5.0, 4), (7.0, 8)], [1, 1]))
+    first = fl.arrays_of(
+        _round(fl, strategy, _model(0.0), [1.0, 1.0], [(5.0, 4), (7.0, 8)], [1, 1])
+    )
     assert first["w"][0] == pytest.approx(1.0)
     np.testing.assert_allclose(first["bn.running_mean"], [6.0])
-    second = arrays_of(_round(strategy, first, [1.0, 2.0], [(1.0, 10), (3.0, 12)], [1, 1]))
+    second = fl.arrays_of(_round(fl, strategy, first, [1.0, 2.0], [(1.0, 10), (3.0, 12)], [1, 1]))
     assert second["w"][0] == pytest.approx(2.4, rel=1e-6)
     np.testing.assert_allclose(second["bn.running_mean"], [2.0])  # not 6 + momentum
     assert second["bn.num_batches_tracked"] == 11
 
 
 @pytest.mark.parametrize("name", ["fedavgm", "fedadam", "fedyogi", "fedadagrad"])
-def test_batchnorm_buffers_are_not_moved_by_the_optimiser(name):
+def test_batchnorm_buffers_are_not_moved_by_the_optimiser(fl, name):
     """resnet18 (batch norm): after a round every buffer equals the clients' FedAvg value."""
     strategy = build(name, model="resnet18", **{"server-momentum": 0.9})
     x = {k: v.numpy() for k, v in _resnet_state(0).items()}
     clients = [_resnet_state(s) for s in (1, 2)]
-    configure(strategy, x)
-    new = arrays_of(
+    fl.configure(strategy, x)
+    new = fl.arrays_of(
         strategy.aggregate_train(
             1,
-            replies(
+            fl.replies(
                 [
                     ({k: v.numpy() for k, v in c.items()}, {"num-examples": n})
                     for c, n in zip(clients, (1, 3))

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from flowerbed.config import ConfigError, RunConfig
+from flowerbed.catalog import parse_run_config
 from flowerbed.models import MODELS, Classifier, build_model
 from flowerbed.models.vqc import build_vqc
+from flowerbed.settings import ConfigError
 
 # --- an independent state-vector simulator (numpy; wire 0 is the most significant bit) ------
 
@@ -60,9 +61,9 @@ def reference_expectations(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
         for q in range(n - 1):
             state = _cnot(q, q + 1, n) @ state
     probs = np.abs(state) ** 2
-    return np.array([
-        sum(p * (1 - 2 * ((i >> (n - 1 - q)) & 1)) for i, p in enumerate(probs)) for q in range(n)
-    ])
+    return np.array(
+        [sum(p * (1 - 2 * ((i >> (n - 1 - q)) & 1)) for i, p in enumerate(probs)) for q in range(n)]
+    )
 
 
 @pytest.mark.parametrize("n, x", [(2, [0.3, -1.2, 0.5]), (3, [1.0, 2.0, -0.5, 0.0, 0.7, -1.1])])
@@ -118,17 +119,28 @@ def test_qubits_default_from_the_data(shape, qubits):
 
 
 def test_run_config_keys_reach_the_builder():
-    config = RunConfig.from_run_config(
-        {"model": "vqc", "dataset": "breast-cancer", "vqc-layers": 3, "vqc-qubits": 6,
-         "vqc-readout": "linear", "vqc-scale-trainable": False}
+    config = parse_run_config(
+        {
+            "model": "vqc",
+            "dataset": "breast-cancer",
+            "vqc-layers": 3,
+            "vqc-qubits": 6,
+            "vqc-readout": "linear",
+            "vqc-scale-trainable": False,
+        }
     )
     model = build_model("vqc", (30,), 2, config=config)
     assert model.features[-1].qlayer.weights.shape == (3, 6, 2)
     assert model.head.mode == "linear"
-    fixed = build_model("vqc", (30,), 2, config=RunConfig.from_run_config(
-        {"model": "vqc", "vqc-scale": 4.0, "vqc-scale-trainable": False}))
+    fixed = build_model(
+        "vqc",
+        (30,),
+        2,
+        config=parse_run_config({"model": "vqc", "vqc-scale": 4.0, "vqc-scale-trainable": False}),
+    )
     assert "head.scale" in fixed.state_dict() and not any(
-        n == "head.scale" for n, _ in fixed.named_parameters())
+        n == "head.scale" for n, _ in fixed.named_parameters()
+    )
 
 
 def test_linear_reduction_makes_a_hybrid_model_for_large_inputs():
@@ -140,13 +152,13 @@ def test_linear_reduction_makes_a_hybrid_model_for_large_inputs():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(qubits=3), "64 features but 3 qubits"),
-        (dict(readout="softmax"), "unknown vqc-readout 'softmax'"),
-        (dict(device="qiskit.aer"), "unknown vqc-device 'qiskit.aer'"),
-        (dict(readout="per-class"), "per-class' needs at least one qubit per class"),
-        (dict(readout="last-qubit"), "binary tasks"),
-        (dict(reduction="pca"), "unknown vqc-reduction 'pca'"),
-        (dict(layers=0), "vqc-layers must be at least 1"),
+        ({"qubits": 3}, "64 features but 3 qubits"),
+        ({"readout": "softmax"}, "unknown vqc-readout 'softmax'"),
+        ({"device": "qiskit.aer"}, "unknown vqc-device 'qiskit.aer'"),
+        ({"readout": "per-class"}, "per-class' needs at least one qubit per class"),
+        ({"readout": "last-qubit"}, "binary tasks"),
+        ({"reduction": "pca"}, "unknown vqc-reduction 'pca'"),
+        ({"layers": 0}, "vqc-layers must be at least 1"),
     ],
 )
 def test_bad_settings_are_clear_config_errors(kwargs, message):
@@ -174,12 +186,14 @@ def test_quantum_baselines_require_the_vqc():
     from flowerbed.strategies.common import flower_kwargs
 
     for name in ("qfedavg", "qfedadam"):
-        config = RunConfig.from_run_config({"strategy": name, "model": "cnn"})
+        config = parse_run_config({"strategy": name, "model": "cnn"})
         with pytest.raises(ConfigError, match="set model='vqc'"):
             get_strategy(name).build_server(config, **flower_kwargs(config))
     from flwr.serverapp.strategy import FedAdam, FedAvg
 
-    config = RunConfig.from_run_config({"strategy": "qfedadam", "model": "vqc"})
-    assert isinstance(get_strategy("qfedadam").build_server(config, **flower_kwargs(config)), FedAdam)
-    config = RunConfig.from_run_config({"strategy": "qfedavg", "model": "vqc"})
+    config = parse_run_config({"strategy": "qfedadam", "model": "vqc"})
+    assert isinstance(
+        get_strategy("qfedadam").build_server(config, **flower_kwargs(config)), FedAdam
+    )
+    config = parse_run_config({"strategy": "qfedavg", "model": "vqc"})
     assert type(get_strategy("qfedavg").build_server(config, **flower_kwargs(config))) is FedAvg

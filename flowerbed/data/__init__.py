@@ -4,9 +4,9 @@ from .datasets import DataNotFoundError, DatasetSplits, available_datasets, load
 from .partition import PARTITIONERS, label_counts, partition_indices, split_train_test
 
 __all__ = [
+    "PARTITIONERS",
     "DataNotFoundError",
     "DatasetSplits",
-    "PARTITIONERS",
     "available_datasets",
     "label_counts",
     "load_dataset",

@@ -81,9 +81,13 @@ def _load_cached(name: str, data_dir: str, download: bool, image_size: int) -> D
     elif name in TORCHVISION_DATASETS:
         x_train, y_train, x_test, y_test = _load_torchvision(name, Path(data_dir), download)
     elif name in medmnist_flags():
-        x_train, y_train, x_test, y_test = _load_medmnist(name, Path(data_dir), download, image_size)
+        x_train, y_train, x_test, y_test = _load_medmnist(
+            name, Path(data_dir), download, image_size
+        )
     else:
-        raise ValueError(f"unknown dataset {name!r}; valid choices: {', '.join(available_datasets())}")
+        raise ValueError(
+            f"unknown dataset {name!r}; valid choices: {', '.join(available_datasets())}"
+        )
     x_train, x_test = _standardise(x_train, x_test)
     num_classes = int(max(y_train.max(), y_test.max())) + 1
     return DatasetSplits(
@@ -151,7 +155,7 @@ def _load_medmnist(flag: str, data_dir: Path, download: bool, image_size: int):
     if not download and not path.is_file():
         raise DataNotFoundError(
             f"MedMNIST file {path} not found. Put {path.name} (from https://zenodo.org/records/10519652)"
-            f" into {data_dir}, or run with --run-config \"download=true\" on a machine with internet."
+            f' into {data_dir}, or run with --run-config "download=true" on a machine with internet.'
         )
     data_dir.mkdir(parents=True, exist_ok=True)
     dataset_class = getattr(medmnist, INFO[flag]["python_class"])
@@ -176,7 +180,7 @@ def _load_torchvision(name: str, data_dir: Path, download: bool):
             expected = "cifar-10-batches-py/" if name == "cifar10" else "MNIST/raw/"
             raise DataNotFoundError(
                 f"{name} not found under {data_dir} (torchvision expects {data_dir / expected}). "
-                f"Run once with --run-config \"download=true\" on a machine with internet, or copy "
+                f'Run once with --run-config "download=true" on a machine with internet, or copy '
                 f"that folder there. torchvision said: {error}"
             ) from error
         images = np.asarray(ds.data)

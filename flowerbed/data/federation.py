@@ -28,14 +28,19 @@ SETTINGS = (
         "~/.flowerbed/data",
         "where MedMNIST `.npz` files and torchvision folders are read (and downloaded)",
     ),
-    Setting("download", False, "let medmnist / torchvision download missing files (needs internet)"),
+    Setting(
+        "download", False, "let medmnist / torchvision download missing files (needs internet)"
+    ),
     Setting(
         "image-size",
         28,
-        "MedMNIST image size: " + ", ".join(str(s) for s in MEDMNIST_SIZES[:-1])
+        "MedMNIST image size: "
+        + ", ".join(str(s) for s in MEDMNIST_SIZES[:-1])
         + f" or {MEDMNIST_SIZES[-1]}",
     ),
-    Setting("partitioner", "dirichlet", "`" + "`, `".join(PARTITIONERS) + "`", choices=PARTITIONERS),
+    Setting(
+        "partitioner", "dirichlet", "`" + "`, `".join(PARTITIONERS) + "`", choices=PARTITIONERS
+    ),
     Setting(
         "dirichlet-alpha",
         0.5,

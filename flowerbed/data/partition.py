@@ -63,7 +63,9 @@ def validate_partitioning(
 ) -> None:
     """Raise ``ValueError`` naming the bad value and the valid range."""
     if scheme not in PARTITIONERS:
-        raise ValueError(f"unknown partitioner {scheme!r}; valid choices: {', '.join(PARTITIONERS)}")
+        raise ValueError(
+            f"unknown partitioner {scheme!r}; valid choices: {', '.join(PARTITIONERS)}"
+        )
     if num_partitions < 1:
         raise ValueError(f"number of clients must be at least 1, got {num_partitions}")
     if num_partitions > num_samples:
@@ -125,7 +127,9 @@ def _pathological(labels: np.ndarray, num_partitions: int, classes_per_client: i
     holders: dict[int, list[int]] = {c: [] for c in range(num_classes)}
     for client in range(num_partitions):
         for j in range(classes_per_client):
-            holders[int(class_cycle[(client * classes_per_client + j) % num_classes])].append(client)
+            holders[int(class_cycle[(client * classes_per_client + j) % num_classes])].append(
+                client
+            )
 
     parts: list[list[np.ndarray]] = [[] for _ in range(num_partitions)]
     for cls, clients in holders.items():
@@ -172,5 +176,5 @@ def split_train_test(indices: np.ndarray, test_fraction: float, seed: int):
     shuffled = rng.permutation(indices)
     if len(shuffled) < 2:
         return shuffled, shuffled
-    num_test = min(max(int(round(test_fraction * len(shuffled))), 1), len(shuffled) - 1)
+    num_test = min(max(round(test_fraction * len(shuffled)), 1), len(shuffled) - 1)
     return shuffled[num_test:], shuffled[:num_test]

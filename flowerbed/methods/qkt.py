@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
@@ -39,9 +40,9 @@ from ..kd.objectives import KDParams
 from ..kd.teachers import filter_teachers, teacher_probabilities
 from ..protocols.exchange import Transfer
 from ..protocols.local_fit import eval_scores
-from .one_shot import one_shot_protocol
 from ..settings import Setting
 from ..training.loops import minibatches, predict
+from .one_shot import one_shot_protocol
 
 PAPER = "Query-based Knowledge Transfer (QKT), ICLR 2025"
 _NOISE_TAG = 0x5EED
@@ -69,8 +70,7 @@ SETTINGS = (
     Setting(
         "qkt-tau",
         0.01,
-        "QKT: teacher filter threshold tau on the mean noise probability of a query class"
-        " (Eq. 2)",
+        "QKT: teacher filter threshold tau on the mean noise probability of a query class (Eq. 2)",
         low=0,
         high=1,
     ),
@@ -78,8 +78,7 @@ SETTINGS = (
     Setting(
         "qkt-weight-mask-percent",
         0.0,
-        "QKT: Z, freeze the top Z % most important head weights in Phase 2 (Appendix A.5);"
-        " 0 = off",
+        "QKT: Z, freeze the top Z % most important head weights in Phase 2 (Appendix A.5); 0 = off",
         low=0,
         high=100,
         high_open=True,

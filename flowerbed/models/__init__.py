@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 from ..settings import Setting
 from .classifier import Classifier
@@ -27,7 +27,7 @@ SETTINGS = (
         "`mlp` (tabular or flattened), `cnn` (8x8 to 32x32 images), `resnet18` (torchvision,"
         " small-image stem), `vqc` (PennyLane variational quantum classifier, see"
         " [Quantum FL](#quantum-fl))",
-        choices=tuple(MODELS),
+        choices=lambda: tuple(MODELS),  # read when checked: models registered later count
     ),
     *VQC_SETTINGS,
 )
@@ -46,4 +46,4 @@ def build_model(
     return builder(tuple(input_shape), num_classes)
 
 
-__all__ = ["Classifier", "MODELS", "SETTINGS", "build_model"]
+__all__ = ["MODELS", "SETTINGS", "Classifier", "build_model"]

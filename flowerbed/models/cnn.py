@@ -13,7 +13,9 @@ def build_cnn(input_shape: tuple[int, ...], num_classes: int, embedding: int = 1
     The adaptive pool makes the same network fit 8x8 digits and 32x32 CIFAR-10 images.
     """
     if len(input_shape) != 3:
-        raise ValueError(f"model 'cnn' needs images (C, H, W), got input shape {input_shape}; use 'mlp'")
+        raise ValueError(
+            f"model 'cnn' needs images (C, H, W), got input shape {input_shape}; use 'mlp'"
+        )
     channels, height, width = input_shape
     if min(height, width) < 8:
         raise ValueError(f"model 'cnn' needs images of at least 8x8 pixels, got {height}x{width}")

@@ -176,8 +176,9 @@ class QuantumCircuit(nn.Module):
 class VQCReadout(nn.Module):
     """Expectations ``(B, n)`` -> class logits ``(B, classes)``; see the module docstring."""
 
-    def __init__(self, mode: str, num_qubits: int, num_classes: int, scale: float,
-                 scale_trainable: bool) -> None:
+    def __init__(
+        self, mode: str, num_qubits: int, num_classes: int, scale: float, scale_trainable: bool
+    ) -> None:
         super().__init__()
         self.mode, self.num_qubits, self.num_classes = mode, num_qubits, num_classes
         if mode == "linear":
@@ -242,15 +243,15 @@ def build_vqc(
 
     ``qubits=0`` means "from the data": ceil(log2(prod(input_shape))).
     """
-    given = dict(
-        qubits=qubits,
-        layers=layers,
-        readout=readout,
-        device=device,
-        scale=scale,
-        scale_trainable=scale_trainable,
-        reduction=reduction,
-    )
+    given = {
+        "qubits": qubits,
+        "layers": layers,
+        "readout": readout,
+        "device": device,
+        "scale": scale,
+        "scale_trainable": scale_trainable,
+        "reduction": reduction,
+    }
     settings = {}
     for key, name in _ARGUMENTS.items():
         if given[name] is not None:

@@ -187,9 +187,9 @@ class Exchange(Phase):
                     str(r.content.config_records["model"]["name"]) for r in others
                 ]
                 for r in others:
-                    content[f"teacher-{pid_of[r.metadata.src_node_id]}"] = (
-                        r.content.array_records["arrays"]
-                    )
+                    content[f"teacher-{pid_of[r.metadata.src_node_id]}"] = r.content.array_records[
+                        "arrays"
+                    ]
             messages.append(Message(content=content, message_type=ACTION, dst_node_id=node))
         replies = run.grid.send_and_receive(messages, timeout=run.config.round_timeout)
         results = [r for r in replies if not r.has_error()]
@@ -203,7 +203,9 @@ class Exchange(Phase):
             query_mode=run.config.kt_query,
             communication_rounds=0 if self.broadcast == "none" else 1,
         )
-        log_kt_summary(summary, run.config.kt_query, run.config.strategy, f"; results in {run.run_dir}")
+        log_kt_summary(
+            summary, run.config.kt_query, run.config.strategy, f"; results in {run.run_dir}"
+        )
 
     # --- client half ---------------------------------------------------------------------
     def client_step(self, client: LocalClient, msg: Message) -> Message:
@@ -216,8 +218,12 @@ class Exchange(Phase):
         teacher_names = list(received.get("teacher-models", []))
         teachers = []
         for pid, name in zip(teacher_ids, teacher_names):
-            teacher = build_model(str(name), data.input_shape, data.num_classes, config=client.config)
-            teacher.load_state_dict(msg.content.array_records[f"teacher-{pid}"].to_torch_state_dict())
+            teacher = build_model(
+                str(name), data.input_shape, data.num_classes, config=client.config
+            )
+            teacher.load_state_dict(
+                msg.content.array_records[f"teacher-{pid}"].to_torch_state_dict()
+            )
             teachers.append(teacher.eval())
         global_model = None
         if "arrays" in msg.content.array_records:

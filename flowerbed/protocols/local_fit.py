@@ -51,8 +51,7 @@ def _check_client_models(value: str, config: RunConfig) -> str | None:
     unknown = [name for name in comma_list(value) if name not in MODELS]
     if unknown:
         return (
-            f"unknown model {unknown[0]!r} in kt-client-models; valid choices:"
-            f" {', '.join(MODELS)}"
+            f"unknown model {unknown[0]!r} in kt-client-models; valid choices: {', '.join(MODELS)}"
         )
     return None
 

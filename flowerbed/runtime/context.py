@@ -61,7 +61,11 @@ SETTINGS = (
     Setting("output-dir", "~/.flowerbed/runs", "results root; each run gets its own folder"),
     Setting("run-name", "", "folder name suffix (default `<strategy>-<dataset>-seed<seed>`)"),
     Setting(
-        "round-timeout", 3600.0, "seconds to wait for client replies in a round", low=0, low_open=True
+        "round-timeout",
+        3600.0,
+        "seconds to wait for client replies in a round",
+        low=0,
+        low_open=True,
     ),
 )
 

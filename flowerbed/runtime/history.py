@@ -49,7 +49,9 @@ def round_row(server_round: int, grid: RecordingGrid, **accuracies: float) -> di
     if server_round == 0:
         return row
     traffic = grid.end_round()
-    train_losses = [(m["num-examples"], m["train-loss"]) for m in traffic.train if "train-loss" in m]
+    train_losses = [
+        (m["num-examples"], m["train-loss"]) for m in traffic.train if "train-loss" in m
+    ]
     accuracies_ = [m["accuracy"] for m in traffic.evaluate if "accuracy" in m]
     row.update(
         train_loss=weighted_mean(train_losses),

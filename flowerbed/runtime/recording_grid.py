@@ -15,9 +15,9 @@ in every run with the same seed.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
-from typing import Iterable
 
 from flwr.app import Message, MessageType, RecordDict
 from flwr.common.logger import log
@@ -92,7 +92,9 @@ class RecordingGrid:
     def get_node_ids(self) -> list[int]:
         """Connected nodes, in partition order (unknown nodes last, by id)."""
         unknown = 1 << 62
-        return sorted(self._grid.get_node_ids(), key=lambda n: (self.partition_of.get(n, unknown), n))
+        return sorted(
+            self._grid.get_node_ids(), key=lambda n: (self.partition_of.get(n, unknown), n)
+        )
 
     # --- traffic -------------------------------------------------------------------------------
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None):

@@ -15,10 +15,12 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+
 
 def atomic_write(path: Path, write: Callable[[io.IOBase], None], binary: bool = False) -> None:
     """Write through ``write(file)`` into a temporary file beside ``path``, then rename it."""
@@ -58,8 +60,12 @@ def write_csv(path: Path, rows: list[dict], columns: tuple[str, ...] | list[str]
         writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
-                             for k, v in row.items()})
+            writer.writerow(
+                {
+                    k: ("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
+                    for k, v in row.items()
+                }
+            )
 
     atomic_write(path, write)
 
@@ -79,7 +85,11 @@ def make_run_dir(output_dir: Path, name: str) -> Path:
 
 def write_partition_table(run_dir: Path, counts: np.ndarray) -> None:
     rows = [
-        {"partition_id": pid, **{f"class_{c}": int(n) for c, n in enumerate(row)}, "total": int(row.sum())}
+        {
+            "partition_id": pid,
+            **{f"class_{c}": int(n) for c, n in enumerate(row)},
+            "total": int(row.sum()),
+        }
         for pid, row in enumerate(counts)
     ]
     columns = ["partition_id", *[f"class_{c}" for c in range(counts.shape[1])], "total"]

@@ -35,8 +35,8 @@ from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp.strategy import FedAvg
 from torch import nn
 
-from ..training.local_client import LocalClient
 from ..settings import RunConfig, Setting
+from ..training.local_client import LocalClient
 from ..training.loops import evaluate
 from ..training.terms import proximal_term
 from .common import StrategySpec

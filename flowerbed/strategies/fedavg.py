@@ -13,8 +13,8 @@ from __future__ import annotations
 from flwr.app import Message
 from flwr.serverapp.strategy import FedAvg
 
-from ..training.local_client import LocalClient
 from ..settings import RunConfig
+from ..training.local_client import LocalClient
 from .common import StrategySpec
 
 

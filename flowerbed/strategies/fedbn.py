@@ -35,8 +35,8 @@ from flwr.app import ArrayRecord, Message
 from flwr.serverapp.strategy import FedAvg
 from torch import nn
 
-from ..training.local_client import LocalClient
 from ..settings import RunConfig
+from ..training.local_client import LocalClient
 from .common import StrategySpec
 
 STATE_KEY = "fedbn-local-batchnorm"

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message
 
-from ..training.local_client import LocalClient
 from ..settings import RunConfig, Setting
+from ..training.local_client import LocalClient
 from .common import ParameterRuleStrategy, StrategySpec, mean_of_replies, trainable_keys
 
 GRAD_KEY = "feddyn-grad"  # the client's grad L_k(theta_k), in context.state

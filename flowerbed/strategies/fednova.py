@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from flwr.app import ArrayRecord, Message
 
+from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from ..training.terms import effective_steps, proximal_term, require_sgd
-from ..settings import RunConfig, Setting
 from .common import (
     ParameterRuleStrategy,
     StrategySpec,

@@ -16,9 +16,7 @@ from ..training.local_client import LocalClient
 from ..training.terms import proximal_term
 from .common import StrategySpec
 
-SETTINGS = (
-    Setting("proximal-mu", 0.01, "FedProx: weight of the proximal term", low=0),
-)
+SETTINGS = (Setting("proximal-mu", 0.01, "FedProx: weight of the proximal term", low=0),)
 
 
 def train_fedprox(client: LocalClient, msg: Message) -> Message:

@@ -45,9 +45,9 @@ from flwr.app import ArrayRecord, Message
 from flwr.serverapp.strategy import FedAvg
 from torch import Tensor, nn
 
-from ..training.local_client import LocalClient
-from ..settings import RunConfig, Setting
 from ..models import Classifier, build_model
+from ..settings import RunConfig, Setting
+from ..training.local_client import LocalClient
 from .common import StrategySpec
 
 STATE_KEY = "moon-previous-model"

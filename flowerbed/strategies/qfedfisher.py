@@ -53,8 +53,8 @@ from flwr.serverapp.strategy.strategy_utils import (
 from torch import Tensor, nn
 
 from ..runtime.seeding import seed_for
+from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
-from ..settings import ConfigError, RunConfig, Setting
 from ..training.loops import cross_entropy, minibatches
 from .common import StrategySpec
 
@@ -97,8 +97,13 @@ SETTINGS = (
 # --- client side ----------------------------------------------------------------------------
 
 
-def empirical_fisher(model: nn.Module, x: Tensor, y: Tensor, batch_size: int,
-                     generator: torch.Generator | None = None) -> dict[str, Tensor]:
+def empirical_fisher(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    batch_size: int,
+    generator: torch.Generator | None = None,
+) -> dict[str, Tensor]:
     """Eq. (1): mean over the local mini-batches of the squared gradient of the batch loss.
 
     Runs in eval mode, so batch-norm statistics are left as training made them.
@@ -109,8 +114,9 @@ def empirical_fisher(model: nn.Module, x: Tensor, y: Tensor, batch_size: int,
     total = {name: torch.zeros_like(p) for name, p in params.items()}
     num_batches = 0
     for xb, yb in minibatches(x, y, batch_size, generator):
-        grads = torch.autograd.grad(cross_entropy(model, xb, yb), list(params.values()),
-                                    allow_unused=True)
+        grads = torch.autograd.grad(
+            cross_entropy(model, xb, yb), list(params.values()), allow_unused=True
+        )
         for name, grad in zip(params, grads):
             if grad is not None:
                 total[name] += grad.detach() ** 2
@@ -136,8 +142,11 @@ class SquaredGradients:
 
     def mean(self, model: nn.Module) -> dict[str, Tensor]:
         """Every trainable parameter's mean squared gradient (zeros if there was no step)."""
-        return {name: self.total.get(name, torch.zeros_like(p.detach())) / max(self.steps, 1)
-                for name, p in model.named_parameters() if p.requires_grad}
+        return {
+            name: self.total.get(name, torch.zeros_like(p.detach())) / max(self.steps, 1)
+            for name, p in model.named_parameters()
+            if p.requires_grad
+        }
 
 
 def circuit_layer_parameters(model: nn.Module) -> set[str]:
@@ -166,8 +175,9 @@ def minmax(t: Tensor, per_first_axis: bool = False) -> Tensor:
     return out.reshape(t.shape)
 
 
-def normalize_layerwise(fisher: dict[str, Tensor], circuit_layers: set[str] = frozenset(),
-                        mode: str = "layer") -> dict[str, Tensor]:
+def normalize_layerwise(
+    fisher: dict[str, Tensor], circuit_layers: set[str] = frozenset(), mode: str = "layer"
+) -> dict[str, Tensor]:
     """Min-max normalisation per layer (see the module docstring, step 4)."""
     return {
         name: minmax(f, per_first_axis=(mode == "layer" and name in circuit_layers))
@@ -207,9 +217,11 @@ def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
     else:
         result = client.train(model, server_round)
         generator = torch.Generator().manual_seed(
-            seed_for(client.config.seed, client.partition_id, server_round, 2))
-        fisher = empirical_fisher(model, client.x_train, client.y_train,
-                                  client.config.batch_size, generator)
+            seed_for(client.config.seed, client.partition_id, server_round, 2)
+        )
+        fisher = empirical_fisher(
+            model, client.x_train, client.y_train, client.config.batch_size, generator
+        )
     fisher = normalize_layerwise(
         fisher, circuit_layer_parameters(model), config.qfedfisher_normalization
     )
@@ -224,9 +236,12 @@ def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
 # --- server side ----------------------------------------------------------------------------
 
 
-def fisher_average(thetas: list[dict[str, np.ndarray]], fishers: list[dict[str, np.ndarray]],
-                   theta_avg: dict[str, np.ndarray], delta: float
-                   ) -> tuple[dict[str, np.ndarray], int, int]:
+def fisher_average(
+    thetas: list[dict[str, np.ndarray]],
+    fishers: list[dict[str, np.ndarray]],
+    theta_avg: dict[str, np.ndarray],
+    delta: float,
+) -> tuple[dict[str, np.ndarray], int, int]:
     """Eqs. (3)-(4): theta_s = sum_i F_i theta_i / sum_i F_i, theta_avg where sum_i F_i < delta.
 
     Entries without Fisher (buffers) take theta_avg. Returns (arrays, substituted, total)
@@ -234,8 +249,10 @@ def fisher_average(thetas: list[dict[str, np.ndarray]], fishers: list[dict[str, 
     """
     keys = set(fishers[0])
     if any(set(f) != keys for f in fishers):
-        raise ValueError("QFedFisher: the clients' Fisher records hold different parameters;"
-                         f" expected {sorted(keys)}")
+        raise ValueError(
+            "QFedFisher: the clients' Fisher records hold different parameters;"
+            f" expected {sorted(keys)}"
+        )
     out, substituted, total = {}, 0, 0
     for key, avg in theta_avg.items():
         if key not in keys:
@@ -268,21 +285,32 @@ class QFedFisher(FedAvg):
         contents = [msg.content for msg in valid]
         missing = [i for i, c in enumerate(contents) if self.fisher_key not in c.array_records]
         if missing:
-            raise ValueError(f"QFedFisher: {len(missing)} replies carry no '{self.fisher_key}'"
-                             " ArrayRecord: are the clients running strategy 'qfedfisher'?")
-        models = [RecordDict({k: v for k, v in c.items() if k != self.fisher_key})
-                  for c in contents]
+            raise ValueError(
+                f"QFedFisher: {len(missing)} replies carry no '{self.fisher_key}'"
+                " ArrayRecord: are the clients running strategy 'qfedfisher'?"
+            )
+        models = [
+            RecordDict({k: v for k, v in c.items() if k != self.fisher_key}) for c in contents
+        ]
         validate_message_reply_consistency(models, self.weighted_by_key, check_arrayrecord=True)
         theta_avg = aggregate_arrayrecords(models, self.weighted_by_key)  # eq. (2), Flower's
         key = self.arrayrecord_key
         arrays, substituted, total = fisher_average(
-            [_numpy(c[key]) for c in contents], [_numpy(c[self.fisher_key]) for c in contents],
-            _numpy(theta_avg), self.delta,
+            [_numpy(c[key]) for c in contents],
+            [_numpy(c[self.fisher_key]) for c in contents],
+            _numpy(theta_avg),
+            self.delta,
         )
         metrics = self.train_metrics_aggr_fn(models, self.weighted_by_key)
         metrics["fisher-substituted-fraction"] = substituted / total if total else 0.0
-        log(INFO, "QFedFisher round %d: %d of %d entries below delta=%g took theta_avg",
-            server_round, substituted, total, self.delta)
+        log(
+            INFO,
+            "QFedFisher round %d: %d of %d entries below delta=%g took theta_avg",
+            server_round,
+            substituted,
+            total,
+            self.delta,
+        )
         record = ArrayRecord({k: Array(np.ascontiguousarray(arrays[k])) for k in theta_avg})
         return record, metrics
 

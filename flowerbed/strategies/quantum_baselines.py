@@ -44,8 +44,19 @@ def build_qfedadam(config: RunConfig, **kwargs):
 _PAPER = "Bhatia & Kais, 2025 (baseline of QFedFisher)"
 
 SPECS = (
-    StrategySpec("qfedavg", "FedAvg on the variational quantum classifier (model 'vqc')",
-                 _PAPER, build_qfedavg, train_plain),
-    StrategySpec("qfedadam", "FedAdam on the variational quantum classifier (model 'vqc')",
-                 _PAPER, build_qfedadam, train_plain, settings=ADAPTIVE_SETTINGS),
+    StrategySpec(
+        "qfedavg",
+        "FedAvg on the variational quantum classifier (model 'vqc')",
+        _PAPER,
+        build_qfedavg,
+        train_plain,
+    ),
+    StrategySpec(
+        "qfedadam",
+        "FedAdam on the variational quantum classifier (model 'vqc')",
+        _PAPER,
+        build_qfedadam,
+        train_plain,
+        settings=ADAPTIVE_SETTINGS,
+    ),
 )

@@ -36,9 +36,9 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message
 from flwr.serverapp import Grid
 
+from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from ..training.terms import effective_steps, require_sgd
-from ..settings import RunConfig, Setting
 from .common import ParameterRuleStrategy, StrategySpec, mean_of_replies, trainable_keys
 
 C_KEY = "scaffold-c"  # the server's c, in training messages

@@ -31,7 +31,6 @@ from ..settings import RunConfig, Setting
 from .common import StrategySpec, as_arrayrecord, mean_of_replies, sample_weights, trainable_keys
 from .fedavg import train_plain
 
-
 FEDAVGM_SETTINGS = (
     Setting("server-learning-rate", 1.0, "FedAvgM: server learning rate", low=0, low_open=True),
     Setting("server-momentum", 0.9, "FedAvgM: server momentum", low=0, high=1, high_open=True),

@@ -78,16 +78,22 @@ class LocalClient:
         )
         train_idx, test_idx = torch.from_numpy(train_idx), torch.from_numpy(test_idx)
         return cls(
-            config=config, context=context, partition_id=partition_id,
-            num_partitions=num_partitions, data=data,
-            x_train=data.x_train[train_idx], y_train=data.y_train[train_idx],
-            x_test=data.x_train[test_idx], y_test=data.y_train[test_idx],
+            config=config,
+            context=context,
+            partition_id=partition_id,
+            num_partitions=num_partitions,
+            data=data,
+            x_train=data.x_train[train_idx],
+            y_train=data.y_train[train_idx],
+            x_test=data.x_train[test_idx],
+            y_test=data.y_train[test_idx],
         )
 
     # --- model -------------------------------------------------------------------------------
     def new_model(self) -> Classifier:
-        return build_model(self.config.model, self.data.input_shape, self.data.num_classes,
-                           config=self.config)
+        return build_model(
+            self.config.model, self.data.input_shape, self.data.num_classes, config=self.config
+        )
 
     def model_from(self, msg: Message, key: str = "arrays") -> Classifier:
         """A fresh model holding the arrays the server sent."""
@@ -137,14 +143,16 @@ class LocalClient:
             {"num-examples": int(num_examples), "partition-id": self.partition_id, **values}
         )
 
-    def train_reply(self, msg: Message, model: torch.nn.Module, result: TrainResult,
-                    **extra_metrics: float) -> Message:
+    def train_reply(
+        self, msg: Message, model: torch.nn.Module, result: TrainResult, **extra_metrics: float
+    ) -> Message:
         content = RecordDict(
             {
                 "arrays": ArrayRecord(model.state_dict()),
                 "metrics": self.metrics(
-                    result.num_examples, **{"train-loss": result.mean_loss,
-                                            "num-steps": result.num_steps}, **extra_metrics,
+                    result.num_examples,
+                    **{"train-loss": result.mean_loss, "num-steps": result.num_steps},
+                    **extra_metrics,
                 ),
             }
         )

@@ -13,8 +13,8 @@ The run-config keys of local training (epochs, batch size, optimiser) are declar
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -66,7 +66,11 @@ def minibatches(
     x: Tensor, y: Tensor, batch_size: int, generator: torch.Generator | None = None
 ) -> Iterator[tuple[Tensor, Tensor]]:
     """Shuffled mini-batches of in-memory tensors (a DataLoader would only add overhead)."""
-    order = torch.randperm(len(x), generator=generator) if generator is not None else torch.arange(len(x))
+    order = (
+        torch.randperm(len(x), generator=generator)
+        if generator is not None
+        else torch.arange(len(x))
+    )
     for start in range(0, len(x), batch_size):
         idx = order[start : start + batch_size]
         yield x[idx], y[idx]

@@ -10,13 +10,15 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, Context, RecordDict
 
-from flowerbed.client import LocalClient, load_splits, partition_for
+from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
-from flowerbed.config import RunConfig
 from flowerbed.data import DataNotFoundError
+from flowerbed.data.federation import load_splits, partition_for
+from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
 from flowerbed.models import build_model
-from flowerbed.simulation import InProcessGrid, resolve_run_config, run_in_process
+from flowerbed.server_app import run_protocol
 from flowerbed.strategies.common import aggregate_with_spread
+from flowerbed.training.local_client import LocalClient
 
 
 def history_of(run_dir):
@@ -26,8 +28,15 @@ def history_of(run_dir):
 def test_run_writes_every_result_file(fast_run):
     run_dir = run_in_process(fast_run, num_clients=4)
     names = {p.name for p in run_dir.iterdir()}
-    assert {"config.json", "partitions.csv", "partitions.json", "history.json", "history.csv",
-            "accuracy.png", "model.pt"} <= names
+    assert {
+        "config.json",
+        "partitions.csv",
+        "partitions.json",
+        "history.json",
+        "history.csv",
+        "accuracy.png",
+        "model.pt",
+    } <= names
     assert not [n for n in names if n.endswith(".tmp")], "a temporary file was left behind"
     config = json.loads((run_dir / "config.json").read_text())
     assert config["num-partitions"] == 4 and config["num-server-rounds"] == 2
@@ -35,9 +44,11 @@ def test_run_writes_every_result_file(fast_run):
     assert [row["round"] for row in history] == [0, 1, 2]
     with open(run_dir / "history.csv") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 3 and float(rows[2]["central_accuracy"]) == pytest.approx(history[2]["central_accuracy"])
+    assert len(rows) == 3 and float(rows[2]["central_accuracy"]) == pytest.approx(
+        history[2]["central_accuracy"]
+    )
     # the saved model is the final global model: it reproduces the last central accuracy
-    splits = load_splits(RunConfig.from_run_config(resolve_run_config(fast_run)))
+    splits = load_splits(parse_run_config(resolve_run_config(fast_run)))
     model = build_model("cnn", splits.input_shape, splits.num_classes)
     model.load_state_dict(torch.load(run_dir / "model.pt"))
     accuracy = (model.eval()(splits.x_test).argmax(1) == splits.y_test).float().mean().item()
@@ -53,7 +64,7 @@ def test_training_improves_the_global_model(fast_run):
 def test_same_config_and_seed_give_the_same_history(fast_run):
     first = history_of(run_in_process(fast_run, num_clients=4))
     second = history_of(run_in_process(fast_run, num_clients=4))
-    strip = lambda h: [{k: v for k, v in row.items() if k != "seconds"} for row in h]  # noqa: E731
+    strip = lambda h: [{k: v for k, v in row.items() if k != "seconds"} for row in h]
     assert strip(first) == strip(second)
     other = history_of(run_in_process({**fast_run, "seed": 7}, num_clients=4))
     assert strip(other) != strip(first)
@@ -74,8 +85,10 @@ def test_failing_client_is_counted_and_the_round_goes_on(fast_run):
 
 def test_bytes_are_the_model_size_times_the_messages(fast_run):
     run_dir = run_in_process(fast_run, num_clients=4)
-    splits = load_splits(RunConfig.from_run_config(resolve_run_config(fast_run)))
-    model_bytes = ArrayRecord(build_model("cnn", splits.input_shape, splits.num_classes).state_dict()).count_bytes()
+    splits = load_splits(parse_run_config(resolve_run_config(fast_run)))
+    model_bytes = ArrayRecord(
+        build_model("cnn", splits.input_shape, splits.num_classes).state_dict()
+    ).count_bytes()
     row = history_of(run_dir)[1]
     # 4 train messages carry the model (+ a tiny config record); 4 evaluate messages too
     assert 8 * model_bytes <= row["bytes_sent"] < 8 * model_bytes + 8 * 200
@@ -93,12 +106,17 @@ def test_client_accuracy_spread_matches_the_per_client_values(fast_run):
 
 def test_every_client_gets_the_partition_the_server_computed(fast_run):
     run_config = resolve_run_config(fast_run)
-    config = RunConfig.from_run_config(run_config)
+    config = parse_run_config(run_config)
     server_parts = partition_for(config, 5)
     for pid in range(5):
-        context = Context(run_id=1, node_id=pid, node_config={"partition-id": pid, "num-partitions": 5},
-                          state=RecordDict(), run_config=run_config)
-        client = LocalClient.from_context(context)
+        context = Context(
+            run_id=1,
+            node_id=pid,
+            node_config={"partition-id": pid, "num-partitions": 5},
+            state=RecordDict(),
+            run_config=run_config,
+        )
+        client = LocalClient.from_context(context, parse_run_config(context.run_config))
         local = torch.cat([client.y_train, client.y_test]).sort().values
         expected = client.data.y_train[torch.from_numpy(server_parts[pid])].sort().values
         assert torch.equal(local, expected)
@@ -113,17 +131,24 @@ def test_missing_data_file_fails_before_any_client_trains(fast_run, tmp_path):
         return client_app(message, context)
 
     run_config = resolve_run_config({**fast_run, "dataset": "bloodmnist"})
-    from flowerbed.server_app import run_federation
 
     with pytest.raises(DataNotFoundError, match="bloodmnist.npz"):
-        run_federation(InProcessGrid(spying_app, run_config, 3), RunConfig.from_run_config(run_config))
+        run_protocol(InProcessGrid(spying_app, run_config, 3), parse_run_config(run_config))
     assert calls == []
 
 
 def test_more_clients_than_samples_fails_before_training(fast_run):
     with pytest.raises(ValueError, match="clients but only"):
-        run_in_process({**fast_run, "dataset": "breast-cancer", "model": "mlp", "partitioner": "iid",
-                        "min-partition-size": 0}, num_clients=500)
+        run_in_process(
+            {
+                **fast_run,
+                "dataset": "breast-cancer",
+                "model": "mlp",
+                "partitioner": "iid",
+                "min-partition-size": 0,
+            },
+            num_clients=500,
+        )
 
 
 def test_model_that_does_not_fit_the_data_fails_before_training(fast_run):

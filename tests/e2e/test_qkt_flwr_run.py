@@ -6,7 +6,8 @@ import json
 import pytest
 import torch
 
-from flowerbed.simulation import local_superlink_pids, run_in_process, simulate
+from flowerbed.inprocess import run_in_process
+from flowerbed.simulation import local_superlink_pids, simulate
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,5 @@
-"""The knowledge-transfer metrics of the QKT paper (Appendix A.2) and the seeded queries,
-against values computed by hand."""
+"""The knowledge-transfer metrics of the QKT paper (Appendix A.2) against values computed by
+hand."""
 
 import json
 import math
@@ -7,7 +7,6 @@ import math
 import pytest
 
 from flowerbed.metrics import client_kt_metrics, per_class_accuracy, summarize, write_kt_metrics
-from flowerbed.queries import draw_query, under_represented
 
 # A test set of 4 classes (class 3 has 2 samples) and two models' predictions on it.
 LABELS = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3]
@@ -86,25 +85,3 @@ def test_summary_is_the_mean_over_clients_and_files_are_written(tmp_path):
     assert saved["communication_rounds"] == 1 and saved["summary"]["clients"] == 2
     assert (tmp_path / "kt_metrics.csv").read_text().splitlines()[1].startswith("0,2,")
     assert summarize([])["clients"] == 0
-
-
-def test_queries_come_from_under_represented_classes_seeded():
-    counts = [100, 3, 0, 60, 49, 50, 0]
-    assert under_represented(counts, 50) == [1, 2, 4, 6]
-    for seed in range(20):
-        single = draw_query(counts, 50, "single", seed)
-        assert len(single) == 1 and single[0] in (1, 2, 4, 6)
-        multi = draw_query(counts, 50, "multi", seed, max_classes=3)
-        assert 2 <= len(multi) <= 3 and set(multi) <= {1, 2, 4, 6} and multi == sorted(set(multi))
-        assert draw_query(counts, 50, "multi", seed) == multi  # same seed, same query
-    assert {tuple(draw_query(counts, 50, "single", s)) for s in range(40)} == {
-        (1,),
-        (2,),
-        (4,),
-        (6,),
-    }
-    assert {len(draw_query(counts, 50, "multi", s, max_classes=4)) for s in range(40)} == {2, 3, 4}
-    assert draw_query([80, 90], 50, "multi", 0) == []  # nothing under-represented: no query
-    assert draw_query([80, 1], 50, "multi", 0) == [1]  # one eligible class
-    with pytest.raises(ValueError, match="valid choices: single, multi"):
-        draw_query(counts, 50, "some", 0)

@@ -1,7 +1,6 @@
 """End to end through `flwr run .` (Ray): the VQC trained with QFedFisher for two rounds."""
 
 import pytest
-
 from flwr.app import ArrayRecord
 
 from flowerbed.models.vqc import build_vqc
@@ -13,9 +12,15 @@ pytestmark = pytest.mark.e2e
 def test_flwr_run_trains_the_vqc_with_qfedfisher(tmp_path):
     home = tmp_path / "flwr-home"
     overrides = {
-        "strategy": "qfedfisher", "model": "vqc", "dataset": "breast-cancer",
-        "vqc-layers": 2, "num-server-rounds": 2, "local-epochs": 1, "optimizer": "adam",
-        "learning-rate": 0.05, "output-dir": str(tmp_path / "runs"),
+        "strategy": "qfedfisher",
+        "model": "vqc",
+        "dataset": "breast-cancer",
+        "vqc-layers": 2,
+        "num-server-rounds": 2,
+        "local-epochs": 1,
+        "optimizer": "adam",
+        "learning-rate": 0.05,
+        "output-dir": str(tmp_path / "runs"),
         "data-dir": str(tmp_path / "data"),
     }
     result = simulate(overrides, num_supernodes=3, flwr_home=home)

@@ -1,0 +1,65 @@
+"""End to end through `flwr run .` on Flower's Ray backend, each run with its own FLWR_HOME and
+ports; `simulate` stops the detached local SuperLink by PID afterwards."""
+
+import json
+
+import pytest
+
+from flowerbed.inprocess import run_in_process
+from flowerbed.simulation import local_superlink_pids, simulate
+
+pytestmark = pytest.mark.e2e
+
+
+def test_flwr_run_trains_logs_and_writes_results_like_the_in_process_run(tmp_path, fast_run):
+    home = tmp_path / "flwr-home"
+    overrides = {**fast_run, "failing-partitions": "2"}
+    result = simulate(overrides, num_supernodes=4, flwr_home=home)
+    assert result.returncode == 0, result.log[-3000:]
+    assert local_superlink_pids(home) == [], "the local SuperLink was not stopped"
+    # the per-client label table and one concise line per round are in the log
+    assert "label counts per client" in result.log and "client     0     1" in result.log
+    assert "flowerbed round 2/2: test acc" in result.log
+    history = result.history
+    assert [row["round"] for row in history] == [0, 1, 2]
+    for row in history[1:]:
+        assert row["clients_trained"] == 3 and row["clients_failed"] == 1
+    # Ray actors and the in-process path run the same computation. Ray gives each actor one
+    # math thread, this process has two: float sums may differ in the last bits, no more.
+    reference = json.loads((run_in_process(overrides, num_clients=4) / "history.json").read_text())
+    assert [r["central_accuracy"] for r in history] == pytest.approx(
+        [r["central_accuracy"] for r in reference], abs=1e-3
+    )
+    assert [r.get("train_loss") for r in history[1:]] == pytest.approx(
+        [r.get("train_loss") for r in reference[1:]], rel=1e-5
+    )
+
+
+def test_flwr_run_with_a_bad_value_stops_before_training(tmp_path, fast_run):
+    result = simulate(
+        {**fast_run, "partitioner": "zipf"}, num_supernodes=2, flwr_home=tmp_path / "home"
+    )
+    assert (
+        "unknown partitioner 'zipf'; valid choices: iid, dirichlet, pathological, label-sorted"
+        in result.log
+    )
+    assert "[ROUND 1" not in result.log
+    assert result.run_dir is None
+
+
+# The stateful strategies whose client state must survive between rounds inside Ray actors
+# (SCAFFOLD's c_i, Ditto's personal model), two rounds each through the real `flwr run`.
+STATEFUL = {"dataset": "digits", "num-server-rounds": 2, "local-epochs": 1}
+
+
+@pytest.mark.parametrize("name", ["scaffold", "ditto"])
+def test_stateful_strategy_runs_two_rounds_with_flwr_run(name, tmp_path):
+    home = tmp_path / "flwr-home"
+    overrides = {**STATEFUL, "strategy": name, "output-dir": str(tmp_path / "runs")}
+    result = simulate(overrides, num_supernodes=4, flwr_home=home)
+    assert result.returncode == 0, result.log[-3000:]
+    assert local_superlink_pids(home) == [], "the local SuperLink is still running"
+    rows = {row["round"]: row for row in result.history}
+    for r in (1, 2):
+        assert rows[r]["clients_trained"] == 4 and rows[r]["clients_failed"] == 0, rows[r]
+        assert 0.0 <= rows[r]["central_accuracy"] <= 1.0

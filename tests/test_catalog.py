@@ -1,0 +1,158 @@
+"""The catalog: every run-config key declared once and agreeing with pyproject and the README;
+bad values rejected with their key and the valid range or choices; every registered protocol
+runs (two rounds, 4 clients, digits, through the real ServerApp job and ClientApp handlers, in
+process).
+
+Strategies that cannot run on the classical default get their settings from the explicit
+tables below (never skipped): the quantum ones train the variational quantum classifier; the
+one-shot knowledge-transfer ones train locally with early stopping, then transfer once. The
+stateful strategies whose client state must survive between rounds inside Ray actors also run
+through the real ``flwr run`` (``tests/test_simulation_e2e.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from flowerbed.catalog import PROTOCOLS, SETTINGS, parse_run_config, settings_table
+from flowerbed.inprocess import APP_DIR, default_run_config, resolve_run_config, run_in_process
+from flowerbed.settings import ConfigError
+from flowerbed.strategies import STRATEGIES
+
+README = (APP_DIR / "README.md").read_text()
+
+
+def test_pyproject_defaults_are_the_declared_defaults_in_the_declared_order():
+    defaults = default_run_config()
+    assert list(defaults) == list(SETTINGS), "regenerate with python -m flowerbed.catalog --write"
+    for key, value in defaults.items():
+        assert SETTINGS[key].default == value and type(SETTINGS[key].default) is type(value), key
+    config = parse_run_config(defaults)
+    assert config.strategy == "fedavg" and config.dataset == "digits"
+    assert config.partitioner == "dirichlet"
+
+
+def test_readme_run_config_table_is_generated_from_the_declarations():
+    block = re.search(
+        r"<!-- run-config table: .*?-->\n(.*?)\n<!-- end of run-config table -->", README, re.DOTALL
+    )
+    assert block, "README lacks the generated run-config table markers"
+    assert block.group(1) == settings_table(), "regenerate with python -m flowerbed.catalog --write"
+
+
+def test_every_protocol_has_a_readme_row():
+    section = README[README.index("## Strategies") : README.index("## Strategy comparison")]
+    first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    missing = [name for name in PROTOCOLS if not any(f"`{name}`" in c for c in first_cells)]
+    assert not missing, f"strategies without a README row: {missing}"
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"strategy": "fedbogus"}, "unknown strategy 'fedbogus'; valid choices: fedavg, fedprox"),
+        (
+            {"dataset": "imagenet"},
+            "unknown dataset 'imagenet'; valid choices: digits, breast-cancer",
+        ),
+        ({"model": "vit"}, "unknown model 'vit'; valid choices: mlp, cnn, resnet18"),
+        ({"partitioner": "zipf"}, "unknown partitioner 'zipf'; valid choices: iid, dirichlet"),
+        ({"optimizer": "lbfgs"}, "unknown optimizer 'lbfgs'; valid choices: sgd, adam"),
+        ({"fraction-train": 0.0}, r"fraction-train must be in \(0, 1\], got 0.0"),
+        ({"fraction-train": 1.5}, r"fraction-train must be in \(0, 1\], got 1.5"),
+        ({"dirichlet-alpha": -0.5}, "dirichlet-alpha must be > 0, got -0.5"),
+        ({"num-server-rounds": 0}, "num-server-rounds must be at least 1, got 0"),
+        ({"learning-rate": 0.0}, "learning-rate must be > 0"),
+        ({"batch-size": "many"}, "batch-size='many' is not a valid int"),
+        ({"failing-partitions": "1,x"}, "failing-partitions must be partition ids"),
+        (
+            {"local-epochs": 3, "local-epochs-max": 2},
+            "local-epochs-max must be 0 .off. or at least",
+        ),
+        ({"kt-client-models": "cnn,lstm"}, "unknown model 'lstm' in kt-client-models"),
+        ({"proximal-mu": -1.0}, "proximal-mu must be >= 0"),
+        ({"round-timeout": 0.0}, "round-timeout must be > 0"),
+    ],
+)
+def test_bad_values_are_rejected_with_name_and_choices(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_run_config(resolve_run_config(overrides))
+
+
+def test_unknown_keys_are_rejected_like_flwr_run_does():
+    with pytest.raises(KeyError, match="unknown run-config keys \\['learning_rate'\\]"):
+        resolve_run_config({"learning_rate": 0.1})
+    with pytest.raises(ConfigError, match="unknown run-config keys \\['learning_rate'\\]"):
+        parse_run_config({"learning_rate": 0.1})
+
+
+def test_paths_are_absolute_and_strings_coerce():
+    config = parse_run_config(
+        {"output-dir": "~/x", "download": "true", "failing-partitions": "1, 3"}
+    )
+    assert config.output_path.is_absolute() and "~" not in str(config.output_path)
+    assert config.download is True
+
+
+def test_every_protocol_reads_only_declared_keys():
+    for name, protocol in PROTOCOLS.items():
+        for setting in protocol.settings:
+            assert SETTINGS[setting.key] is setting, (name, setting.key)
+
+
+# --- every registered protocol runs ---------------------------------------------------------
+
+COMMON = {"dataset": "digits", "num-server-rounds": 2, "local-epochs": 1}
+# strategies that need a non-default model: name -> run-config overrides
+SPECIAL_MODEL = {
+    name: {"model": "vqc", "vqc-layers": 1, "optimizer": "adam"}
+    for name in ("qfedavg", "qfedadam", "qfedfisher")
+}
+# one-shot knowledge transfer: short local training and transfer
+ONE_SHOT = {
+    "kt-local-max-epochs": 1,
+    "kt-local-patience": 1,
+    "kt-epochs": 1,
+    "kt-light-head-epochs": 1,
+}
+
+
+def is_one_shot(name: str) -> bool:
+    return name not in STRATEGIES  # a protocol that is not N rounds of one Flower strategy
+
+
+def overrides_for(name: str, tmp_path) -> dict:
+    extra = ONE_SHOT if is_one_shot(name) else {}
+    return {
+        **COMMON,
+        **SPECIAL_MODEL.get(name, {}),
+        **extra,
+        "strategy": name,
+        "output-dir": str(tmp_path / "runs"),
+        "data-dir": str(tmp_path / "data"),
+    }
+
+
+def check_two_rounds(name: str, history: list[dict]) -> None:
+    rows = {row["round"]: row for row in history}
+    assert {1, 2} <= set(rows)
+    for r in (1, 2):
+        assert rows[r]["clients_trained"] == 4 and rows[r]["clients_failed"] == 0, rows[r]
+    # one-shot methods have no global model: their test-set column is the mean over the
+    # clients' own models, from round 1 (local training) on
+    column = "client_models_test_accuracy_mean" if is_one_shot(name) else "central_accuracy"
+    for r in (1, 2):
+        assert math.isfinite(rows[r][column]), rows[r]
+        assert 0.0 <= rows[r][column] <= 1.0
+    other = "central_accuracy" if is_one_shot(name) else "client_models_test_accuracy_mean"
+    assert all(other not in row for row in history), "one column, one meaning"
+
+
+@pytest.mark.parametrize("name", list(PROTOCOLS))
+def test_protocol_runs_two_rounds(name, tmp_path):
+    run_dir = run_in_process(overrides_for(name, tmp_path), num_clients=4)
+    check_two_rounds(name, json.loads((run_dir / "history.json").read_text()))
