@@ -198,7 +198,7 @@ def main() -> None:
     args = parser.parse_args()
     extra = dict(parse_setting(item) for item in args.set)
 
-    from flowerbed.catalog import PROTOCOLS as STRATEGIES
+    from flowerbed.strategies import STRATEGIES
 
     torch.set_num_threads(1)  # small models: threads only contend on a shared machine
     logging.getLogger("flwr").setLevel(logging.WARNING)
