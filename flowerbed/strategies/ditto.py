@@ -32,14 +32,14 @@ point-cloud benchmark).
 from __future__ import annotations
 
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
-from flwr.serverapp.strategy import FedAvg
 from torch import nn
 
-from ..settings import RunConfig, Setting
+from ..settings import Setting
 from ..training.local_client import LocalClient
 from ..training.loops import evaluate
 from ..training.terms import proximal_term
 from .common import StrategySpec
+from .fedavg import build_fedavg
 
 STATE_KEY = "ditto-personal-model"
 SETTINGS = (
@@ -98,16 +98,12 @@ def evaluate_ditto(client: LocalClient, msg: Message) -> Message:
     return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
 
 
-def build_ditto(config: RunConfig, **kwargs) -> FedAvg:
-    return FedAvg(**kwargs)
-
-
 SPEC = StrategySpec(
     name="ditto",
     summary="FedAvg global model plus a personal model per client, trained on"
     " F_k(v) + (lambda/2)||v - w_global||^2 and kept on the client",
     paper="Li et al., ICML 2021",
-    build_server=build_ditto,
+    build_server=build_fedavg,  # the server is FedAvg's
     client_train=train_ditto,
     client_evaluate=evaluate_ditto,
     settings=SETTINGS,

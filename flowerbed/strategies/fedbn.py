@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import torch
 from flwr.app import ArrayRecord, Message
-from flwr.serverapp.strategy import FedAvg
 from torch import nn
 
-from ..settings import RunConfig
 from ..training.local_client import LocalClient
 from .common import StrategySpec
+from .fedavg import build_fedavg
 
 STATE_KEY = "fedbn-local-batchnorm"
 
@@ -93,15 +92,11 @@ def evaluate_fedbn(client: LocalClient, msg: Message) -> Message:
     return client.evaluate_reply(msg, local_model(client, msg))
 
 
-def build_fedbn(config: RunConfig, **kwargs) -> FedAvg:
-    return FedAvg(**kwargs)
-
-
 SPEC = StrategySpec(
     name="fedbn",
     summary="FedAvg of every layer but batch norm; each client keeps its batch-norm layers",
     paper="Li et al., ICLR 2021",
-    build_server=build_fedbn,
+    build_server=build_fedavg,  # the server is FedAvg's
     client_train=train_fedbn,
     client_evaluate=evaluate_fedbn,
 )

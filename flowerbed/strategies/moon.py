@@ -42,13 +42,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from flwr.app import ArrayRecord, Message
-from flwr.serverapp.strategy import FedAvg
 from torch import Tensor, nn
 
 from ..models import Classifier, build_model
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from .common import StrategySpec
+from .fedavg import build_fedavg
 
 STATE_KEY = "moon-previous-model"
 
@@ -181,16 +181,12 @@ def evaluate_moon(client: LocalClient, msg: Message) -> Message:
     return client.evaluate_reply(msg, received_model(client, msg.content.array_records["arrays"]))
 
 
-def build_moon(config: RunConfig, **kwargs) -> FedAvg:
-    return FedAvg(**kwargs)
-
-
 SPEC = StrategySpec(
     name="moon",
     summary="FedAvg whose clients add mu * a contrastive loss pulling the projected"
     " representation toward the global model's and away from their previous model's",
     paper="Li, He, Song, CVPR 2021",
-    build_server=build_moon,
+    build_server=build_fedavg,  # the server is FedAvg's
     client_train=train_moon,
     client_evaluate=evaluate_moon,
     settings=SETTINGS,
