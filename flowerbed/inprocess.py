@@ -93,8 +93,11 @@ class InProcessGrid:
         return replies
 
 
-def run_in_process(overrides: dict, num_clients: int = 10) -> Path:
-    """Run the ServerApp's job with the ClientApp in this process; returns the results folder."""
+def run_in_process(overrides: dict, num_clients: int = 10, app=client_app) -> Path:
+    """Run the ServerApp's job with the ClientApp in this process; returns the results folder.
+
+    ``app``: the ClientApp, or any ``(message, context) -> reply`` wrapping it (a test's mod).
+    """
     run_config = resolve_run_config(overrides)
     config = parse_run_config(run_config)
-    return run_protocol(InProcessGrid(client_app, run_config, num_clients), config)
+    return run_protocol(InProcessGrid(app, run_config, num_clients), config)

@@ -6,34 +6,46 @@
    handshake, partition table, run folder, seeds;
 3. run the protocol's phases in order (``protocols.phase.Protocol``); each logs and writes
    its own history rows and results;
-4. plot the history.
+4. plot the history; ``status.json`` in the run folder says how the run ended
+   (``runtime.outcome``), and flowerbed's own errors are logged as one line.
 
 It names no algorithm: what ``strategy=<name>`` runs is the registered protocol's business.
 """
 
 from __future__ import annotations
 
+import logging
+from logging import ERROR
 from pathlib import Path
 
 from flwr.app import Context
+from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
 from .catalog import get_protocol, parse_run_config
 from .runtime.context import start_run
+from .runtime.outcome import CLEAR_ERRORS, OneLineErrors, one_line, recorded_outcome
 from .settings import RunConfig
 
 app = ServerApp()
+logging.getLogger("flwr").addFilter(OneLineErrors())  # flowerbed's errors: one line, no traceback
 
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    run_protocol(grid, parse_run_config(context.run_config))
+    try:
+        run_protocol(grid, parse_run_config(context.run_config))
+    except CLEAR_ERRORS as error:
+        log(ERROR, "flowerbed: run failed: %s", one_line(error))
+        raise
 
 
 def run_protocol(grid: Grid, config: RunConfig) -> Path:
-    """Run the protocol ``config.strategy`` on ``grid``; returns its results folder."""
+    """Run the protocol ``config.strategy`` on ``grid``; returns its results folder, whose
+    ``status.json`` says how the run ended."""
     spec = get_protocol(config.strategy)
     run = start_run(grid, config, spec.build_model)
-    spec.protocol(config).run(run)
-    run.history.plot(f"{config.strategy} on {config.dataset} ({run.num_partitions} clients)")
+    with recorded_outcome(run.run_dir):
+        spec.protocol(config).run(run)
+        run.history.plot(f"{config.strategy} on {config.dataset} ({run.num_partitions} clients)")
     return run.run_dir

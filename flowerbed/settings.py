@@ -32,8 +32,8 @@ class ConfigError(ValueError):
 class Setting:
     """One run-config key.
 
-    ``low``/``high`` bound numbers (inclusive unless ``low_open``/``high_open``); ``choices``
-    lists the valid strings (a callable is asked when the value is checked, for lists known
+    ``low``/``high`` bound numbers (inclusive unless ``low_open``/``high_open``); a float must
+    also be finite (no NaN, no ±Inf); ``choices`` lists the valid strings (a callable is asked when the value is checked, for lists known
     only at run time, such as the installed MedMNIST flags); ``check(value, config)`` is a
     further test that may read other keys and returns an error message or ``None``.
     """
@@ -71,13 +71,14 @@ class Setting:
             raise ConfigError(
                 f"unknown {self.key} {value!r}; valid choices: {', '.join(self.valid_choices())}"
             )
+        if isinstance(value, float) and not math.isfinite(value):
+            expected = f"a finite number {self.range_text()}".rstrip()
+            raise ConfigError(f"{self.key} must be {expected}, got {value}")
         if not self._in_range(value):
-            raise ConfigError(f"{self.key} must be {self.range_text() or 'a number'}, got {value}")
+            raise ConfigError(f"{self.key} must be {self.range_text()}, got {value}")
 
     def _in_range(self, value: Value) -> bool:
-        if self.low is None and self.high is None:
-            return not (isinstance(value, float) and math.isnan(value))
-        ok = True  # written so that NaN fails every comparison
+        ok = True
         if self.low is not None:
             ok = ok and (value > self.low if self.low_open else value >= self.low)
         if self.high is not None:

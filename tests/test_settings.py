@@ -50,7 +50,9 @@ def test_defaults_typed_access_and_coercion():
         ({"fraction": 0.0}, r"fraction must be in \(0, 1\], got 0.0"),
         ({"fraction": 1.5}, r"fraction must be in \(0, 1\], got 1.5"),
         ({"rate": 0.0}, "rate must be > 0, got 0.0"),
-        ({"rate": math.nan}, "rate must be > 0, got nan"),
+        ({"rate": math.nan}, "rate must be a finite number > 0, got nan"),
+        ({"rate": math.inf}, "rate must be a finite number > 0, got inf"),
+        ({"decay": -math.inf}, "decay must be a finite number >= 0, got -inf"),
         ({"decay": -1.0}, "decay must be >= 0, got -1.0"),
         ({"momentum": 1.0}, r"momentum must be in \[0, 1\), got 1.0"),
         ({"mode": "c"}, "unknown mode 'c'; valid choices: a, b"),
@@ -67,9 +69,11 @@ def test_bad_values_name_the_key_the_value_and_what_is_valid(values, message):
         parse(**values)
 
 
-def test_unbounded_floats_still_reject_nan():
-    with pytest.raises(ConfigError, match="weight must be a number, got nan"):
-        RunConfig.parse({"weight": math.nan}, index_settings([Setting("weight", 0.0, "w")]))
+def test_unbounded_floats_still_reject_nan_and_infinity():
+    declared = index_settings([Setting("weight", 0.0, "w")])
+    for bad in (math.nan, math.inf, "-inf"):
+        with pytest.raises(ConfigError, match="weight must be a finite number, got"):
+            RunConfig.parse({"weight": bad}, declared)
 
 
 def test_unknown_keys_and_duplicate_declarations_are_errors():

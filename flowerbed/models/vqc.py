@@ -44,6 +44,7 @@ Weights are initialised with Kaiming-uniform, as the paper states.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import torch
@@ -56,13 +57,37 @@ DEVICES = {"default.qubit": "backprop", "lightning.qubit": "adjoint"}
 READOUTS = ("auto", "per-class", "last-qubit", "linear")
 REDUCTIONS = ("none", "linear")
 
+AMPLITUDE_BYTES = 16  # one complex128 amplitude of the simulated state vector
+
+
+def memory_limit() -> int:
+    """Bytes a simulation may take: half of this machine's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+
+
+def register_too_large(num_qubits: int, batch_size: int) -> str | None:
+    """Why a register cannot be simulated here, or ``None``: one broadcast simulation holds a
+    state vector of 2^n amplitudes per sample of the batch."""
+    need = 2**num_qubits * AMPLITUDE_BYTES * batch_size
+    if need <= memory_limit():
+        return None
+    most = max(n for n in range(1, 64) if 2**n * AMPLITUDE_BYTES * batch_size <= memory_limit())
+    return (
+        f"vqc-qubits={num_qubits} needs {need / 2**30:.3g} GiB for the state vectors of one"
+        f" batch (2^{num_qubits} amplitudes x {AMPLITUDE_BYTES} B x batch-size {batch_size}),"
+        f" more than the {memory_limit() / 2**30:.3g} GiB this machine can give; use at most"
+        f" {most} qubits or a smaller batch-size"
+    )
+
+
 SETTINGS = (
     Setting(
         "vqc-qubits",
         0,
         "VQC: qubits n; `0` = from the data, ceil(log2(features)) (digits 6, breast-cancer 5,"
-        " MNIST 10)",
+        " MNIST 10); refused when one batch's state vectors would not fit in half the memory",
         low=0,
+        check=lambda n, config: register_too_large(n, config["batch-size"]) if n else None,
     ),
     Setting("vqc-layers", 4, "VQC: circuit layers L (RY, RX on every qubit + CNOT chain)", low=1),
     Setting(
@@ -261,6 +286,9 @@ def build_vqc(
             settings[name] = config[key] if config is not None else _SETTING[key].default
     dim = math.prod(input_shape)
     n = settings["qubits"] or default_qubits(input_shape)
+    too_large = register_too_large(n, config["batch-size"] if config is not None else 1)
+    if too_large:
+        raise ConfigError(too_large)
     stages: list[nn.Module] = [nn.Flatten()]
     if settings["reduction"] == "linear":
         stages.append(nn.Linear(dim, 2**n))  # classical pre-layer: a hybrid model

@@ -58,10 +58,13 @@ class FLRounds(Phase):
             timeout=config.round_timeout,
             evaluate_fn=central_evaluate,
         )
-        final = result.arrays.to_torch_state_dict()
+        # Flower's result holds no arrays when no round aggregated anything (every round failed,
+        # as max-failed-rounds allows): the global model is then still the initial one.
+        arrays = result.arrays if len(result.arrays) else initial
+        final = arrays.to_torch_state_dict()
         save_model(run.run_dir / "model.pt", final)
         model.load_state_dict(final)
-        handoff.arrays = result.arrays
+        handoff.arrays = arrays
         log(
             INFO,
             "flowerbed: final accuracy %.4f; results in %s",

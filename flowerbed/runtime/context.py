@@ -30,8 +30,10 @@ from ..data import DatasetSplits, label_counts
 from ..data.federation import load_splits, partition_for
 from ..data.partition import format_label_table
 from ..models import Classifier
+from ..mods import failing_partition_ids
 from ..settings import ConfigError, RunConfig, Setting
 from .history import History
+from .outcome import RunFailed
 from .recording_grid import RecordingGrid
 from .results import make_run_dir, write_json, write_partition_table
 
@@ -66,6 +68,20 @@ SETTINGS = (
         "seconds to wait for client replies in a round",
         low=0,
         low_open=True,
+    ),
+    Setting(
+        "wait-timeout",
+        300.0,
+        "seconds to wait for `min-available-clients` nodes to connect (progress is logged every"
+        " 30 s); then the run fails",
+        low=0,
+        low_open=True,
+    ),
+    Setting(
+        "max-failed-rounds",
+        0,
+        "rounds in which no client succeeded that a run survives; one more fails it",
+        low=0,
     ),
 )
 
@@ -110,8 +126,19 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     model = build_model(config, data.input_shape, data.num_classes)  # fails early on a mismatch
 
     recording = RecordingGrid(grid)
-    nodes = recording.handshake(config.min_available_clients, config.round_timeout)
+    try:
+        nodes = recording.handshake(
+            config.min_available_clients, config.wait_timeout, config.round_timeout
+        )
+    except TimeoutError as error:
+        raise RunFailed(str(error)) from None
     num_partitions = federation_size(nodes)
+    missing = sorted(failing_partition_ids(config) - set(range(num_partitions)))
+    if missing:
+        raise ConfigError(
+            f"failing-partitions={config.failing_partitions!r} names partitions {missing} that"
+            f" do not exist; valid ids: 0 to {num_partitions - 1}"
+        )
     partition = partition_for(config, num_partitions)
     counts = label_counts(data.y_train.numpy(), partition, data.num_classes)
     log(
@@ -124,11 +151,18 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     )
 
     name = config.run_name or f"{config.strategy}-{config.dataset}-seed{config.seed}"
-    run_dir = make_run_dir(config.output_path, name)
+    try:
+        run_dir = make_run_dir(config.output_path, name)
+    except OSError as error:
+        raise ConfigError(
+            f"output-dir={config.output_dir!r}: cannot make a run folder in {config.output_path}"
+            f" ({error.strerror or error}); choose a writable folder"
+        ) from None
     write_json(run_dir / "config.json", {**config.to_dict(), "num-partitions": num_partitions})
     write_partition_table(run_dir, counts)
     log(INFO, "flowerbed: results go to %s", run_dir)
 
     random.seed(config.seed)  # Flower samples clients with Python's random
     torch.manual_seed(config.seed)
-    return RunContext(config, data, recording, model, num_partitions, run_dir, History(run_dir))
+    history = History(run_dir, config.max_failed_rounds)
+    return RunContext(config, data, recording, model, num_partitions, run_dir, history)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from flwr.common.logger import log
 
+from .outcome import RunFailed
 from .recording_grid import RecordingGrid
 from .results import plot_accuracy, write_csv, write_json
 
@@ -104,11 +105,18 @@ def format_round(row: dict, num_rounds: int) -> str:
 
 
 class History:
-    """The rows of one run; ``add`` logs a row and rewrites ``history.json``/``.csv``."""
+    """The rows of one run; ``add`` logs a row and rewrites ``history.json``/``.csv``.
 
-    def __init__(self, run_dir: Path) -> None:
+    A round in which no client succeeded fails the run (``RunFailed``) once more than
+    ``max_failed_rounds`` such rounds have happened: a run with nothing to aggregate must not
+    end looking completed.
+    """
+
+    def __init__(self, run_dir: Path, max_failed_rounds: int = 0) -> None:
         self.run_dir = run_dir
         self.rows: list[dict] = []
+        self.max_failed_rounds = max_failed_rounds
+        self.failed_rounds = 0
 
     def add(self, row: dict, num_rounds: int, note: str = "") -> None:
         self.rows.append(row)
@@ -116,6 +124,14 @@ class History:
         write_json(self.run_dir / "history.json", self.rows)
         columns = [c for c in HISTORY_COLUMNS if any(c in r for r in self.rows)]
         write_csv(self.run_dir / "history.csv", self.rows, columns)
+        if row["round"] >= 1 and row.get("clients_trained", 1) == 0:
+            self.failed_rounds += 1
+            if self.failed_rounds > self.max_failed_rounds:
+                reasons = "; ".join(row.get("failures", [])[:3]) or "no reply"
+                raise RunFailed(
+                    f"round {row['round']}: no client succeeded ({reasons}); a run survives"
+                    f" max-failed-rounds={self.max_failed_rounds} such rounds"
+                )
 
     def plot(self, title: str) -> None:
         plot_accuracy(self.run_dir / "accuracy.png", self.rows, title)

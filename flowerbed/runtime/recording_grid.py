@@ -6,6 +6,12 @@ without touching it: bytes sent and received (the records' payload, as Flower's
 ``count_bytes`` gives it), replies and failures, each client's training loss and evaluation
 accuracy, and the wall time of the round.
 
+Poisoned replies: a reply whose arrays hold NaN or Inf, or whose ``num-examples`` is not a
+finite number, is turned into an error reply before any strategy sees it (a diverging client
+would otherwise turn every global parameter into NaN for the rest of the run): it is counted as
+a failed client with the reason, and a warning names its partition. Other metrics may be NaN
+by design (the accuracy of an empty split) and are left alone.
+
 Reproducibility: node ids are random per run, so the wrapper lists nodes in partition order
 (learnt from a handshake) and returns replies in partition order. With Python's ``random``
 seeded, Flower's client sampling and the floating-point order of aggregation are then the same
@@ -19,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
 
-from flwr.app import Message, MessageType, RecordDict
+import numpy as np
+from flwr.app import Error, Message, MessageType, RecordDict
 from flwr.common.logger import log
 
 
@@ -31,6 +38,23 @@ def short_reason(reply: Message) -> str:
     """The last line of an error reply's reason (the exception message), at most 200 chars."""
     lines = [line.strip() for line in str(reply.error.reason).splitlines() if line.strip()]
     return (lines[-1] if lines else "unknown error")[:200]
+
+
+NONFINITE_ERROR_CODE = 1001  # flowerbed's error code for a reply dropped as non-finite
+
+
+def nonfinite_entry(content: RecordDict) -> str | None:
+    """The first ``record/key`` of a reply holding NaN or Inf where it must not, or ``None``."""
+    for name, record in content.array_records.items():
+        for key, array in record.items():
+            values = array.numpy()
+            if np.issubdtype(values.dtype, np.inexact) and not np.isfinite(values).all():
+                return f"{name}/{key}"
+    for name, record in content.metric_records.items():
+        count = record.get("num-examples")
+        if count is not None and not np.isfinite(float(count)):
+            return f"{name}/num-examples"
+    return None
 
 
 @dataclass
@@ -61,17 +85,35 @@ class RecordingGrid:
         return getattr(self._grid, name)
 
     # --- federation membership -----------------------------------------------------------------
-    def handshake(self, min_nodes: int, timeout: float) -> dict[int, tuple[int, int]]:
+    def handshake(
+        self, min_nodes: int, wait_timeout: float, reply_timeout: float, report_every: float = 30.0
+    ) -> dict[int, tuple[int, int]]:
         """Ask every connected node for (partition-id, num-partitions); wait for ``min_nodes``.
 
-        Returns ``{node_id: (partition_id, num_partitions)}`` for the nodes that answered.
+        While fewer nodes are connected it says so every ``report_every`` seconds (how many are
+        connected, how many it waits for) and gives up after ``wait_timeout`` seconds with
+        ``TimeoutError``. Returns ``{node_id: (partition_id, num_partitions)}`` for the nodes
+        that answered.
         """
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        last_report = started
         while len(node_ids := list(self._grid.get_node_ids())) < min_nodes:
-            if time.monotonic() > deadline:
+            waited = time.monotonic() - started
+            if waited > wait_timeout:
                 raise TimeoutError(
                     f"only {len(node_ids)} of min-available-clients={min_nodes} nodes connected"
-                    f" within {timeout:.0f} s"
+                    f" within wait-timeout={wait_timeout:g} s"
+                )
+            if time.monotonic() - last_report >= report_every:
+                last_report = time.monotonic()
+                log(
+                    WARNING,
+                    "flowerbed: waiting for nodes: %d of min-available-clients=%d connected"
+                    " (%.0f s of wait-timeout=%g s)",
+                    len(node_ids),
+                    min_nodes,
+                    waited,
+                    wait_timeout,
                 )
             time.sleep(1)
         messages = [
@@ -79,7 +121,7 @@ class RecordingGrid:
             for node_id in node_ids
         ]
         info = {}
-        for reply in self._grid.send_and_receive(messages, timeout=timeout):
+        for reply in self._grid.send_and_receive(messages, timeout=reply_timeout):
             node = reply.metadata.src_node_id
             if reply.has_error():
                 log(WARNING, "node %d did not answer the handshake: %s", node, short_reason(reply))
@@ -105,10 +147,12 @@ class RecordingGrid:
         if not messages:
             return replies
         kind = messages[0].metadata.message_type.split(".")[0]
+        sent = {m.metadata.dst_node_id: m for m in messages}
+        replies = [self._drop_if_nonfinite(reply, sent, traffic) for reply in replies]
         for reply in replies:
             if reply.has_error():
                 traffic.clients_failed += 1
-                traffic.failures.append(f"node {reply.metadata.src_node_id}: {short_reason(reply)}")
+                traffic.failures.append(f"{self.describe(reply)}: {short_reason(reply)}")
                 continue
             traffic.bytes_received += payload_bytes(reply.content)
             metrics = dict(reply.content.metric_records.get("metrics", {}))
@@ -122,6 +166,26 @@ class RecordingGrid:
             traffic.clients_failed += missing
             traffic.failures.append(f"{missing} node(s) did not reply within the timeout")
         return sorted(replies, key=self._reply_order)
+
+    def describe(self, reply: Message) -> str:
+        """``partition 3`` (or ``node <id>`` before the handshake has named it)."""
+        node = reply.metadata.src_node_id
+        return (
+            f"partition {self.partition_of[node]}" if node in self.partition_of else f"node {node}"
+        )
+
+    def _drop_if_nonfinite(self, reply: Message, sent: dict, traffic: RoundTraffic) -> Message:
+        """The reply, or an error reply in its place if it carries NaN or Inf (module doc)."""
+        if reply.has_error() or reply.metadata.src_node_id not in sent:
+            return reply
+        entry = nonfinite_entry(reply.content)
+        if entry is None:
+            return reply
+        traffic.bytes_received += payload_bytes(reply.content)
+        reason = f"non-finite values (NaN or Inf) in {entry}; the reply was dropped"
+        log(WARNING, "%s sent %s", self.describe(reply), reason)
+        error = Error(code=NONFINITE_ERROR_CODE, reason=reason)
+        return Message(error, reply_to=sent[reply.metadata.src_node_id])
 
     def _reply_order(self, reply: Message):
         node = reply.metadata.src_node_id

@@ -49,7 +49,7 @@ SETTINGS = (
     Setting("learning-rate", 0.05, "client learning rate", low=0, low_open=True),
     Setting("optimizer", "sgd", "client optimizer: `sgd` or `adam`", choices=OPTIMIZERS),
     Setting("momentum", 0.9, "SGD momentum", low=0, high=1, high_open=True),
-    Setting("weight-decay", 0.0, "client weight decay"),
+    Setting("weight-decay", 0.0, "client weight decay", low=0),
 )
 
 LossFn = Callable[[nn.Module, Tensor, Tensor], Tensor]

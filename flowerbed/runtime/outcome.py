@@ -1,0 +1,92 @@
+"""How a run ends: ``status.json`` in its run folder, and errors that read as one line.
+
+``status.json`` is written atomically: ``running`` when the run folder is made, then
+``completed``, ``failed`` (with the reason: a configuration or data error, a round in which no
+client succeeded, an exception) or ``interrupted`` (SIGINT or SIGTERM). A failed run also
+writes ``error.log`` with the traceback. ``flwr run`` exits 0 whatever the ServerApp does, so
+the status file (or ``flwr ls``) is where a script learns how a run ended.
+
+Errors flowerbed raises on purpose (``CLEAR_ERRORS``) are logged as one line, and Flower's
+own report of the exception keeps its message but not the traceback, unless the environment
+sets ``FLOWERBED_TRACEBACK=1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..data.datasets import DataNotFoundError
+from ..settings import ConfigError
+from .results import atomic_write, write_json
+
+STATUSES = ("running", "completed", "failed", "interrupted")
+
+
+class RunFailed(RuntimeError):
+    """The run cannot go on: no client succeeded in a round, the nodes never came."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The ServerApp process was asked to stop (SIGTERM)."""
+
+
+CLEAR_ERRORS = (ConfigError, DataNotFoundError, RunFailed)
+
+
+def one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def write_status(run_dir: Path, status: str, reason: str = "") -> None:
+    if status not in STATUSES:
+        raise ValueError(f"unknown run status {status!r}; valid choices: {', '.join(STATUSES)}")
+    write_json(
+        run_dir / "status.json",
+        {"status": status, "reason": reason, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+    )
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(f"stopped by signal {signal.Signals(signum).name}")
+
+
+@contextmanager
+def recorded_outcome(run_dir: Path) -> Iterator[None]:
+    """``running`` now; ``completed``, ``failed`` or ``interrupted`` when the block ends."""
+    write_status(run_dir, "running")
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted) if in_main_thread else None
+    try:
+        yield
+    except KeyboardInterrupt as error:
+        write_status(run_dir, "interrupted", one_line(error) if str(error) else "SIGINT")
+        raise
+    except Exception as error:
+        atomic_write(run_dir / "error.log", lambda f: f.write(traceback.format_exc()))
+        write_status(run_dir, "failed", one_line(error))
+        raise
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    write_status(run_dir, "completed")
+
+
+class OneLineErrors(logging.Filter):
+    """Drops the traceback from log records about flowerbed's clear errors (module doc)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and os.environ.get("FLOWERBED_TRACEBACK") != "1":
+            error = record.exc_info[1]
+            if isinstance(error, CLEAR_ERRORS):
+                record.exc_info = None
+                record.exc_text = None
+        return True
