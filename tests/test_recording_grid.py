@@ -1,6 +1,7 @@
-"""The recording grid drops poisoned replies: a client that sends NaN or Inf weights is counted
-as failed, with the reason, and the global model is the aggregate of the others, exactly as if
-that client had failed, for every family of server rule."""
+"""The recording grid drops poisoned replies: a client that sends NaN or Inf weights (the
+``nonfinite`` failure mode of the fault-injection mod) is counted as failed, with the reason, and
+the global model is the aggregate of the others, exactly as if that client had raised, for every
+family of server rule."""
 
 import json
 
@@ -9,24 +10,10 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, MetricRecord, RecordDict
 
-from flowerbed.client_app import app as client_app
 from flowerbed.inprocess import run_in_process, use_server_identity
 from flowerbed.runtime.recording_grid import nonfinite_entry
 
 POISONED = 1
-
-
-def poison_arrays(msg, context):
-    """A client mod for this test: partition 1 replies with NaN in every float array."""
-    reply = client_app(msg, context)
-    if int(context.node_config["partition-id"]) == POISONED and not reply.has_error():
-        for name, record in list(reply.content.array_records.items()):
-            arrays = {k: v.numpy().copy() for k, v in record.items()}
-            for value in arrays.values():
-                if np.issubdtype(value.dtype, np.floating):
-                    value[...] = np.nan
-            reply.content[name] = ArrayRecord({k: torch.from_numpy(v) for k, v in arrays.items()})
-    return reply
 
 
 def test_nonfinite_entry_finds_nan_and_inf_in_arrays_and_counts():
@@ -64,10 +51,11 @@ KT = {"kt-local-max-epochs": 2, "kt-local-patience": 1, "kt-epochs": 1, "kt-quer
 )
 def test_a_poisoned_client_counts_as_failed_and_the_others_are_aggregated(overrides, tmp_path):
     common = {"num-server-rounds": 2, "local-epochs": 1, "model": "mlp", **overrides}
-    poisoned = run_in_process({**common, "output-dir": str(tmp_path / "a")}, 4, app=poison_arrays)
-    failing = run_in_process(
-        {**common, "output-dir": str(tmp_path / "b"), "failing-partitions": str(POISONED)}, 4
+    common["failing-partitions"] = str(POISONED)
+    poisoned = run_in_process(
+        {**common, "failure-mode": "nonfinite", "output-dir": str(tmp_path / "a")}, 4
     )
+    failing = run_in_process({**common, "output-dir": str(tmp_path / "b")}, 4)
     history = json.loads((poisoned / "history.json").read_text())
     reference = json.loads((failing / "history.json").read_text())
     first = history[0] if overrides["strategy"] == "qkt" else history[1]

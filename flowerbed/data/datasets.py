@@ -16,6 +16,7 @@ standardised with statistics of the training split only.
 from __future__ import annotations
 
 import functools
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,10 @@ def available_datasets() -> tuple[str, ...]:
 
 class DataNotFoundError(FileNotFoundError):
     """A data file is missing and downloading is off: the message says where to put it."""
+
+
+class DataFileError(ValueError):
+    """A data file is there but cannot be read: the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,13 @@ def _load_medmnist(flag: str, data_dir: Path, download: bool, image_size: int):
     splits = {}
     for split in ("train", "test"):
         # medmnist reads the npz with np.load's default allow_pickle=False.
-        ds = dataset_class(split=split, root=str(data_dir), download=download, size=size)
+        try:
+            ds = dataset_class(split=split, root=str(data_dir), download=download, size=size)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+            raise DataFileError(
+                f"{path} is not a readable MedMNIST file ({type(error).__name__}: {error});"
+                " replace it with the one from https://zenodo.org/records/10519652"
+            ) from error
         splits[split] = (_images_to_nchw(ds.imgs), ds.labels.reshape(-1).astype(np.int64))
     return (*splits["train"], *splits["test"])
 

@@ -34,9 +34,12 @@ SETTINGS = (
     Setting(
         "image-size",
         28,
-        "MedMNIST image size: "
-        + ", ".join(str(s) for s in MEDMNIST_SIZES[:-1])
-        + f" or {MEDMNIST_SIZES[-1]}",
+        "MedMNIST image size: " + ", ".join(str(size) for size in MEDMNIST_SIZES),
+        check=lambda value, config: (
+            None
+            if value in MEDMNIST_SIZES
+            else f"image-size must be one of {', '.join(map(str, MEDMNIST_SIZES))}, got {value}"
+        ),
     ),
     Setting(
         "partitioner", "dirichlet", "`" + "`, `".join(PARTITIONERS) + "`", choices=PARTITIONERS
@@ -52,6 +55,7 @@ SETTINGS = (
         "min-partition-size",
         10,
         "Dirichlet: resample until every client holds at least this many samples",
+        low=0,
     ),
     Setting(
         "classes-per-client",

@@ -123,7 +123,12 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     """Steps 1-4 of the module docstring; returns the context the protocol runs in."""
     data = load_splits(config)
     torch.manual_seed(config.seed)  # the initial global model is a function of the seed
-    model = build_model(config, data.input_shape, data.num_classes)  # fails early on a mismatch
+    try:  # a model that does not fit the data stops here
+        model = build_model(config, data.input_shape, data.num_classes)
+    except ValueError as error:
+        raise ConfigError(
+            f"model={config.model!r} on dataset={config.dataset!r}: {error}"
+        ) from error
 
     recording = RecordingGrid(grid)
     try:
@@ -139,7 +144,10 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
             f"failing-partitions={config.failing_partitions!r} names partitions {missing} that"
             f" do not exist; valid ids: 0 to {num_partitions - 1}"
         )
-    partition = partition_for(config, num_partitions)
+    try:
+        partition = partition_for(config, num_partitions)
+    except ValueError as error:  # more clients than samples, impossible minimum sizes...
+        raise ConfigError(f"partitioner={config.partitioner!r}: {error}") from error
     counts = label_counts(data.y_train.numpy(), partition, data.num_classes)
     log(
         INFO,

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..data.datasets import DataNotFoundError
+from ..data.datasets import DataFileError, DataNotFoundError
 from ..settings import ConfigError
 from .results import atomic_write, write_json
 
@@ -38,7 +38,7 @@ class Interrupted(KeyboardInterrupt):
     """The ServerApp process was asked to stop (SIGTERM)."""
 
 
-CLEAR_ERRORS = (ConfigError, DataNotFoundError, RunFailed)
+CLEAR_ERRORS = (ConfigError, DataNotFoundError, DataFileError, RunFailed)
 
 
 def one_line(error: BaseException) -> str:
