@@ -63,3 +63,30 @@ def test_stateful_strategy_runs_two_rounds_with_flwr_run(name, tmp_path):
     for r in (1, 2):
         assert rows[r]["clients_trained"] == 4 and rows[r]["clients_failed"] == 0, rows[r]
         assert 0.0 <= rows[r]["central_accuracy"] <= 1.0
+
+
+def test_flwr_run_drops_a_nonfinite_client_and_fails_a_run_without_clients(tmp_path, fast_run):
+    """Through Ray: a client replying NaN weights is dropped (counted, named, the model stays
+    finite); a run whose clients all fail ends `failed` in one log line, without model.pt."""
+    overrides = {**fast_run, "model": "mlp", "failing-partitions": "1", "failure-mode": "nonfinite"}
+    result = simulate(overrides, num_supernodes=3, flwr_home=tmp_path / "home-a")
+    assert result.returncode == 0, result.log[-3000:]
+    assert "partition 1 sent non-finite values (NaN or Inf) in arrays/" in result.log
+    for row in result.history[1:]:
+        assert row["clients_trained"] == 2 and row["clients_failed"] == 1
+    assert json.loads((result.run_dir / "status.json").read_text())["status"] == "completed"
+
+    failing = {
+        **fast_run,
+        "model": "mlp",
+        "failing-partitions": "0,1",
+        "output-dir": str(tmp_path / "b"),
+    }
+    result = simulate(failing, num_supernodes=2, flwr_home=tmp_path / "home-b")
+    assert "flowerbed: run failed: round 1: no client succeeded (partition 0: " in result.log
+    # one line, not a traceback (the failing clients' own tracebacks come from Flower's engine)
+    assert "flowerbed/runtime/history.py" not in result.log
+    (run_dir,) = (tmp_path / "b").iterdir()
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "failed" and status["reason"].startswith("round 1: no client")
+    assert not (run_dir / "model.pt").exists()
