@@ -26,8 +26,7 @@ from flwr.supercore.task_identity import TaskIdentity  # private Flower API: use
 from .catalog import parse_run_config
 from .client_app import app as client_app
 from .server_app import run_protocol
-
-APP_DIR = Path(__file__).resolve().parent.parent
+from .simulation import APP_DIR
 
 
 def use_server_identity() -> None:

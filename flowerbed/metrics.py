@@ -18,7 +18,9 @@ query accuracy 0 means local accuracy ~0.92, and Uniform 67.95 = 3 x 0.906 / 4).
 
 Every strategy reports through ``client_kt_metrics`` (one client) and ``summarize`` (the mean
 over clients, the paper's reported numbers); ``write_kt_metrics`` writes ``kt_metrics.json`` and
-``kt_metrics.csv`` into a run folder.
+``kt_metrics.csv`` into a run folder. ``test_accuracies`` / ``local_test_accuracy`` measure a
+predictor (a model in eval mode, ``eval_scores``, or an ensemble) on the held-out test set or a
+client's local test split.
 """
 
 from __future__ import annotations
@@ -61,6 +63,31 @@ def predicted_classes(
     return torch.cat(
         [scores(x[i : i + batch_size]).argmax(dim=1) for i in range(0, len(x), batch_size)]
     ).numpy()
+
+
+Scores = Callable[[torch.Tensor], torch.Tensor]
+
+
+def eval_scores(model: torch.nn.Module) -> Scores:
+    """The model in eval mode, as a predictor."""
+    model.eval()
+    return model
+
+
+def test_accuracies(scores: Scores, data) -> tuple[np.ndarray, float]:
+    """Per-class accuracy and accuracy of ``scores`` on the held-out test set."""
+    predictions = predicted_classes(scores, data.x_test)
+    labels = data.y_test.numpy()
+    return per_class_accuracy(predictions, labels, data.num_classes), float(
+        (predictions == labels).mean()
+    )
+
+
+def local_test_accuracy(scores: Scores, client) -> float:
+    """Accuracy on the client's local test (validation) split; NaN when it is empty."""
+    if len(client.y_test) == 0:
+        return math.nan
+    return float((predicted_classes(scores, client.x_test) == client.y_test.numpy()).mean())
 
 
 def client_kt_metrics(

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from ..kd.teachers import teacher_probabilities
+from ..metrics import eval_scores
 from ..protocols.exchange import Transfer
-from ..protocols.local_fit import eval_scores
 from .one_shot import one_shot_protocol
 from .qkt import TRANSFER_SETTINGS, naive_kd
 

@@ -38,8 +38,8 @@ from torch.nn.utils import parametrize
 
 from ..kd.objectives import KDParams
 from ..kd.teachers import filter_teachers, teacher_probabilities
+from ..metrics import eval_scores
 from ..protocols.exchange import Transfer
-from ..protocols.local_fit import eval_scores
 from ..settings import Setting
 from ..training.loops import minibatches, predict
 from .one_shot import one_shot_protocol

@@ -46,4 +46,9 @@ def build_model(
     return builder(tuple(input_shape), num_classes)
 
 
-__all__ = ["MODELS", "SETTINGS", "Classifier", "build_model"]
+def run_model(config, input_shape: tuple[int, ...], num_classes: int) -> Classifier:
+    """The run's ``model`` (run-config key) for the data: the default global model."""
+    return build_model(config.model, input_shape, num_classes, config=config)
+
+
+__all__ = ["MODELS", "SETTINGS", "Classifier", "build_model", "run_model"]

@@ -35,22 +35,26 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
 from ..kd.loop import distill
 from ..kd.objectives import KDParams
-from ..metrics import client_kt_metrics, write_kt_metrics
+from ..metrics import (
+    Scores,
+    client_kt_metrics,
+    eval_scores,
+    local_test_accuracy,
+    test_accuracies,
+    write_kt_metrics,
+)
 from ..models import Classifier, build_model
 from ..runtime.context import RunContext
 from ..runtime.seeding import seed_for
+from ..settings import ConfigError, RunConfig
 from ..training.local_client import LocalClient
 from ..training.loops import build_optimizer
 from .local_fit import (
     NUM_ROUNDS,
-    Scores,
-    check_one_architecture,
+    client_models,
     client_models_row,
     client_query,
-    eval_scores,
     local_model,
-    local_test_accuracy,
-    test_accuracies,
     train_counts,
 )
 from .phase import Handoff, Phase
@@ -147,6 +151,15 @@ def log_kt_summary(summary: dict, query_mode: str, prefix: str, suffix: str = ""
         summary["uniform_acc"],
         suffix,
     )
+
+
+def check_one_architecture(config: RunConfig) -> None:
+    """Methods that average client models need one architecture for all."""
+    if len(set(client_models(config))) > 1:
+        raise ConfigError(
+            f"strategy {config.strategy!r} averages models and needs one architecture;"
+            f" kt-client-models={','.join(client_models(config))!r} mixes several"
+        )
 
 
 class Exchange(Phase):

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
-from ..metrics import write_kt_metrics
+from ..metrics import eval_scores, test_accuracies, write_kt_metrics
 from ..runtime.context import ModelBuilder, RunContext
 from ..settings import Setting
 from ..training.local_client import LocalClient
 from .exchange import kt_row, log_kt_summary
-from .local_fit import client_query, eval_scores, test_accuracies, train_counts, train_local_model
+from .local_fit import client_query, train_counts, train_local_model
 from .phase import Handoff, Phase
 
 SETTINGS = (

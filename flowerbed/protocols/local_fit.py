@@ -28,20 +28,19 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable
 
 import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
-from ..metrics import per_class_accuracy, predicted_classes
+from ..metrics import eval_scores, local_test_accuracy, test_accuracies
 from ..models import MODELS, Classifier, build_model
 from ..queries import draw_query
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
 from ..runtime.recording_grid import RecordingGrid
 from ..runtime.seeding import seed_for
-from ..settings import ConfigError, RunConfig, Setting, comma_list
+from ..settings import RunConfig, Setting, comma_list
 from ..training.local_client import LocalClient
 from ..training.loops import build_optimizer, evaluate, train_local
 from .phase import Handoff, Phase
@@ -198,31 +197,6 @@ def client_query(client: LocalClient) -> list[int]:
     )
 
 
-Scores = Callable[[torch.Tensor], torch.Tensor]
-
-
-def eval_scores(model: torch.nn.Module) -> Scores:
-    """The model in eval mode, as a predictor."""
-    model.eval()
-    return model
-
-
-def test_accuracies(scores: Scores, data) -> tuple[np.ndarray, float]:
-    """Per-class accuracy and accuracy of ``scores`` on the held-out test set."""
-    predictions = predicted_classes(scores, data.x_test)
-    labels = data.y_test.numpy()
-    return per_class_accuracy(predictions, labels, data.num_classes), float(
-        (predictions == labels).mean()
-    )
-
-
-def local_test_accuracy(scores: Scores, client: LocalClient) -> float:
-    """Accuracy on the client's local test (validation) split; NaN when it is empty."""
-    if len(client.y_test) == 0:
-        return math.nan
-    return float((predicted_classes(scores, client.x_test) == client.y_test.numpy()).mean())
-
-
 # --- history -------------------------------------------------------------------------------
 
 
@@ -303,12 +277,3 @@ def local_model(client: LocalClient) -> Classifier:
     model = build_model(name, data.input_shape, data.num_classes, config=client.config)
     model.load_state_dict(client.context.state["kt-local-model"].to_torch_state_dict())
     return model
-
-
-def check_one_architecture(config: RunConfig) -> None:
-    """Methods that average client models need one architecture for all."""
-    if len(set(client_models(config))) > 1:
-        raise ConfigError(
-            f"strategy {config.strategy!r} averages models and needs one architecture;"
-            f" kt-client-models={','.join(client_models(config))!r} mixes several"
-        )

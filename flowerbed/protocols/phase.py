@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from flwr.app import ArrayRecord, Message
 
-from ..models import Classifier, build_model
+from ..models import Classifier, run_model
 from ..runtime.context import RunContext
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
@@ -76,11 +76,6 @@ class Protocol:
         raise ValueError(f"no phase of this protocol answers {message_type!r} messages")
 
 
-def registry_model(config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
-    """The run's ``model`` from the model registry (the default global model)."""
-    return build_model(config.model, input_shape, num_classes, config=config)
-
-
 @dataclass(frozen=True)
 class ProtocolSpec:
     """A registered protocol: what ``strategy=<name>`` runs."""
@@ -90,7 +85,7 @@ class ProtocolSpec:
     paper: str
     phases: Callable[[RunConfig], tuple[Phase, ...]]
     settings: tuple[Setting, ...] = ()
-    build_model: Callable[[RunConfig, tuple[int, ...], int], Classifier] = registry_model
+    build_model: Callable[[RunConfig, tuple[int, ...], int], Classifier] = run_model
 
     def protocol(self, config: RunConfig) -> Protocol:
         return Protocol(tuple(self.phases(config)))

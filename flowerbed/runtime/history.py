@@ -53,11 +53,11 @@ def round_row(server_round: int, grid: RecordingGrid, **accuracies: float) -> di
     train_losses = [
         (m["num-examples"], m["train-loss"]) for m in traffic.train if "train-loss" in m
     ]
-    accuracies_ = [m["accuracy"] for m in traffic.evaluate if "accuracy" in m]
+    local_accuracies = [m["accuracy"] for m in traffic.evaluate if "accuracy" in m]
     row.update(
         train_loss=weighted_mean(train_losses),
-        client_accuracy_mean=float(np.mean(accuracies_)) if accuracies_ else math.nan,
-        client_accuracy_std=float(np.std(accuracies_)) if accuracies_ else math.nan,
+        client_accuracy_mean=float(np.mean(local_accuracies)) if local_accuracies else math.nan,
+        client_accuracy_std=float(np.std(local_accuracies)) if local_accuracies else math.nan,
         clients_trained=traffic.clients_trained,
         clients_failed=traffic.clients_failed,
         bytes_sent=traffic.bytes_sent,

@@ -29,7 +29,7 @@ from flwr.serverapp.strategy.strategy_utils import (
 )
 
 from ..data.federation import load_splits
-from ..models import Classifier, build_model
+from ..models import Classifier, build_model, run_model
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 
@@ -54,9 +54,8 @@ class StrategySpec:
 
     def build_model(self, config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
         """The global model of this algorithm (the server's initial and evaluated model)."""
-        if self.model_builder is not None:
-            return self.model_builder(config, tuple(input_shape), num_classes)
-        return build_model(config.model, input_shape, num_classes, config=config)
+        builder = self.model_builder or run_model
+        return builder(config, tuple(input_shape), num_classes)
 
 
 def valid_replies(
