@@ -13,9 +13,10 @@ a failed client with the reason, and a warning names its partition. Other metric
 by design (the accuracy of an empty split) and are left alone.
 
 Reproducibility: node ids are random per run, so the wrapper lists nodes in partition order
-(learnt from a handshake) and returns replies in partition order. With Python's ``random``
-seeded, Flower's client sampling and the floating-point order of aggregation are then the same
-in every run with the same seed.
+(learnt from a handshake), returns replies in partition order and records their metrics and
+failures in that order. With Python's ``random`` seeded, Flower's client sampling, the
+floating-point order of aggregation and the history are then the same in every run with the
+same seed, whatever order the replies arrive in.
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ class RecordingGrid:
         kind = messages[0].metadata.message_type.split(".")[0]
         sent = {m.metadata.dst_node_id: m for m in messages}
         replies = [self._drop_if_nonfinite(reply, sent, traffic) for reply in replies]
-        for reply in replies:
+        # recorded in partition order, not arrival order: the history is the same every run
+        for reply in sorted(replies, key=self._partition_order):
             if reply.has_error():
                 traffic.clients_failed += 1
                 traffic.failures.append(f"{self.describe(reply)}: {short_reason(reply)}")
@@ -187,9 +189,12 @@ class RecordingGrid:
         error = Error(code=NONFINITE_ERROR_CODE, reason=reason)
         return Message(error, reply_to=sent[reply.metadata.src_node_id])
 
-    def _reply_order(self, reply: Message):
+    def _partition_order(self, reply: Message):
         node = reply.metadata.src_node_id
-        return (reply.has_error(), self.partition_of.get(node, 1 << 62), node)
+        return (self.partition_of.get(node, 1 << 62), node)
+
+    def _reply_order(self, reply: Message):
+        return (reply.has_error(), *self._partition_order(reply))
 
     def end_round(self) -> RoundTraffic:
         """Close the current round (its seconds) and open the next."""
