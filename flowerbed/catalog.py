@@ -4,7 +4,8 @@
 
 * each algorithm of ``flowerbed.strategies`` (one Flower strategy) becomes the protocol
   [FL rounds] (+ [knowledge-transfer metrics] with ``kt-metrics=true``);
-* each one-shot method of ``flowerbed.methods`` is already a protocol (local fit, exchange).
+* each method of ``flowerbed.methods`` is already a protocol (one-shot: local fit, exchange;
+  CTL: share, collaboration rounds).
 
 ``SETTINGS`` is every declared run-config key, in the order of the README's table and of
 pyproject's ``[tool.flwr.app.config]``: the keys every run reads, then each protocol's own.
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import federation
-from .methods import one_shot_baselines, qkt
+from .methods import ctl, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
 from .protocols import kt_metrics
@@ -59,6 +60,8 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
         # one-shot knowledge transfer
         *qkt.PROTOCOLS,
         *one_shot_baselines.PROTOCOLS,
+        # decentralised: predictions on shared representatives, no global model
+        ctl.PROTOCOL,
     )
 }
 

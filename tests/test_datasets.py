@@ -35,6 +35,16 @@ def test_dataset_list_has_2d_medmnist_but_not_3d_or_multilabel():
     assert "organmnist3d" not in names and "chestmnist" not in names
 
 
+def test_generated_sets_are_listed_and_only_they_read_the_seed():
+    assert {"breast-cancer-shifted", "ctl-gaussian"} <= set(available_datasets())
+    digits = load_dataset("digits", seed=1)
+    assert load_dataset("digits", seed=2) is digits  # loaded once, whatever the seed
+    assert digits.train_nodes is None and digits.test_nodes is None and digits.num_nodes is None
+    one, two = load_dataset("ctl-gaussian", seed=1), load_dataset("ctl-gaussian", seed=2)
+    assert load_dataset("ctl-gaussian", seed=1) is one and not torch.equal(one.x_test, two.x_test)
+    assert one.test_nodes.tolist() == sorted(one.test_nodes.tolist())  # rows ordered by node
+
+
 def write_medmnist_npz(path, n_train=12, n_test=6, shape=(28, 28, 3), classes=8):
     rng = np.random.default_rng(0)
     arrays = {}

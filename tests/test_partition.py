@@ -4,17 +4,26 @@ import pytest
 from flowerbed.data.partition import (
     PARTITIONERS,
     label_counts,
+    partition_data,
     partition_indices,
     split_train_test,
 )
 
 LABELS = np.repeat(np.arange(10), 50)  # 500 samples, 10 balanced classes
 np.random.default_rng(0).shuffle(LABELS)
+FEATURES = np.random.default_rng(1).normal(size=(len(LABELS), 4))  # read by kmeans-pca
+
+
+def inputs(num_partitions: int) -> dict:
+    """What kmeans-pca (features) and dataset-nodes (nodes) read; label schemes ignore it."""
+    return {"features": FEATURES, "nodes": np.arange(len(LABELS)) % num_partitions}
 
 
 @pytest.mark.parametrize("scheme", PARTITIONERS)
 def test_partitions_are_disjoint_and_cover_the_data(scheme):
-    parts = partition_indices(LABELS, 8, scheme, seed=3, alpha=0.5, min_partition_size=5)
+    parts = partition_indices(
+        LABELS, 8, scheme, seed=3, alpha=0.5, min_partition_size=5, **inputs(8)
+    )
     assert len(parts) == 8
     joined = np.concatenate(parts)
     assert len(joined) == len(np.unique(joined)), "a sample is in two partitions"
@@ -23,11 +32,11 @@ def test_partitions_are_disjoint_and_cover_the_data(scheme):
 
 @pytest.mark.parametrize("scheme", PARTITIONERS)
 def test_same_seed_same_partition_other_seed_other_partition(scheme):
-    a = partition_indices(LABELS, 5, scheme, seed=1, min_partition_size=5)
-    b = partition_indices(LABELS, 5, scheme, seed=1, min_partition_size=5)
+    a = partition_indices(LABELS, 5, scheme, seed=1, min_partition_size=5, **inputs(5))
+    b = partition_indices(LABELS, 5, scheme, seed=1, min_partition_size=5, **inputs(5))
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    if scheme != "label-sorted":  # the only deterministic scheme
-        c = partition_indices(LABELS, 5, scheme, seed=2, min_partition_size=5)
+    if scheme not in ("label-sorted", "dataset-nodes"):  # the deterministic schemes
+        c = partition_indices(LABELS, 5, scheme, seed=2, min_partition_size=5, **inputs(5))
         assert not all(np.array_equal(np.sort(x), np.sort(y)) for x, y in zip(a, c))
 
 
@@ -108,3 +117,135 @@ def test_local_split_is_seeded_disjoint_and_keeps_both_sides_nonempty():
     assert np.array_equal(train, train2) and np.array_equal(test, test2)
     tiny_train, tiny_test = split_train_test(np.array([3, 4]), 0.01, seed=0)
     assert len(tiny_train) == 1 and len(tiny_test) == 1
+
+
+# --- kmeans-pca and dataset-nodes --------------------------------------------------------------
+CENTRES = np.array([[10.0, 10.0], [10.0, -10.0], [-10.0, 10.0], [-10.0, -10.0]])
+
+
+def blobs(n: int, seed: int, centres: np.ndarray = CENTRES):
+    """``n`` points around random ones of ``centres`` (sd 1) and the blob of each."""
+    rng = np.random.default_rng(seed)
+    blob = rng.integers(0, len(centres), n)
+    return centres[blob] + rng.normal(size=(n, centres.shape[1])), blob
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_kmeans_pca_recovers_well_separated_blobs_in_train_and_test(seed):
+    x, blob = blobs(400, seed=10 + seed)
+    x_test, blob_test = blobs(100, seed=20 + seed)
+    parts = partition_data(
+        np.zeros(400, dtype=np.int64),
+        4,
+        "kmeans-pca",
+        seed=seed,
+        features=x,
+        test_features=x_test,
+    )
+    train_blob = [set(blob[p].tolist()) for p in parts.train]
+    assert all(len(b) == 1 for b in train_blob), "a client holds points of two blobs"
+    assert sorted(b.pop() for b in [set(s) for s in train_blob]) == [0, 1, 2, 3]
+    for client, part in enumerate(parts.test):  # test points join their blob's client
+        assert set(blob_test[part].tolist()) == train_blob[client]
+    for side, n in ((parts.train, 400), (parts.test, 100)):
+        joined = np.concatenate(side)
+        assert sorted(joined.tolist()) == list(range(n))
+
+
+def test_kmeans_pca_flattens_images():
+    x, blob = blobs(200, seed=3)
+    images = x.reshape(200, 1, 1, 2)
+    parts = partition_data(np.zeros(200, dtype=np.int64), 4, "kmeans-pca", features=images)
+    assert all(len(set(blob[p].tolist())) == 1 for p in parts.train)
+    assert parts.test is None  # no test features given
+
+
+def test_kmeans_pca_projects_test_points_with_the_training_scaler():
+    """A test split that is a shifted subset: mostly points of the right-hand blob. With the
+    training pool's scaler they stay in that blob's cluster; a scaler re-fitted on the test
+    split (the authors' code) centres them and sends them to the middle blob's cluster."""
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import PCA
+    from sklearn.preprocessing import StandardScaler
+
+    line = np.array([[-10.0, -10.0], [0.0, 0.0], [10.0, 10.0]])  # both features carry the blobs
+    x, blob = blobs(600, seed=1, centres=line)
+    rng = np.random.default_rng(2)
+    x_test = np.concatenate([line[[0, 1]], line[2] + rng.normal(size=(50, 2))])
+    parts = partition_data(
+        np.zeros(600, dtype=np.int64), 3, "kmeans-pca", seed=0, features=x, test_features=x_test
+    )
+    right = next(k for k, p in enumerate(parts.train) if set(blob[p].tolist()) == {2})
+    middle = next(k for k, p in enumerate(parts.train) if set(blob[p].tolist()) == {1})
+    assert parts.test[right].tolist() == list(range(2, 52))
+    assert len(parts.test[middle]) == 1
+
+    # the bug, computed independently: the same clusters, a scaler re-fitted on the test split
+    scaler = StandardScaler().fit(x)
+    pca = PCA(n_components=2, random_state=0).fit(scaler.transform(x))
+    kmeans = KMeans(n_clusters=3, max_iter=1, n_init=1, random_state=0)
+    assert np.array_equal(
+        kmeans.fit_predict(pca.transform(scaler.transform(x))) == right, blob == 2
+    )
+    refitted = kmeans.predict(pca.transform(StandardScaler().fit_transform(x_test)))
+    assert (refitted[2:] == middle).mean() > 0.8, "the re-fitted scaler should move them"
+
+
+def test_kmeans_pca_bad_inputs_are_named():
+    labels = np.zeros(10, dtype=np.int64)
+    with pytest.raises(ValueError, match="kmeans-pca' clusters the training pool's features"):
+        partition_data(labels, 2, "kmeans-pca")
+    with pytest.raises(ValueError, match="kmeans-pca: 9 feature rows for 10 labels"):
+        partition_data(labels, 2, "kmeans-pca", features=np.ones((9, 2)))
+    with pytest.raises(ValueError, match="test features have 3 values per sample"):
+        partition_data(
+            labels,
+            2,
+            "kmeans-pca",
+            features=np.arange(20.0).reshape(10, 2),
+            test_features=np.ones((4, 3)),
+        )
+    duplicates = np.repeat([[0.0, 0.0], [5.0, 1.0]], 5, axis=0)  # two distinct points, 3 clusters
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(  # sklearn: fewer distinct clusters
+            ValueError,
+            match="kmeans-pca leaves client 2 without training samples .*another seed or fewer",
+        ),
+    ):
+        partition_data(labels, 3, "kmeans-pca", features=duplicates)
+    x, _ = blobs(100, seed=0)
+    far_away = np.full((3, 2), 10.0)  # every test point in the (10, 10) blob's cluster
+    with pytest.raises(ValueError, match="without held-out test samples"):
+        partition_data(
+            np.zeros(100, dtype=np.int64), 4, "kmeans-pca", features=x, test_features=far_away
+        )
+
+
+def test_dataset_nodes_gives_each_client_its_node():
+    nodes = np.array([2, 0, 1, 0, 2, 1, 1])
+    test_nodes = np.array([1, 0, 2, 2])
+    parts = partition_data(
+        np.zeros(7, dtype=np.int64), 3, "dataset-nodes", nodes=nodes, test_nodes=test_nodes
+    )
+    assert [p.tolist() for p in parts.train] == [[1, 3], [2, 5, 6], [0, 4]]
+    assert [p.tolist() for p in parts.test] == [[1], [0], [2, 3]]
+
+
+def test_dataset_nodes_bad_uses_are_named():
+    labels = np.zeros(6, dtype=np.int64)
+    with pytest.raises(ValueError, match="'dataset-nodes' needs a data set with its own nodes"):
+        partition_data(labels, 2, "dataset-nodes")
+    with pytest.raises(
+        ValueError,
+        match="the data set has 3 nodes but the federation has 2 clients; run with 3 SuperNodes",
+    ):
+        partition_data(labels, 2, "dataset-nodes", nodes=np.arange(6) % 3)
+    with pytest.raises(ValueError, match="leaves client 1 without held-out test samples"):
+        partition_data(
+            labels,
+            2,
+            "dataset-nodes",
+            nodes=np.arange(6) % 2,
+            test_nodes=np.array([0, 0]),
+        )

@@ -8,6 +8,9 @@ Supported names (see ``DATASETS``):
   which downloads when ``download=True`` and otherwise reads ``<data-dir>/<flag>.npz``
   (``<flag>_<size>.npz`` for sizes other than 28).
 * ``cifar10``, ``mnist``: through torchvision, from ``<data-dir>`` (downloaded when asked).
+* ``breast-cancer-shifted``, ``ctl-gaussian``: generated from the run's seed and the ``sim-*``
+  keys (``simulations.py``, the CTL paper's two simulations); ``ctl-gaussian`` records the node
+  of every sample (``DatasetSplits.train_nodes``/``test_nodes``).
 
 Images are returned as float32 ``(N, C, H, W)``, tabular data as ``(N, D)``; features are
 standardised with statistics of the training split only.
@@ -22,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from .simulations import GENERATED_DATASETS, SimulationOptions, generate
 
 SKLEARN_DATASETS = ("digits", "breast-cancer")
 TORCHVISION_DATASETS = ("cifar10", "mnist")
@@ -41,7 +46,7 @@ def medmnist_flags() -> tuple[str, ...]:
 
 
 def available_datasets() -> tuple[str, ...]:
-    return SKLEARN_DATASETS + medmnist_flags() + TORCHVISION_DATASETS
+    return SKLEARN_DATASETS + GENERATED_DATASETS + medmnist_flags() + TORCHVISION_DATASETS
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -54,7 +59,11 @@ class DataFileError(ValueError):
 
 @dataclass(frozen=True)
 class DatasetSplits:
-    """A data set as tensors: training pool (to be partitioned) and held-out test split."""
+    """A data set as tensors: training pool (to be partitioned) and held-out test split.
+
+    ``train_nodes``/``test_nodes``: for data sets with their own nodes (``ctl-gaussian``), the
+    node (0 to ``num_nodes`` - 1) of every training and test sample; None for the others.
+    """
 
     name: str
     x_train: torch.Tensor
@@ -62,6 +71,15 @@ class DatasetSplits:
     x_test: torch.Tensor
     y_test: torch.Tensor
     num_classes: int
+    train_nodes: torch.Tensor | None = None
+    test_nodes: torch.Tensor | None = None
+
+    @property
+    def num_nodes(self) -> int | None:
+        """The number of the data set's own nodes; None for a data set without nodes."""
+        if self.train_nodes is None or self.test_nodes is None:
+            return None
+        return int(max(self.train_nodes.max(), self.test_nodes.max())) + 1
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -73,10 +91,37 @@ class DatasetSplits:
 
 
 def load_dataset(
-    name: str, data_dir: str | Path = "", download: bool = False, image_size: int = 28
+    name: str,
+    data_dir: str | Path = "",
+    download: bool = False,
+    image_size: int = 28,
+    *,
+    seed: int = 0,
+    simulation: SimulationOptions | None = None,
 ) -> DatasetSplits:
-    """Load ``name``; cached per process so every Ray actor reads its files once."""
+    """Load ``name``; cached per process so every Ray actor reads its files once.
+
+    ``seed`` and ``simulation`` (the ``sim-*`` keys) are read by generated data sets only; the
+    others ignore them and are loaded once per process whatever the seed.
+    """
+    if name in GENERATED_DATASETS:
+        options = (simulation or SimulationOptions()).for_dataset(name)
+        return _generate_cached(name, int(seed), options)
     return _load_cached(name, str(data_dir), bool(download), int(image_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _generate_cached(name: str, seed: int, options: SimulationOptions) -> DatasetSplits:
+    data = generate(name, seed, options)
+    nodes = (
+        {}
+        if data.train_nodes is None
+        else {
+            "train_nodes": torch.from_numpy(data.train_nodes.astype(np.int64)),
+            "test_nodes": torch.from_numpy(data.test_nodes.astype(np.int64)),
+        }
+    )
+    return _as_splits(name, data.x_train, data.y_train, data.x_test, data.y_test, **nodes)
 
 
 @functools.lru_cache(maxsize=4)
@@ -93,6 +138,11 @@ def _load_cached(name: str, data_dir: str, download: bool, image_size: int) -> D
         raise ValueError(
             f"unknown dataset {name!r}; valid choices: {', '.join(available_datasets())}"
         )
+    return _as_splits(name, x_train, y_train, x_test, y_test)
+
+
+def _as_splits(name, x_train, y_train, x_test, y_test, **nodes) -> DatasetSplits:
+    """Standardised tensors (training statistics) of raw arrays."""
     x_train, x_test = _standardise(x_train, x_test)
     num_classes = int(max(y_train.max(), y_test.max())) + 1
     return DatasetSplits(
@@ -102,6 +152,7 @@ def _load_cached(name: str, data_dir: str, download: bool, image_size: int) -> D
         x_test=torch.from_numpy(x_test),
         y_test=torch.from_numpy(y_test.astype(np.int64)),
         num_classes=num_classes,
+        **nodes,
     )
 
 

@@ -2,7 +2,8 @@
 
 Every function here is a pure function of the run config (and a partition id), so the
 ServerApp and every ClientApp compute the same partition without exchanging any data. Data
-sets and partitions are cached per process: a Ray actor reads its files once.
+sets and partitions are cached per process: a Ray actor reads its files once (a generated data
+set is generated once per seed and ``sim-*`` values).
 """
 
 from __future__ import annotations
@@ -10,17 +11,32 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import torch
 
+from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting
 from .datasets import MEDMNIST_SIZES, DatasetSplits, available_datasets, load_dataset
-from .partition import PARTITIONERS, partition_indices
+from .partition import PARTITIONERS, Partition, partition_data, split_train_test
+from .simulations import GENERATED_DATASETS, NODE_DATASETS, SimulationOptions
+from .simulations import SETTINGS as SIMULATION_SETTINGS
+
+
+def _partitioner_check(value: str, config: RunConfig) -> str | None:
+    if value == "dataset-nodes" and config["dataset"] not in NODE_DATASETS:
+        return (
+            f"partitioner='dataset-nodes' needs a data set with its own nodes"
+            f" ({', '.join(NODE_DATASETS)}); dataset={config['dataset']!r} has none"
+        )
+    return None
+
 
 SETTINGS = (
     Setting(
         "dataset",
         "digits",
-        "`digits`, `breast-cancer` (bundled), any 2D MedMNIST flag (`bloodmnist`, `pathmnist`,"
-        " ...), `cifar10`, `mnist`",
+        "`digits`, `breast-cancer` (bundled), `breast-cancer-shifted`, `ctl-gaussian` (generated"
+        " from `seed` and the `sim-*` keys: the CTL paper's simulations), any 2D MedMNIST flag"
+        " (`bloodmnist`, `pathmnist`, ...), `cifar10`, `mnist`",
         choices=available_datasets,
     ),
     Setting(
@@ -41,8 +57,14 @@ SETTINGS = (
             else f"image-size must be one of {', '.join(map(str, MEDMNIST_SIZES))}, got {value}"
         ),
     ),
+    *SIMULATION_SETTINGS,
     Setting(
-        "partitioner", "dirichlet", "`" + "`, `".join(PARTITIONERS) + "`", choices=PARTITIONERS
+        "partitioner",
+        "dirichlet",
+        "`" + "`, `".join(PARTITIONERS) + "` (`kmeans-pca` and `dataset-nodes` split the held-out"
+        " test split too; `dataset-nodes` needs `ctl-gaussian`)",
+        choices=PARTITIONERS,
+        check=_partitioner_check,
     ),
     Setting(
         "dirichlet-alpha",
@@ -66,7 +88,8 @@ SETTINGS = (
     Setting(
         "local-test-fraction",
         0.2,
-        "share of each client's partition kept as its local test split",
+        "share of each client's partition kept as its local test split (not with `kmeans-pca`,"
+        " `dataset-nodes`: there a client tests on its part of the held-out test split)",
         low=0,
         high=1,
         high_open=True,
@@ -74,18 +97,75 @@ SETTINGS = (
 )
 
 
+def _dataset_key(config: RunConfig) -> tuple:
+    """The arguments of ``load_dataset`` that ``config``'s data set reads (a cache key): the seed
+    and ``sim-*`` keys for generated sets only, so the others are not reloaded per seed."""
+    if config.dataset in GENERATED_DATASETS:
+        options = SimulationOptions(
+            shifts=config.sim_shifts,
+            nodes=config.sim_nodes,
+            spread=config.sim_spread,
+            dispersion=config.sim_dispersion,
+            samples_per_node=config.sim_samples_per_node,
+        )
+        return (config.dataset, "", False, 28, config.seed, options.for_dataset(config.dataset))
+    return (config.dataset, str(config.data_path), config.download, config.image_size, 0, None)
+
+
+def _load(key: tuple) -> DatasetSplits:
+    name, data_dir, download, image_size, seed, options = key
+    return load_dataset(name, data_dir, download, image_size, seed=seed, simulation=options)
+
+
 def load_splits(config: RunConfig) -> DatasetSplits:
     """The run's data set (training pool and held-out test split)."""
-    return load_dataset(config.dataset, config.data_path, config.download, config.image_size)
+    return _load(_dataset_key(config))
 
 
 def partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray]:
     """The partition of the training pool; identical in the ServerApp and every ClientApp."""
+    return _partition(config, num_partitions).train
+
+
+def test_partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray] | None:
+    """Per client, indices into the held-out test split, for the partitioners that split it
+    (``kmeans-pca``, ``dataset-nodes``); None for the others."""
+    return _partition(config, num_partitions).test
+
+
+test_partition_for.__test__ = False  # a data function, not a test: pytest must not collect it
+
+
+def node_split(
+    config: RunConfig, num_partitions: int, partition_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A client's local data ``(x_train, y_train, x_test, y_test)``, a pure function of the config.
+
+    With a partitioner that splits the held-out test split: the client's part of the training
+    pool in full and its part of the test split. Otherwise its partition cut into local train
+    and local test (``local-test-fraction``, seeded by the seed and the partition id).
+    """
+    if not 0 <= partition_id < num_partitions:
+        raise ValueError(f"partition id {partition_id} is not in [0, {num_partitions})")
+    data = load_splits(config)
+    partition = _partition(config, num_partitions)
+    indices = partition.train[partition_id]
+    if partition.test is not None:
+        train_idx = torch.from_numpy(indices)
+        test_idx = torch.from_numpy(partition.test[partition_id])
+        x_test, y_test = data.x_test[test_idx], data.y_test[test_idx]
+    else:
+        train, test = split_train_test(
+            indices, config.local_test_fraction, seed_for(config.seed, partition_id)
+        )
+        train_idx, test_idx = torch.from_numpy(train), torch.from_numpy(test)
+        x_test, y_test = data.x_train[test_idx], data.y_train[test_idx]
+    return data.x_train[train_idx], data.y_train[train_idx], x_test, y_test
+
+
+def _partition(config: RunConfig, num_partitions: int) -> Partition:
     return _partition_cached(
-        config.dataset,
-        str(config.data_path),
-        config.download,
-        config.image_size,
+        _dataset_key(config),
         num_partitions,
         config.partitioner,
         config.seed,
@@ -97,19 +177,27 @@ def partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray]:
 
 @functools.lru_cache(maxsize=4)
 def _partition_cached(
-    dataset,
-    data_dir,
-    download,
-    image_size,
-    num_partitions,
-    scheme,
-    seed,
-    alpha,
-    min_partition_size,
-    classes_per_client,
-) -> list[np.ndarray]:
-    splits = load_dataset(dataset, data_dir, download, image_size)
-    return partition_indices(
+    data_key, num_partitions, scheme, seed, alpha, min_partition_size, classes_per_client
+) -> Partition:
+    splits = _load(data_key)
+    inputs = {}
+    if scheme == "kmeans-pca":
+        inputs = {"features": splits.x_train.numpy(), "test_features": splits.x_test.numpy()}
+    elif scheme == "dataset-nodes":
+        if splits.num_nodes is None:
+            raise ValueError(
+                f"partitioner='dataset-nodes' needs a data set with its own nodes"
+                f" ({', '.join(NODE_DATASETS)}); dataset={splits.name!r} has none"
+            )
+        num_nodes = splits.num_nodes
+        if num_nodes != num_partitions:
+            raise ValueError(
+                f"dataset={splits.name!r} has {num_nodes} nodes (sim-nodes={num_nodes}) but the"
+                f" federation has {num_partitions} clients; run with {num_nodes} SuperNodes"
+                f" (num-supernodes) or set sim-nodes={num_partitions}"
+            )
+        inputs = {"nodes": splits.train_nodes.numpy(), "test_nodes": splits.test_nodes.numpy()}
+    return partition_data(
         splits.y_train.numpy(),
         num_partitions,
         scheme,
@@ -117,4 +205,5 @@ def _partition_cached(
         alpha=alpha,
         min_partition_size=min_partition_size,
         classes_per_client=classes_per_client,
+        **inputs,
     )

@@ -1,8 +1,10 @@
-"""Partition a training pool among clients by label.
+"""Partition a training pool among clients, by label, by feature clusters or by the data's nodes.
 
-``partition_indices`` returns, for every partition id, the indices of its training samples.
-It is a pure function of (labels, scheme, parameters, seed): the ServerApp and every ClientApp
-call it with the same arguments and so agree on every client's data without exchanging it.
+``partition_data`` returns, for every partition id, the indices of its training samples (and,
+for the schemes that split it, of its held-out test samples). It is a pure function of (labels,
+features or nodes where the scheme reads them, scheme, parameters, seed): the ServerApp and
+every ClientApp call it with the same arguments and so agree on every client's data without
+exchanging it. ``partition_indices`` is its training part.
 
 Schemes:
 
@@ -14,16 +16,47 @@ Schemes:
   ``PathologicalPartitioner`` splits a class *equally* among its holders.
 * ``label-sorted``: samples sorted by label, cut into equal contiguous slices (Algorithm A1 of
   the point-cloud FL/KD benchmark). Hand-written: two lines of numpy, no seed involved.
+* ``kmeans-pca``: features standardised, projected on their first two principal components,
+  then ONE iteration of k-means with k = clients; client k holds cluster k (CTL paper,
+  "Distributed Collaborative Learning with Representative Knowledge Sharing", Sec. 4.1.1).
+  Held-out test samples go through the training pool's scaler and PCA and to the nearest
+  centre. Reads the features (images flattened), not the labels.
+* ``dataset-nodes``: client k holds node k of a data set that has its own nodes
+  (``ctl-gaussian``), training and test samples; clients = the data set's nodes.
+
+The last two also split the held-out test split (``TEST_PARTITIONERS``); every client must get
+at least one training and one test sample, else a ``ValueError`` names the client.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-PARTITIONERS = ("iid", "dirichlet", "pathological", "label-sorted")
+LABEL_PARTITIONERS = ("iid", "dirichlet", "pathological", "label-sorted")
+TEST_PARTITIONERS = ("kmeans-pca", "dataset-nodes")  # they split the held-out test split too
+PARTITIONERS = LABEL_PARTITIONERS + TEST_PARTITIONERS
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Per client: indices into the training pool and, for ``TEST_PARTITIONERS``, into the
+    held-out test split (None for the other schemes, and when no test data was given)."""
+
+    train: list[np.ndarray]
+    test: list[np.ndarray] | None = None
 
 
 def partition_indices(
+    labels: np.ndarray, num_partitions: int, scheme: str, **options
+) -> list[np.ndarray]:
+    """Indices into ``labels`` for each of ``num_partitions`` clients (disjoint): the training
+    part of ``partition_data`` (same keyword arguments)."""
+    return partition_data(labels, num_partitions, scheme, **options).train
+
+
+def partition_data(
     labels: np.ndarray,
     num_partitions: int,
     scheme: str,
@@ -32,8 +65,17 @@ def partition_indices(
     alpha: float = 0.5,
     min_partition_size: int = 2,
     classes_per_client: int = 3,
-) -> list[np.ndarray]:
-    """Indices into ``labels`` for each of ``num_partitions`` clients (disjoint)."""
+    features: np.ndarray | None = None,
+    test_features: np.ndarray | None = None,
+    nodes: np.ndarray | None = None,
+    test_nodes: np.ndarray | None = None,
+) -> Partition:
+    """The partition of the training pool (and of the test split, for ``TEST_PARTITIONERS``).
+
+    ``features``/``test_features``: the training pool's and test split's features, read by
+    ``kmeans-pca`` (``features`` required). ``nodes``/``test_nodes``: the node of every training
+    and test sample, read by ``dataset-nodes`` (``nodes`` required). Other schemes ignore them.
+    """
     labels = np.asarray(labels).reshape(-1)
     validate_partitioning(
         num_samples=len(labels),
@@ -44,11 +86,17 @@ def partition_indices(
         min_partition_size=min_partition_size,
         classes_per_client=classes_per_client,
     )
+    if scheme == "kmeans-pca":
+        return _nonempty(_kmeans_pca(labels, features, test_features, num_partitions, seed), scheme)
+    if scheme == "dataset-nodes":
+        return _nonempty(_dataset_nodes(labels, nodes, test_nodes, num_partitions), scheme)
     if scheme == "label-sorted":
-        return np.array_split(np.argsort(labels, kind="stable"), num_partitions)
+        return Partition(np.array_split(np.argsort(labels, kind="stable"), num_partitions))
     if scheme == "pathological":
-        return _pathological(labels, num_partitions, classes_per_client, seed)
-    return _flwr_datasets_partition(labels, num_partitions, scheme, seed, alpha, min_partition_size)
+        return Partition(_pathological(labels, num_partitions, classes_per_client, seed))
+    return Partition(
+        _flwr_datasets_partition(labels, num_partitions, scheme, seed, alpha, min_partition_size)
+    )
 
 
 def validate_partitioning(
@@ -147,6 +195,77 @@ def _pathological(labels: np.ndarray, num_partitions: int, classes_per_client: i
         np.sort(np.concatenate(chunks)) if chunks else np.array([], dtype=np.int64)
         for chunks in parts
     ]
+
+
+def _kmeans_pca(labels, features, test_features, num_partitions: int, seed: int) -> Partition:
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import PCA
+    from sklearn.preprocessing import StandardScaler
+
+    if features is None:
+        raise ValueError(
+            "partitioner 'kmeans-pca' clusters the training pool's features: pass features"
+        )
+    x = np.asarray(features).reshape(len(features), -1)
+    if len(x) != len(labels):
+        raise ValueError(f"kmeans-pca: {len(x)} feature rows for {len(labels)} labels")
+    scaler = StandardScaler().fit(x)
+    pca = PCA(n_components=min(2, x.shape[1]), random_state=seed).fit(scaler.transform(x))
+    kmeans = KMeans(n_clusters=num_partitions, max_iter=1, n_init=1, random_state=seed)
+    clusters = kmeans.fit_predict(pca.transform(scaler.transform(x)))
+    test_parts = None
+    if test_features is not None:
+        x_test = np.asarray(test_features).reshape(len(test_features), -1)
+        if x_test.shape[1] != x.shape[1]:
+            raise ValueError(
+                f"kmeans-pca: test features have {x_test.shape[1]} values per sample, the"
+                f" training pool {x.shape[1]}"
+            )
+        # The training pool's scaler and PCA: the authors' code re-fitted a scaler on the test
+        # data (data_scaler.fit_transform(val_data)), a bug that moves the test points relative
+        # to the training clusters; fixed here.
+        test_clusters = kmeans.predict(pca.transform(scaler.transform(x_test)))
+        test_parts = [np.flatnonzero(test_clusters == k) for k in range(num_partitions)]
+    return Partition([np.flatnonzero(clusters == k) for k in range(num_partitions)], test_parts)
+
+
+def _dataset_nodes(labels, nodes, test_nodes, num_partitions: int) -> Partition:
+    if nodes is None:
+        raise ValueError(
+            "partitioner 'dataset-nodes' needs a data set with its own nodes: pass the node of"
+            " every training sample"
+        )
+    nodes = np.asarray(nodes).reshape(-1)
+    if len(nodes) != len(labels):
+        raise ValueError(f"dataset-nodes: {len(nodes)} node ids for {len(labels)} labels")
+    num_nodes = int(max(nodes.max(), -1 if test_nodes is None else np.max(test_nodes))) + 1
+    if num_nodes != num_partitions:
+        raise ValueError(
+            f"the data set has {num_nodes} nodes but the federation has {num_partitions}"
+            f" clients; run with {num_nodes} SuperNodes"
+        )
+    test_parts = None
+    if test_nodes is not None:
+        test_nodes = np.asarray(test_nodes).reshape(-1)
+        test_parts = [np.flatnonzero(test_nodes == k) for k in range(num_partitions)]
+    return Partition([np.flatnonzero(nodes == k) for k in range(num_partitions)], test_parts)
+
+
+def _nonempty(partition: Partition, scheme: str) -> Partition:
+    """``partition``, or a ``ValueError`` naming the first client without training or test data."""
+    group, hint = (
+        ("cluster", "try another seed or fewer clients")
+        if scheme == "kmeans-pca"
+        else ("node", "every node needs samples in both splits")
+    )
+    for side, parts in (("training", partition.train), ("held-out test", partition.test)):
+        for client, part in enumerate(parts or ()):
+            if len(part) == 0:
+                raise ValueError(
+                    f"{scheme} leaves client {client} without {side} samples (no {side} sample"
+                    f" is in {group} {client}); {hint}"
+                )
+    return partition
 
 
 def label_counts(labels: np.ndarray, partitions: list[np.ndarray], num_classes: int) -> np.ndarray:

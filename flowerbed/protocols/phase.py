@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from flwr.app import ArrayRecord, Message
 
 from ..models import Classifier, run_model
@@ -37,6 +38,7 @@ class Handoff:
 
     arrays: ArrayRecord | None = None  # the global model's arrays, when the protocol has one
     uploads: list[Message] = field(default_factory=list)  # replies carrying client models
+    shared: dict[str, np.ndarray] = field(default_factory=dict)  # what nodes share with all
 
 
 class Phase:

@@ -31,6 +31,7 @@ HISTORY_COLUMNS = (
     "client_models_test_accuracy_mean",
     "client_accuracy_mean",
     "client_accuracy_std",
+    "nonlocal_accuracy_mean",
     "clients_trained",
     "clients_failed",
     "bytes_sent",

@@ -1,10 +1,11 @@
 """What every client step needs: its config, its partition, its model, and reply builders.
 
 ``LocalClient.from_context`` finds the node's partition id (``context.node_config``), loads
-the data set (cached per process) and cuts the same partition the ServerApp computed, then
-splits it into local train and local test. Algorithm and phase files receive a
-``LocalClient`` and the incoming ``Message`` and use the helpers here, so that each holds only
-its particular step.
+the data set (cached per process) and takes the node's local data from
+``data.federation.node_split``: the same partition the ServerApp computed, split into local
+train and local test (or, for partitioners that split the held-out test split, the node's part
+of each). Algorithm and phase files receive a ``LocalClient`` and the incoming ``Message`` and
+use the helpers here, so that each holds only its particular step.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
-from ..data import DatasetSplits, split_train_test
+from ..data import DatasetSplits
 from ..data.datasets import DataNotFoundError
-from ..data.federation import load_splits, partition_for
+from ..data.federation import load_splits, node_split
 from ..models import Classifier, build_model
 from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig
@@ -71,22 +72,17 @@ class LocalClient:
         config = with_node_data_dir(config, context)
         partition_id = int(context.node_config["partition-id"])
         num_partitions = int(context.node_config["num-partitions"])
-        data = load_splits(config)
-        indices = partition_for(config, num_partitions)[partition_id]
-        train_idx, test_idx = split_train_test(
-            indices, config.local_test_fraction, seed_for(config.seed, partition_id)
-        )
-        train_idx, test_idx = torch.from_numpy(train_idx), torch.from_numpy(test_idx)
+        x_train, y_train, x_test, y_test = node_split(config, num_partitions, partition_id)
         return cls(
             config=config,
             context=context,
             partition_id=partition_id,
             num_partitions=num_partitions,
-            data=data,
-            x_train=data.x_train[train_idx],
-            y_train=data.y_train[train_idx],
-            x_test=data.x_train[test_idx],
-            y_test=data.y_train[test_idx],
+            data=load_splits(config),
+            x_train=x_train,
+            y_train=y_train,
+            x_test=x_test,
+            y_test=y_test,
         )
 
     # --- model -------------------------------------------------------------------------------

@@ -1,0 +1,261 @@
+"""Generated data sets of the CTL paper (Casey et al., "Distributed Collaborative Learning with
+Representative Knowledge Sharing", Mathematics 2025), seeded by the run's ``seed``.
+
+* ``breast-cancer-shifted`` (Simulation 1, Sec. 4.1): ``sim-shifts`` shifted copies of
+  scikit-learn's breast cancer data (569 x 30). Copy s moves feature j by c_{s,j} sigma_j, with
+  c_{s,j} ~ N(0, 2^2) truncated to [-5, 5] (drawn once per copy and feature) and sigma_j the
+  feature's standard deviation, plus noise N(0, 0.01) sigma_j per element (the authors' code:
+  variance 0.01, times sigma_j). Labels are Bernoulli draws from the probability of a
+  ``LogisticRegression`` (scikit-learn defaults) fitted on the standardised original data. A
+  random (not stratified) 20 % of all rows is the held-out test split, as in the code. The
+  authors' per-row Python loops are vectorised: the draws come in another order, so a seed here
+  does not reproduce a seed of theirs.
+* ``ctl-gaussian`` (Simulation 2, Sec. 4.2): ``sim-nodes`` nodes with their own nodes' data.
+  theta in R^30, theta_j ~ U(1, 2) with a random sign, scaled to norm 3. Node k: mean
+  mu_{k,j} ~ U(-1, 1) * spread, features X ~ N(mu_k, dispersion^2 S) (S: 1 on the diagonal,
+  0.5 elsewhere), label model theta_{k,j} = theta_j + |theta_j| p_j dispersion / 10 with
+  p_j ~ N(0, 1), labels Y ~ Bernoulli(sigmoid(theta_k^T x)) (no intercept). Each node holds
+  ``sim-samples-per-node`` samples, 20 % of them held out as its test part; the node of every
+  sample is recorded (partitioner ``dataset-nodes`` gives each client one node).
+
+Every draw comes from one ``np.random.default_rng(seed)``: the same seed gives the same arrays.
+Features are float32 (N, 30) in raw units (the loader standardises them with training
+statistics, like every data set), labels int64 in {0, 1}.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from ..settings import Setting
+
+GENERATED_DATASETS = ("breast-cancer-shifted", "ctl-gaussian")
+NODE_DATASETS = ("ctl-gaussian",)  # generated sets that come with their own nodes
+TEST_FRACTION = 0.2
+NUM_FEATURES = 30  # ctl-gaussian; breast cancer has 30 features too
+MAX_GAUSSIAN_ROWS = 2_000_000
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    """The ``sim-*`` run-config keys; ``for_dataset`` keeps only those a data set reads."""
+
+    shifts: int = 300
+    nodes: int = 10
+    spread: float = 3.0
+    dispersion: float = 0.5
+    samples_per_node: int = 500
+
+    def for_dataset(self, name: str) -> SimulationOptions:
+        """These options with the keys ``name`` does not read set to their defaults (a cache
+        key: changing ``sim-spread`` does not regenerate ``breast-cancer-shifted``)."""
+        used = {
+            "breast-cancer-shifted": ("shifts",),
+            "ctl-gaussian": ("nodes", "spread", "dispersion", "samples_per_node"),
+        }.get(name, ())
+        default = SimulationOptions()
+        return replace(
+            self,
+            **{f.name: getattr(default, f.name) for f in fields(self) if f.name not in used},
+        )
+
+
+def _rows_check(value: int, config) -> str | None:
+    rows = value * int(config["sim-nodes"])
+    if rows > MAX_GAUSSIAN_ROWS:
+        return (
+            f"sim-samples-per-node={value} x sim-nodes={config['sim-nodes']} = {rows} samples;"
+            f" ctl-gaussian allows at most {MAX_GAUSSIAN_ROWS}"
+        )
+    return None
+
+
+_DEFAULT = SimulationOptions()
+SETTINGS = (
+    Setting(
+        "sim-shifts",
+        _DEFAULT.shifts,
+        "breast-cancer-shifted: shifted copies of the 569 samples (CTL paper, Simulation 1)",
+        low=1,
+        high=3000,
+    ),
+    Setting(
+        "sim-nodes",
+        _DEFAULT.nodes,
+        "ctl-gaussian: nodes, each with its own feature mean and label model (CTL paper,"
+        " Simulation 2); `partitioner='dataset-nodes'` needs this many SuperNodes",
+        low=1,
+        high=1000,
+    ),
+    Setting(
+        "sim-spread",
+        _DEFAULT.spread,
+        "ctl-gaussian: node means mu_kj ~ U(-1, 1) x spread",
+        low=0,
+    ),
+    Setting(
+        "sim-dispersion",
+        _DEFAULT.dispersion,
+        "ctl-gaussian: features ~ N(mu_k, dispersion^2 S), S = 1 on the diagonal, 0.5 elsewhere;"
+        " node label models theta_kj = theta_j + abs(theta_j) N(0, 1) dispersion / 10",
+        low=0,
+    ),
+    Setting(
+        "sim-samples-per-node",
+        _DEFAULT.samples_per_node,
+        "ctl-gaussian: samples per node, 20 % of them held out as the node's test part",
+        low=5,
+        check=_rows_check,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A generated data set before standardisation; ``*_nodes``: the node of every sample."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    train_nodes: np.ndarray | None = None
+    test_nodes: np.ndarray | None = None
+
+
+def generate(name: str, seed: int, options: SimulationOptions = _DEFAULT) -> Generated:
+    """The generated data set ``name`` for the run seed ``seed``."""
+    if name == "breast-cancer-shifted":
+        return breast_cancer_shifted(seed, options.shifts)
+    if name == "ctl-gaussian":
+        return ctl_gaussian(
+            seed, options.nodes, options.spread, options.dispersion, options.samples_per_node
+        )
+    raise ValueError(
+        f"unknown generated dataset {name!r}; valid choices: {', '.join(GENERATED_DATASETS)}"
+    )
+
+
+# --- Simulation 1 ----------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def label_model():
+    """(x, y, scaler, model): breast cancer and the labelling model fitted on it (no seed)."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    bunch = load_breast_cancer()
+    x, y = bunch.data, bunch.target
+    scaler = StandardScaler().fit(x)
+    model = LogisticRegression().fit(scaler.transform(x), y)
+    return x, y, scaler, model
+
+
+@dataclass(frozen=True)
+class ShiftedCopies:
+    """All copies of Simulation 1 before the split: rows of copy s are s*569 ... s*569 + 568."""
+
+    x: np.ndarray  # (shifts * 569, 30), float64
+    y: np.ndarray  # (shifts * 569,), int64
+    shifts: np.ndarray  # (shifts, 30): c_{s,j}, in units of sigma_j
+
+
+def shifted_copies(rng: np.random.Generator, num_shifts: int) -> ShiftedCopies:
+    """Draw the copies from ``rng``: shifts c, then noise, then the labels' uniforms."""
+    from scipy.stats import truncnorm
+
+    x, _, scaler, model = label_model()
+    sigma = x.std(axis=0)  # ddof 0, as np.std in the authors' code
+    loc, scale, bound = 0.0, 2.0, 5.0
+    shifts = truncnorm.rvs(
+        (-bound - loc) / scale,
+        (bound - loc) / scale,
+        loc=loc,
+        scale=scale,
+        size=(num_shifts, x.shape[1]),
+        random_state=rng,
+    )
+    noise = rng.normal(0.0, np.sqrt(0.01), size=(num_shifts, *x.shape))
+    copies = (x[None] + (shifts[:, None, :] + noise) * sigma).reshape(-1, x.shape[1])
+    probability = model.predict_proba(scaler.transform(copies))[:, 1]
+    labels = (rng.random(len(copies)) < probability).astype(np.int64)
+    return ShiftedCopies(copies, labels, shifts)
+
+
+def breast_cancer_shifted(seed: int, num_shifts: int = _DEFAULT.shifts) -> Generated:
+    """Simulation 1: shifted copies, then a random 80/20 split (the test rows drawn last)."""
+    rng = np.random.default_rng(seed)
+    data = shifted_copies(rng, num_shifts)
+    test = rng.choice(len(data.y), size=int(TEST_FRACTION * len(data.y)), replace=False)
+    train = np.delete(np.arange(len(data.y)), test)
+    x = data.x.astype(np.float32)
+    return Generated(x[train], data.y[train], x[test], data.y[test])
+
+
+# --- Simulation 2 ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GaussianNodes:
+    """All samples of Simulation 2 before the split, by node, with the parameters drawn."""
+
+    x: np.ndarray  # (nodes, samples, 30), float64
+    y: np.ndarray  # (nodes, samples), int64
+    theta: np.ndarray  # (30,): the common label model, norm 3
+    node_theta: np.ndarray  # (nodes, 30): theta_k
+    means: np.ndarray  # (nodes, 30): mu_k
+    covariance: np.ndarray  # (30, 30): dispersion^2 S
+
+
+def gaussian_nodes(
+    rng: np.random.Generator,
+    num_nodes: int,
+    spread: float,
+    dispersion: float,
+    samples_per_node: int,
+    num_features: int = NUM_FEATURES,
+) -> GaussianNodes:
+    """Draw from ``rng``: theta, node means, features, node label models, label uniforms."""
+    d = num_features
+    theta = rng.uniform(1.0, 2.0, d) * np.where(rng.random(d) < 0.5, -1.0, 1.0)
+    theta *= 3.0 / np.linalg.norm(theta)
+    means = rng.uniform(-1.0, 1.0, (num_nodes, d)) * spread
+    shape = np.full((d, d), 0.5) + 0.5 * np.eye(d)  # S
+    root = np.linalg.cholesky(shape)
+    z = rng.standard_normal((num_nodes, samples_per_node, d))
+    x = means[:, None, :] + dispersion * z @ root.T
+    node_theta = theta + np.abs(theta) * rng.standard_normal((num_nodes, d)) * dispersion / 10
+    logits = np.einsum("kid,kd->ki", x, node_theta)
+    y = (rng.random(logits.shape) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int64)
+    return GaussianNodes(x, y, theta, node_theta, means, dispersion**2 * shape)
+
+
+def node_test_size(samples_per_node: int) -> int:
+    """Held-out samples of one node (20 %, at least one)."""
+    return max(1, round(TEST_FRACTION * samples_per_node))
+
+
+def ctl_gaussian(
+    seed: int,
+    num_nodes: int = _DEFAULT.nodes,
+    spread: float = _DEFAULT.spread,
+    dispersion: float = _DEFAULT.dispersion,
+    samples_per_node: int = _DEFAULT.samples_per_node,
+) -> Generated:
+    """Simulation 2; training and test rows ordered by node, each node's rows in random order."""
+    rng = np.random.default_rng(seed)
+    data = gaussian_nodes(rng, num_nodes, spread, dispersion, samples_per_node)
+    order = rng.permuted(np.tile(np.arange(samples_per_node), (num_nodes, 1)), axis=1)
+    num_test = node_test_size(samples_per_node)
+    rows = np.arange(num_nodes)[:, None]
+    test, train = order[:, :num_test], order[:, num_test:]
+    nodes = np.repeat(np.arange(num_nodes), samples_per_node)
+
+    def take(columns: np.ndarray):
+        flat = (rows * samples_per_node + columns).reshape(-1)
+        x = data.x.reshape(-1, data.x.shape[-1])[flat].astype(np.float32)
+        return x, data.y.reshape(-1)[flat], nodes[flat]
+
+    x_train, y_train, train_nodes = take(train)
+    x_test, y_test, test_nodes = take(test)
+    return Generated(x_train, y_train, x_test, y_test, train_nodes, test_nodes)
