@@ -107,10 +107,14 @@ def test_every_protocol_reads_only_declared_keys():
 # --- every registered protocol runs ---------------------------------------------------------
 
 COMMON = {"dataset": "digits", "num-server-rounds": 2, "local-epochs": 1}
-# strategies that need a non-default model: name -> run-config overrides
-SPECIAL_MODEL = {
-    name: {"model": "vqc", "vqc-layers": 1, "optimizer": "adam"}
-    for name in ("qfedavg", "qfedadam", "qfedfisher")
+# protocols that need non-default settings: name -> run-config overrides
+SPECIAL = {
+    **{
+        name: {"model": "vqc", "vqc-layers": 1, "optimizer": "adam"}
+        for name in ("qfedavg", "qfedadam", "qfedfisher")
+    },
+    # CTL needs binary labels: the paper's first simulation, small
+    "ctl": {"dataset": "breast-cancer-shifted", "sim-shifts": 10, "partitioner": "kmeans-pca"},
 }
 # one-shot knowledge transfer: short local training and transfer
 ONE_SHOT = {
@@ -129,7 +133,7 @@ def overrides_for(name: str, tmp_path) -> dict:
     extra = ONE_SHOT if is_one_shot(name) else {}
     return {
         **COMMON,
-        **SPECIAL_MODEL.get(name, {}),
+        **SPECIAL.get(name, {}),
         **extra,
         "strategy": name,
         "output-dir": str(tmp_path / "runs"),
