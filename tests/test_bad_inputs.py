@@ -88,6 +88,17 @@ AT_PARSE = [
     ("qkt-noise-samples", 0, "qkt-noise-samples must be at least 1, got 0"),
     ("qkt-weight-mask-percent", 100.0, r"qkt-weight-mask-percent must be in \[0, 100\), got 100.0"),
     ("kt-metrics", "maybe", "run-config kt-metrics='maybe' is not a valid bool"),
+    ("ctl-alpha", 1.5, r"ctl-alpha must be in \[0, 1\], got 1.5"),
+    ("ctl-alpha", -0.1, r"ctl-alpha must be in \[0, 1\], got -0.1"),
+    ("ctl-guests", "nearest", "unknown ctl-guests 'nearest'; valid choices: best, all, random"),
+    ("ctl-num-guests", 0, "ctl-num-guests must be at least 1, got 0"),
+    ("ctl-tasks", -1, "ctl-tasks must be at least 0, got -1"),
+    ("ctl-steps", 0, "ctl-steps must be at least 1, got 0"),
+    ("ctl-learning-rate", 0.0, "ctl-learning-rate must be > 0, got 0.0"),
+    ("ctl-local-ce", "half", "unknown ctl-local-ce 'half'; valid choices: full, scaled"),
+    ("sim-shifts", 0, "sim-shifts must be"),
+    ("sim-spread", -1.0, "sim-spread must be >= 0, got -1.0"),
+    ("partitioner", "dataset-nodes", "partitioner='dataset-nodes' needs a data set with its own"),
 ]
 
 
@@ -128,6 +139,11 @@ AT_START = [
         "strategy 'scaffold' normalises SGD steps and needs optimizer='sgd'",
     ),
     ({"strategy": "qfedavg"}, "set model='vqc'"),
+    ({"strategy": "ctl"}, "strategy='ctl' needs binary labels .* dataset='digits' has 10 classes"),
+    (
+        {"strategy": "ctl", "dataset": "breast-cancer", "ctl-tasks": 1, "ctl-num-guests": 2},
+        r"ctl-num-guests=2 but each node has 1 other node\(s\) in a federation of 2",
+    ),
 ]
 
 

@@ -162,8 +162,16 @@ def test_a_node_missing_at_the_start_fails_the_run_in_one_line(tmp_path):
     "overrides, clients, message",
     [
         ({"dataset": "digits"}, 4, "strategy='ctl' needs binary labels .* 10 classes"),
-        ({"ctl-num-guests": 4}, 4, r"ctl-num-guests=4 but a node has only 3 other nodes"),
-        ({"ctl-tasks": 5}, 4, r"ctl-tasks=5 but a node has only 3 other nodes; valid range"),
+        (
+            {"ctl-num-guests": 4},
+            4,
+            r"ctl-num-guests=4 but each node has 3 other node\(s\) in a federation of 4",
+        ),
+        (
+            {"ctl-tasks": 5},
+            4,
+            r"ctl-tasks=5 but each node has 3 other node\(s\) .*; valid range: 0 to 3",
+        ),
         (
             {"dataset": "breast-cancer", "partitioner": "label-sorted"},
             4,

@@ -7,7 +7,8 @@ seconds). Two accuracies on the held-out test set, never mixed in one column:
 * ``client_models_test_accuracy_mean``: the mean over clients of their own models' accuracy
   (one-shot knowledge transfer, where each client ends with a model of its own).
 
-``client_accuracy_mean`` / ``_std`` are the clients' accuracies on their local test splits.
+``client_accuracy_mean`` / ``_std`` are the clients' accuracies on their local test splits;
+``nonlocal_accuracy_mean`` (CTL) the mean accuracy of the clients on other clients' test data.
 """
 
 from __future__ import annotations

@@ -147,14 +147,14 @@ class CTLShare(Phase):
             )
         if config.ctl_tasks > num_nodes - 1:
             raise ConfigError(
-                f"ctl-tasks={config.ctl_tasks} but a node has only {num_nodes - 1} other nodes;"
-                f" valid range: 0 to {num_nodes - 1}"
+                f"ctl-tasks={config.ctl_tasks} but each node has {num_nodes - 1} other node(s) in"
+                f" a federation of {num_nodes}; valid range: 0 to {num_nodes - 1}"
             )
         chooses = config.ctl_guests in ("best", "worst", "random", "random-redraw")
         if chooses and config.ctl_num_guests > num_nodes - 1:
             raise ConfigError(
-                f"ctl-num-guests={config.ctl_num_guests} but a node has only {num_nodes - 1}"
-                f" other nodes; valid range: 1 to {num_nodes - 1}"
+                f"ctl-num-guests={config.ctl_num_guests} but each node has {num_nodes - 1} other"
+                f" node(s) in a federation of {num_nodes}; valid range: 1 to {num_nodes - 1}"
             )
         counts = label_counts(
             run.data.y_train.numpy(), partition_for(config, num_nodes), run.data.num_classes
