@@ -164,7 +164,7 @@ class CTLShare(Phase):
             raise ConfigError(
                 f"CTL needs both classes in every node's training data (its two"
                 f" representatives); nodes lacking one: {', '.join(lacking)}; try another seed"
-                f" (seed={config.seed}) or another partitioner (the paper discards such"
+                f" (seed={config.seed}) or another partitioner (the authors' code discards such"
                 " simulations)"
             )
 
@@ -178,8 +178,8 @@ class CTLShare(Phase):
         missing = sorted(set(range(run.num_partitions)) - set(shares))
         if missing:
             raise RunFailed(
-                f"CTL: partitions {missing} did not share their representatives; CTL needs"
-                " every node's"
+                f"CTL: partitions {missing} did not share their representatives; CTL needs the"
+                " representatives of every node"
             )
         ordered = [shares[k] for k in range(run.num_partitions)]
         handoff.shared = {
