@@ -5,7 +5,8 @@
 * each algorithm of ``flowerbed.strategies`` (one Flower strategy) becomes the protocol
   [FL rounds] (+ [knowledge-transfer metrics] with ``kt-metrics=true``);
 * each method of ``flowerbed.methods`` is already a protocol (one-shot: local fit, exchange;
-  CTL: share, collaboration rounds).
+  CTL: share, collaboration rounds; FedSA: teachers, weak target, amalgamation,
+  adaptation).
 
 ``SETTINGS`` is every declared run-config key, in the order of the README's table and of
 pyproject's ``[tool.flwr.app.config]``: the keys every run reads, then each protocol's own.
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import federation
-from .methods import ctl, one_shot_baselines, qkt
+from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
 from .protocols import kt_metrics
@@ -62,6 +63,8 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
         *one_shot_baselines.PROTOCOLS,
         # decentralised: predictions on shared representatives, no global model
         ctl.PROTOCOL,
+        # knowledge amalgamation: private teachers into the server's target model
+        fedsa.PROTOCOL,
     )
 }
 

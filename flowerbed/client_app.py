@@ -3,7 +3,8 @@
 * ``query``: the handshake; reports this node's partition id and the number of partitions;
 * every message type a phase declares (``Phase.MESSAGE_TYPES``: ``train`` and ``evaluate``
   for FL rounds, ``train.local_fit``, ``train.exchange``, ``query.kt_metrics``,
-  ``query.ctl_share``, ``train.ctl_round``): the run's
+  ``query.ctl_share``, ``train.ctl_round``, ``train.fedsa_pretrain``,
+  ``query.fedsa_saliency``, ``train.fedsa_amalgamate``): the run's
   protocol finds the phase that sent it and runs its ``client_step``.
 
 A ``LocalClient`` (config, partition, model helpers) is built from the context per message;
@@ -19,6 +20,9 @@ from flwr.clientapp import ClientApp
 from .catalog import get_protocol, parse_run_config
 from .methods.ctl import ROUND as CTL_ROUND
 from .methods.ctl import SHARE as CTL_SHARE
+from .methods.fedsa import AMALGAMATE as FEDSA_AMALGAMATE
+from .methods.fedsa import PRETRAIN as FEDSA_PRETRAIN
+from .methods.fedsa import SALIENCY as FEDSA_SALIENCY
 from .mods import fail_on_purpose
 from .protocols.exchange import ACTION as EXCHANGE
 from .protocols.kt_metrics import ACTION as KT_METRICS
@@ -58,3 +62,6 @@ app.train(_action(EXCHANGE), mods=[fail_on_purpose])(run_phase_step)
 app.query(_action(KT_METRICS))(run_phase_step)
 app.query(_action(CTL_SHARE))(run_phase_step)
 app.train(_action(CTL_ROUND), mods=[fail_on_purpose])(run_phase_step)
+app.train(_action(FEDSA_PRETRAIN), mods=[fail_on_purpose])(run_phase_step)
+app.query(_action(FEDSA_SALIENCY))(run_phase_step)
+app.train(_action(FEDSA_AMALGAMATE), mods=[fail_on_purpose])(run_phase_step)

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from ..runtime.seeding import seed_for
-from ..settings import RunConfig, Setting
+from ..settings import ConfigError, RunConfig, Setting
 from .datasets import MEDMNIST_SIZES, DatasetSplits, available_datasets, load_dataset
-from .partition import PARTITIONERS, Partition, partition_data, split_train_test
+from .partition import PARTITIONERS, Partition, partition_data, split_train_test, stratified_take
 from .simulations import GENERATED_DATASETS, NODE_DATASETS, SimulationOptions
 from .simulations import SETTINGS as SIMULATION_SETTINGS
 
@@ -58,6 +58,15 @@ SETTINGS = (
         ),
     ),
     *SIMULATION_SETTINGS,
+    Setting(
+        "server-fraction",
+        0.0,
+        "share of the training pool the server holds, per class (stratified, seeded), taken out"
+        " before partitioning: the server's labelled set (FedSA's target task); 0 = none",
+        low=0,
+        high=1,
+        high_open=True,
+    ),
     Setting(
         "partitioner",
         "dirichlet",
@@ -123,8 +132,19 @@ def load_splits(config: RunConfig) -> DatasetSplits:
 
 
 def partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray]:
-    """The partition of the training pool; identical in the ServerApp and every ClientApp."""
+    """The partition of the clients' pool (the training pool without the server's split),
+    as indices into the training pool; identical in the ServerApp and every ClientApp."""
     return _partition(config, num_partitions).train
+
+
+def server_split(config: RunConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The server's labelled split ``(x, y)``: ``server-fraction`` of every class, in a seeded
+    random order, never in any client's partition; empty when ``server-fraction`` is 0."""
+    data = load_splits(config)
+    indices = torch.from_numpy(
+        _server_indices(_dataset_key(config), config.server_fraction, config.seed)
+    )
+    return data.x_train[indices], data.y_train[indices]
 
 
 def test_partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray] | None:
@@ -163,6 +183,21 @@ def node_split(
     return data.x_train[train_idx], data.y_train[train_idx], x_test, y_test
 
 
+_SERVER_SPLIT_TAG = 0x5E7E
+
+
+@functools.lru_cache(maxsize=4)
+def _server_indices(data_key, fraction: float, seed: int) -> np.ndarray:
+    """Indices of the server's split (``partition.stratified_take``), in a seeded order."""
+    if fraction == 0:
+        return np.zeros(0, dtype=np.int64)
+    labels = _load(data_key).y_train.numpy()
+    try:
+        return stratified_take(labels, fraction, seed_for(seed, _SERVER_SPLIT_TAG))
+    except ValueError as error:
+        raise ConfigError(f"server-fraction={fraction}: {error}") from None
+
+
 def _partition(config: RunConfig, num_partitions: int) -> Partition:
     return _partition_cached(
         _dataset_key(config),
@@ -172,17 +207,29 @@ def _partition(config: RunConfig, num_partitions: int) -> Partition:
         config.dirichlet_alpha,
         config.min_partition_size,
         config.classes_per_client,
+        config.server_fraction,
     )
 
 
 @functools.lru_cache(maxsize=4)
 def _partition_cached(
-    data_key, num_partitions, scheme, seed, alpha, min_partition_size, classes_per_client
+    data_key,
+    num_partitions,
+    scheme,
+    seed,
+    alpha,
+    min_partition_size,
+    classes_per_client,
+    server_fraction,
 ) -> Partition:
+    """The partition of the clients' pool, mapped back to indices into the training pool."""
     splits = _load(data_key)
+    pool = np.setdiff1d(
+        np.arange(len(splits.y_train)), _server_indices(data_key, server_fraction, seed)
+    )
     inputs = {}
     if scheme == "kmeans-pca":
-        inputs = {"features": splits.x_train.numpy(), "test_features": splits.x_test.numpy()}
+        inputs = {"features": splits.x_train.numpy()[pool], "test_features": splits.x_test.numpy()}
     elif scheme == "dataset-nodes":
         if splits.num_nodes is None:
             raise ValueError(
@@ -196,9 +243,12 @@ def _partition_cached(
                 f" federation has {num_partitions} clients; run with {num_nodes} SuperNodes"
                 f" (num-supernodes) or set sim-nodes={num_partitions}"
             )
-        inputs = {"nodes": splits.train_nodes.numpy(), "test_nodes": splits.test_nodes.numpy()}
-    return partition_data(
-        splits.y_train.numpy(),
+        inputs = {
+            "nodes": splits.train_nodes.numpy()[pool],
+            "test_nodes": splits.test_nodes.numpy(),
+        }
+    partition = partition_data(
+        splits.y_train.numpy()[pool],
         num_partitions,
         scheme,
         seed=seed,
@@ -207,3 +257,4 @@ def _partition_cached(
         classes_per_client=classes_per_client,
         **inputs,
     )
+    return Partition([pool[indices] for indices in partition.train], partition.test)

@@ -285,6 +285,19 @@ def format_label_table(counts: np.ndarray) -> str:
     return "\n".join([header, *rows])
 
 
+def stratified_take(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Indices of a stratified ``fraction`` of ``labels`` (every class in proportion), in a
+    seeded random order: scikit-learn's ``train_test_split(..., stratify=labels)``. A
+    ``ValueError`` when a class has a single sample or the share rounds to nothing."""
+    from sklearn.model_selection import train_test_split
+
+    labels = np.asarray(labels).reshape(-1)
+    _, taken = train_test_split(
+        np.arange(len(labels)), test_size=fraction, stratify=labels, random_state=seed % 2**32
+    )
+    return np.asarray(taken, dtype=np.int64)
+
+
 def split_train_test(indices: np.ndarray, test_fraction: float, seed: int):
     """Split one client's indices into local train and local test (seeded).
 

@@ -19,8 +19,8 @@ from .objectives import KDBatch, KDParams, Objective, get_objective
 def distill(
     model: nn.Module,
     inputs: Tensor,
-    labels: Tensor,
-    teacher_probs: Tensor,
+    labels: Tensor | None,
+    teacher_probs: Tensor | None,
     objective: str | Objective,
     params: KDParams,
     *,
@@ -31,11 +31,14 @@ def distill(
     teacher_taps: dict[str, Tensor] | None = None,
 ) -> float:
     """``epochs`` passes of ``objective`` over (``inputs``, ``labels``); returns the mean
-    batch loss. ``teacher_probs``: (T, N, C); ``teacher_taps``: (N, ...) tensors by name."""
+    batch loss. ``teacher_probs``: (T, N, C) or None (objectives that read only taps);
+    ``teacher_taps``: (N, ...) tensors by name."""
     objective = get_objective(objective) if isinstance(objective, str) else objective
     teacher_taps = teacher_taps or {}
 
-    def loss_fn(module: nn.Module, idx: Tensor, y: Tensor) -> Tensor:
+    indices = torch.arange(len(inputs))
+
+    def loss_fn(module: nn.Module, idx: Tensor, _: Tensor) -> Tensor:
         x = inputs[idx]
         if objective.taps:
             taps = module.taps(x)
@@ -44,8 +47,8 @@ def distill(
             taps, logits = {}, module(x)
         batch = KDBatch(
             logits=logits,
-            labels=y,
-            teacher_probs=teacher_probs[:, idx],
+            labels=None if labels is None else labels[idx],
+            teacher_probs=None if teacher_probs is None else teacher_probs[:, idx],
             taps=taps,
             teacher_taps={name: value[idx] for name, value in teacher_taps.items()},
         )
@@ -53,8 +56,8 @@ def distill(
 
     result = train_local(
         model,
-        torch.arange(len(labels)),
-        labels,
+        indices,
+        indices,  # the loop's "labels" are the indices too: labels are read through them
         epochs=epochs,
         batch_size=batch_size,
         optimizer=optimizer,

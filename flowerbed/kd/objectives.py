@@ -14,6 +14,14 @@ Registered here, from the QKT paper ("Query-based Knowledge Transfer", ICLR 2025
 * ``masked-kd``: QKT's Eq. (4): CE(f_s(x), y) + alpha * sum_t <M, KL(p_t, p_s)> with the class
   mask M of Eq. (3) (``KDParams.mask``).
 
+From "FitNets: Hints for Thin Deep Nets" (Romero et al., ICLR 2015), as FedSA uses it (Eq. 4 of
+"Federated Selective Aggregation for Knowledge Amalgamation"):
+
+* ``hint``: mean over elements of (translator(f_s(x)) - f_t(x))^2, the student's feature through
+  its translator (``kd.translator.Translated``, tap ``hint``) against the teacher's feature
+  (teacher tap ``features``). Eq. 4's 1/2 ||.||^2 up to the constant factor 1/(2 numel), as
+  the authors' code (``F.mse_loss``). Label-free: it never reads ``labels``.
+
 KL is element-wise, KL_j = p_t[j] (log p_t[j] - log p_s[j]); it differs from the paper's
 "p_t log p_s" by the teachers' entropy, a constant: same gradients, and >= 0. With a
 temperature T the logits are divided by T in both distributions and the term is multiplied
@@ -43,8 +51,8 @@ class KDBatch:
     """One mini-batch as an objective sees it."""
 
     logits: Tensor  # the student's, (B, C)
-    labels: Tensor  # (B,)
-    teacher_probs: Tensor  # (T, B, C): softmax(f_t(x) / T) of every teacher
+    labels: Tensor | None  # (B,); None when the labels are withheld
+    teacher_probs: Tensor | None  # (T, B, C): softmax(f_t(x) / T) of every teacher
     taps: dict[str, Tensor] = field(default_factory=dict)  # the student's requested taps
     teacher_taps: dict[str, Tensor] = field(default_factory=dict)  # precomputed, (B, ...)
 
@@ -113,3 +121,9 @@ def masked_kd(batch: KDBatch, params: KDParams) -> Tensor:
     return F.cross_entropy(batch.logits, batch.labels) + params.alpha * distillation_term(
         batch.logits, batch.teacher_probs, params.mask, params.temperature
     )
+
+
+@register("hint", taps=("hint",))
+def hint(batch: KDBatch, params: KDParams) -> Tensor:
+    """FitNets' hint loss: MSE between the translated student feature and the teacher's."""
+    return F.mse_loss(batch.taps["hint"], batch.teacher_taps["features"])

@@ -127,21 +127,30 @@ _NOT_LOCAL = frozenset(
         "kt-metrics",
     }
 )
+_NOT_LOCAL_PREFIXES = ("fedsa-", "ctl-")  # other protocols' keys (a variant names what matters)
 _LOCAL_MODELS: OrderedDict[tuple, tuple[dict, dict]] = OrderedDict()
 _CACHE_SIZE = 256
 
 
-def train_local_model(client: LocalClient) -> tuple[Classifier, dict]:
+def train_local_model(client: LocalClient, variant: str = "") -> tuple[Classifier, dict]:
     """The client's model trained on its local data only, with early stopping (module doc).
 
     Returns the model and ``{"train-loss", "epochs", "val-accuracy"}``. Cached per process (a
-    pure function of the run config and the partition).
+    pure function of the run config and the partition); ``variant`` names what else changes the
+    client's data (FedSA's pixel-permuted teachers: ``client`` then holds the permuted data).
     """
     config, pid = client.config, client.partition_id
     key = (
         pid,
         client.num_partitions,
-        tuple(sorted((k, v) for k, v in config.items() if k not in _NOT_LOCAL)),
+        variant,
+        tuple(
+            sorted(
+                (k, v)
+                for k, v in config.items()
+                if k not in _NOT_LOCAL and not k.startswith(_NOT_LOCAL_PREFIXES)
+            )
+        ),
     )
     torch.manual_seed(seed_for(config.seed, _INIT_TAG))  # same initial model per architecture
     model = build_model(

@@ -146,6 +146,8 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         )
     try:
         partition = partition_for(config, num_partitions)
+    except ConfigError:  # names its own key (server-fraction)
+        raise
     except ValueError as error:  # more clients than samples, impossible minimum sizes...
         raise ConfigError(f"partitioner={config.partitioner!r}: {error}") from error
     counts = label_counts(data.y_train.numpy(), partition, data.num_classes)

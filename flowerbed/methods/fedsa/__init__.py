@@ -1,0 +1,6 @@
+"""FedSA (Federated Selective Aggregation for Knowledge Amalgamation): see ``protocol``."""
+
+from .phases import AMALGAMATE, PRETRAIN, SALIENCY
+from .protocol import PROTOCOL, SETTINGS
+
+__all__ = ["AMALGAMATE", "PRETRAIN", "PROTOCOL", "SALIENCY", "SETTINGS"]
