@@ -12,27 +12,26 @@ teachers per selection, 2 hint-distillation epochs. Methods (``fedsa-selection``
 {1, 2, 5, 10}; seeds 7, 42, 123. Every run goes through the real ServerApp/ClientApp handlers
 in this process (``run_in_process``).
 
-Measured: the adapted target model's final test accuracy (the weak model, history row 0 of
-the teacher-using runs, as a row of its own); FedSA - Scratch per k; the share of the drawn
+Measured: the adapted target model's final test accuracy (and the weak model's: history row
+0 of the FedSA runs); FedSA - Scratch per k; the share of the drawn
 teachers that were foreign; a Table 3 analogue at k = 10: per teacher, its similarity at the
-first selection (both ``averaged`` and ``per-image``, from the FedSA run's selection log) and
-its linear-probe transfer accuracy (the teacher frozen, a new linear head trained on D_T,
-tested on the held-out test set), with Spearman / Pearson over the 10 teachers; and whether the
-orderings of SEEDS 1.11 hold.
+first selection (``averaged`` and ``per-image``, from the FedSA run's log) and its linear-probe
+transfer accuracy (teacher frozen, a new linear head trained on D_T, held-out test set), with
+Spearman / Pearson over the 10 teachers; whether the orderings of SEEDS 1.11 hold.
 
-Resumable and shardable: every (method, k, seed) writes one JSON under ``<out>/runs`` (and
-every seed's probe table one more); a rerun skips what exists. Shard by seed (``--seeds 7``
-in one process, ``--seeds 42`` in another), then run without ``--seeds`` for the full report.
-Teachers are cached per process: a seed's first teacher-using run also pays their
-pre-training in its ``seconds``. Outputs under ``--out`` (default ``benchmarks/results/fedsa``;
-``--quick`` writes to ``<out>/quick``): ``fedsa.md``, ``fedsa.csv`` (one row per run),
-``fedsa_curves.png`` (mean accuracy per round at k = 5).
+Resumable: every (method, k, seed) writes one JSON under ``<out>/runs`` (and every seed's
+probe table one more); a rerun skips what exists. Shard by seed (``--seeds 7`` in one process,
+``--seeds 42`` in another), then run without ``--seeds`` for the full report. Teachers are
+cached per process: a seed's first teacher-using run also pays their pre-training (~9 s) in
+its ``seconds``. Outputs under ``--out`` (default ``benchmarks/results/fedsa``; ``--quick``:
+``<out>/quick``): ``fedsa.md``, ``fedsa.csv`` (one row per run), ``fedsa_curves.png`` (mean
+accuracy per round at k = 5).
 
 Usage::
 
-    python benchmarks/fedsa.py --quick          # seed 42, k in {1, 5}, 10 rounds, 4 methods
+    python benchmarks/fedsa.py --quick          # seed 42, k 1 and 5, 10 rounds (~1.5 min)
     python benchmarks/fedsa.py --seeds 7        # one shard of the full grid
-    python benchmarks/fedsa.py                  # the full grid (~1 h on 2 cores) and report
+    python benchmarks/fedsa.py                  # the full grid (~30 min in one process)
 """
 
 from __future__ import annotations
@@ -62,19 +61,24 @@ from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import evaluate
 
 NUM_CLIENTS, FOREIGN = 10, 5
+# label -> (file slug, overrides). Every method adapts all parameters at the end (the authors'
+# code), as Scratch does: the same final step for all; "FedSA (head)" is the paper's head-only
+# adaptation, shown beside it.
 METHODS = {
-    "FedSA": "saliency",
-    "Scratch": "scratch",
-    "FedAvg+": "all",
-    "Random": "random",
-    "Top-K": "top-k",
-    "Least-K": "least-k",
+    "FedSA": ("saliency", {"fedsa-selection": "saliency"}),
+    "FedSA (head)": ("saliency-head", {"fedsa-selection": "saliency", "fedsa-adapt": "head"}),
+    "Scratch": ("scratch", {"fedsa-selection": "scratch"}),
+    "FedAvg+": ("all", {"fedsa-selection": "all"}),
+    "Random": ("random", {"fedsa-selection": "random"}),
+    "Top-K": ("top-k", {"fedsa-selection": "top-k"}),
+    "Least-K": ("least-k", {"fedsa-selection": "least-k"}),
 }
 QUICK_METHODS = ("FedSA", "Scratch", "Random", "Least-K")
 PROBE_K, CURVE_K = 10, 5  # the Table 3 analogue's k; the k of the curves
 
 
-def overrides(selection: str, k: int, seed: int, rounds: int, out: Path) -> dict:
+def overrides(label: str, k: int, seed: int, rounds: int, out: Path) -> dict:
+    slug, method = METHODS[label]
     return {
         "strategy": "fedsa",
         "dataset": "digits",
@@ -87,22 +91,23 @@ def overrides(selection: str, k: int, seed: int, rounds: int, out: Path) -> dict
         "fedsa-selection-gap": 10,
         "fedsa-num-selected": 3,
         "fedsa-local-epochs": 2,
-        "fedsa-selection": selection,
+        "fedsa-adapt": "all",
+        **method,
         "fedsa-labels-per-class": k,
         "seed": seed,
         "output-dir": str((out / "flwr-runs").resolve()),
-        "run-name": f"{selection}-k{k}-seed{seed}-r{rounds}",
+        "run-name": f"{slug}-k{k}-seed{seed}-r{rounds}",
     }
 
 
 def run_point(out: Path, label: str, k: int, seed: int, rounds: int) -> dict:
     """One (method, k, seed) run, or its stored record."""
-    path = out / "runs" / f"{METHODS[label]}-k{k}-seed{seed}-r{rounds}.json"
+    path = out / "runs" / f"{METHODS[label][0]}-k{k}-seed{seed}-r{rounds}.json"
     if path.is_file():
         return json.loads(path.read_text())
     print(f"  run {label}, k={k}, seed {seed}, {rounds} rounds ...", flush=True)
     started = time.perf_counter()
-    run_dir = run_in_process(overrides(METHODS[label], k, seed, rounds, out), NUM_CLIENTS)
+    run_dir = run_in_process(overrides(label, k, seed, rounds, out), NUM_CLIENTS)
     seconds = time.perf_counter() - started
     history = json.loads((run_dir / "history.json").read_text())
     log_path = run_dir / "fedsa_selection.json"
@@ -140,7 +145,7 @@ def probe_teachers(out: Path, seed: int, rounds: int) -> dict:
         return json.loads(path.read_text())
     log = run_point(out, "FedSA", PROBE_K, seed, rounds)["selection_log"]
     first = log["selections"][0]
-    run_config = resolve_run_config(overrides("saliency", PROBE_K, seed, rounds, out))
+    run_config = resolve_run_config(overrides("FedSA", PROBE_K, seed, rounds, out))
     config = parse_run_config(run_config)
     x, y = target_set(config)
     data = load_splits(config)
@@ -174,17 +179,13 @@ def probe_teachers(out: Path, seed: int, rounds: int) -> dict:
     return record
 
 
-def mean_std(values) -> tuple[float, float]:
-    v = np.asarray(values, dtype=float)
-    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan")
-
-
 def cell(values, scale: float = 100.0, digits: int = 1) -> str:
-    if len(values) == 0:
+    """``mean ± sample std (n)`` of ``values`` times ``scale``."""
+    v = np.asarray(values, dtype=float) * scale
+    if len(v) == 0:
         return "–"
-    mean, std = mean_std(np.asarray(values) * scale)
-    spread = f"{std:.{digits}f}" if len(values) > 1 else "–"
-    return f"{mean:.{digits}f} ± {spread} ({len(values)})"
+    spread = f"{v.std(ddof=1):.{digits}f}" if len(v) > 1 else "–"
+    return f"{v.mean():.{digits}f} ± {spread} ({len(v)})"
 
 
 def yes(flag: bool | None) -> str:
@@ -217,13 +218,20 @@ def plot_curves(runs: list[dict], labels, path: Path) -> None:
     plt.close(fig)
 
 
+def finals_by_seed(runs: list[dict], label: str, k: int) -> dict[int, float]:
+    return {r["seed"]: r["final_accuracy"] for r in runs if r["method"] == label and r["k"] == k}
+
+
+def table(header: str, rows: list[str]) -> list[str]:
+    return [header, "|---" * header.count(" | ") + "|---|", *rows]
+
+
 def report(runs: list[dict], probes: list[dict], labels, ks, seeds, rounds) -> list[str]:
-    finals = {
-        (label, k): [r["final_accuracy"] for r in runs if r["method"] == label and r["k"] == k]
-        for label in labels
-        for k in ks
-    }
+    finals = {(m, k): list(finals_by_seed(runs, m, k).values()) for m in labels for k in ks}
     mean = {key: float(np.mean(v)) for key, v in finals.items() if v}
+    weak = {
+        k: [r["weak_accuracy"] for r in runs if r["k"] == k and r["method"] == "FedSA"] for k in ks
+    }
     lines = [
         "# FedSA on digits: selective amalgamation of 5 clean and 5 foreign teachers\n",
         f"Command: `python {shlex.join(sys.argv)}`\n",
@@ -233,57 +241,41 @@ def report(runs: list[dict], probes: list[dict], labels, ks, seeds, rounds) -> l
             f" {', '.join(map(str, seeds))}. Cells: test accuracy in %, mean ± sample std (n).\n"
         ),
         "## Final accuracy of the adapted target model\n",
-        "| method | " + " | ".join(f"k = {k}" for k in ks) + " |",
-        "|---|" + "---|" * len(ks),
+        *table(
+            "| method | " + " | ".join(f"k = {k}" for k in ks) + " |",
+            [f"| {m} | " + " | ".join(cell(finals[m, k]) for k in ks) + " |" for m in labels]
+            + ["| weak model (row 0 of FedSA) | " + " | ".join(cell(weak[k]) for k in ks) + " |"],
+        ),
+        "\n## FedSA − Scratch (paired by seed, points)\n",
     ]
-    for label in labels:
-        lines.append(f"| {label} | " + " | ".join(cell(finals[label, k]) for k in ks) + " |")
-    weak = {
-        k: [r["weak_accuracy"] for r in runs if r["k"] == k and r["method"] == labels[0]]
-        for k in ks
-    }
-    lines.append("| weak model (row 0) | " + " | ".join(cell(weak[k]) for k in ks) + " |")
-    lines += ["\n## FedSA − Scratch (paired by seed, points)\n", "| k | gap |", "|---|---|"]
-    gaps = {}
+    gaps, rows = {}, []
     for k in ks:
-        by_seed = {
-            label: {
-                r["seed"]: r["final_accuracy"] for r in runs if r["method"] == label and r["k"] == k
-            }
-            for label in ("FedSA", "Scratch")
-        }
-        common = sorted(set(by_seed["FedSA"]) & set(by_seed["Scratch"]))
-        diffs = [by_seed["FedSA"][s] - by_seed["Scratch"][s] for s in common]
+        fedsa, scratch = finals_by_seed(runs, "FedSA", k), finals_by_seed(runs, "Scratch", k)
+        diffs = [fedsa[s] - scratch[s] for s in sorted(set(fedsa) & set(scratch))]
         if diffs:
             gaps[k] = float(np.mean(diffs))
-        lines.append(f"| {k} | {cell(diffs)} |")
-    lines += [
-        "\n## Share of the drawn teachers that were foreign (all selections, all k and seeds)\n",
-        "| method | foreign draws / draws | share |",
-        "|---|---|---|",
-    ]
+        rows.append(f"| {k} | {cell(diffs)} |")
+    lines += table("| k | FedSA − Scratch |", rows)
+    lines.append("\n## Share of the drawn teachers that were foreign (all selections, k, seeds)\n")
+    rows = []
     for label in labels:
-        counts = [foreign_draws(r) for r in runs if r["method"] == label]
-        foreign, draws = sum(c[0] for c in counts), sum(c[1] for c in counts)
+        counts = np.array([foreign_draws(r) for r in runs if r["method"] == label]).reshape(-1, 2)
+        foreign, draws = counts.sum(axis=0)
         share = f"{100 * foreign / draws:.0f} %" if draws else "– (no teachers)"
-        lines.append(f"| {label} | {foreign} / {draws} | {share} |")
+        rows.append(f"| {label} | {foreign} / {draws} | {share} |")
+    lines += table("| method | foreign draws / draws | share |", rows)
 
-    lines += [
-        (
-            f"\n## Table 3 analogue (k = {PROBE_K}): similarity at the first selection vs"
-            " linear-probe transfer accuracy of the 10 teachers\n"
-        ),
-        "| similarity | Spearman | Pearson | clean (0..4) | foreign (5..9) |",
-        "|---|---|---|---|---|",
-    ]
-    table3 = {}
+    lines.append(
+        f"\n## Table 3 analogue (k = {PROBE_K}): similarity at the first selection vs"
+        " linear-probe transfer accuracy of the 10 teachers (mean ± sample std over seeds)\n"
+    )
+    table3, rows = {}, []
     for kind in ("averaged", "per-image"):
-        rows = []
+        per_seed = []
         for p in probes:
-            sim, acc, foreign = (
-                np.array(p[key]) for key in (f"similarity-{kind}", "transfer", "foreign")
-            )
-            rows.append(
+            sim, acc = np.array(p[f"similarity-{kind}"]), np.array(p["transfer"])
+            foreign = np.array(p["foreign"], dtype=bool)
+            per_seed.append(
                 (
                     stats.spearmanr(sim, acc).statistic,
                     stats.pearsonr(sim, acc).statistic,
@@ -291,9 +283,10 @@ def report(runs: list[dict], probes: list[dict], labels, ks, seeds, rounds) -> l
                     sim[foreign].mean(),
                 )
             )
-        cols = list(zip(*rows)) if rows else [[]] * 4
+        cols = list(zip(*per_seed)) if per_seed else [[]] * 4
         table3[kind] = [float(np.mean(c)) if len(c) else float("nan") for c in cols]
-        lines.append(f"| {kind} | " + " | ".join(cell(c, 1.0, 3) for c in cols) + " |")
+        rows.append(f"| {kind} | " + " | ".join(cell(c, 1.0, 3) for c in cols) + " |")
+    lines += table("| similarity | Spearman | Pearson | clean (0..4) | foreign (5..9) |", rows)
     for p in probes:
         order = np.argsort(p["teachers"])
         transfer = " ".join(f"{100 * p['transfer'][i]:.0f}" for i in order)
@@ -303,35 +296,39 @@ def report(runs: list[dict], probes: list[dict], labels, ks, seeds, rounds) -> l
             f" similarity: {sims} (teacher check, largest own-accuracy difference from the run:"
             f" {p['own-accuracy-gap']:.1e})."
         )
+    return lines + orderings(gaps, table3, mean, ks, bool(probes))
 
-    lines.append("\n## Orderings of SEEDS 1.11 (on the means over seeds)\n")
+
+def orderings(gaps: dict, table3: dict, mean: dict, ks, probed: bool) -> list[str]:
+    """SEEDS 1.11's orderings, on the means over seeds."""
     small = [k for k in ks if k <= 5 and k in gaps]
     above = all(gaps[k] > 0 for k in small) if small else None
-    ordered = [gaps[k] for k in ks if k in gaps]
-    shrinks = all(b <= a for a, b in itertools.pairwise(ordered)) if len(ordered) > 1 else None
-    gap_text = ", ".join(f"k={k}: {100 * g:+.1f}" for k, g in gaps.items())
-    lines.append(
-        f"* (a) FedSA > Scratch at every k ≤ 5: {yes(above)}; the gap shrinks as k grows"
-        f" (non-increasing): {yes(shrinks)} ({gap_text or 'no pairs'})"
-    )
+    size = [abs(gaps[k]) for k in ks if k in gaps]
+    shrinks = all(b <= a for a, b in itertools.pairwise(size)) if len(size) > 1 else None
+    gap_text = ", ".join(f"k={k}: {100 * g:+.1f}" for k, g in gaps.items()) or "no pairs"
     spearman, _, clean, foreign = table3["averaged"]
-    lines.append(
-        f"* (b) clean similarity > foreign similarity: {yes(None if not probes else clean > foreign)}"
-        f" ({clean:.3f} vs {foreign:.3f}, averaged); Spearman > 0:"
-        f" {yes(None if not probes else spearman > 0)} ({spearman:+.3f}; per-image"
-        f" {table3['per-image'][0]:+.3f})"
-    )
-    for a, b, strict in (
-        ("FedSA", "FedAvg+", True),
-        ("FedSA", "Random", False),
-        ("Random", "Least-K", True),
+    lines = [
+        "\n## Orderings of SEEDS 1.11 (on the means over seeds)\n",
+        (
+            f"* (a) FedSA > Scratch at every k ≤ 5: {yes(above)}; |FedSA − Scratch| shrinks"
+            f" (non-increasing) as k grows: {yes(shrinks)} ({gap_text})"
+        ),
+        (
+            f"* (b) clean similarity > foreign similarity: {yes(clean > foreign if probed else None)}"
+            f" ({clean:.3f} vs {foreign:.3f}, averaged); Spearman > 0:"
+            f" {yes(spearman > 0 if probed else None)} ({spearman:+.3f}; per-image"
+            f" {table3['per-image'][0]:+.3f})"
+        ),
+    ]
+    for a, b, op in (
+        ("FedSA", "FedAvg+", ">"),
+        ("FedSA", "Random", "≥"),
+        ("Random", "Least-K", ">"),
     ):
         pairs = [(k, mean[a, k], mean[b, k]) for k in ks if (a, k) in mean and (b, k) in mean]
-        holds = all(x > y if strict else x >= y for _, x, y in pairs) if pairs else None
+        holds = all(x > y if op == ">" else x >= y for _, x, y in pairs) if pairs else None
         numbers = ", ".join(f"k={k}: {100 * x:.1f} vs {100 * y:.1f}" for k, x, y in pairs)
-        lines.append(
-            f"* (c) {a} {'>' if strict else '≥'} {b} at every k: {yes(holds)} ({numbers or 'not run'})"
-        )
+        lines.append(f"* (c) {a} {op} {b} at every k: {yes(holds)} ({numbers or 'not run'})")
     return lines
 
 
