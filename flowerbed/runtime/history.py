@@ -21,7 +21,7 @@ import numpy as np
 from flwr.common.logger import log
 
 from .outcome import RunFailed
-from .recording_grid import RecordingGrid
+from .recording_grid import RecordingGrid, RoundTraffic
 from .results import plot_accuracy, write_csv, write_json
 
 HISTORY_COLUMNS = (
@@ -42,6 +42,18 @@ HISTORY_COLUMNS = (
 CLIENT_MODELS_ACCURACY = "client_models_test_accuracy_mean"
 
 
+def traffic_columns(traffic: RoundTraffic) -> dict:
+    """A closed round's traffic as history columns: clients, bytes, seconds, failures."""
+    return {
+        "clients_trained": traffic.clients_trained,
+        "clients_failed": traffic.clients_failed,
+        "bytes_sent": traffic.bytes_sent,
+        "bytes_received": traffic.bytes_received,
+        "seconds": traffic.seconds,
+        "failures": traffic.failures,
+    }
+
+
 def round_row(server_round: int, grid: RecordingGrid, **accuracies: float) -> dict:
     """One history row; for rounds >= 1 it closes the grid's record of that round.
 
@@ -60,17 +72,12 @@ def round_row(server_round: int, grid: RecordingGrid, **accuracies: float) -> di
         train_loss=weighted_mean(train_losses),
         client_accuracy_mean=float(np.mean(local_accuracies)) if local_accuracies else math.nan,
         client_accuracy_std=float(np.std(local_accuracies)) if local_accuracies else math.nan,
-        clients_trained=traffic.clients_trained,
-        clients_failed=traffic.clients_failed,
-        bytes_sent=traffic.bytes_sent,
-        bytes_received=traffic.bytes_received,
-        seconds=traffic.seconds,
         client_accuracies={
             int(m["partition-id"]): m["accuracy"]
             for m in traffic.evaluate
             if "partition-id" in m and "accuracy" in m
         },
-        failures=traffic.failures,
+        **traffic_columns(traffic),
     )
     # any other metric the clients' evaluation reports (Ditto's personal-accuracy): its mean
     # over the clients, as client_<name>_mean (JSON history only)

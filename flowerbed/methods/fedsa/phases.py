@@ -20,7 +20,7 @@ from ...models import build_model
 from ...protocols.local_fit import client_models, model_name_for
 from ...protocols.phase import Handoff, Phase
 from ...runtime.context import RunContext
-from ...runtime.history import round_row
+from ...runtime.history import round_row, traffic_columns
 from ...runtime.outcome import RunFailed
 from ...runtime.results import save_model, write_json
 from ...runtime.seeding import seed_for
@@ -167,12 +167,7 @@ class WeakTarget(Phase):
             train_loss=loss,
             client_accuracy_mean=float(seen.mean()) if len(seen) else math.nan,
             client_accuracy_std=float(seen.std()) if len(seen) else math.nan,
-            clients_trained=traffic.clients_trained,
-            clients_failed=traffic.clients_failed,
-            bytes_sent=traffic.bytes_sent,
-            bytes_received=traffic.bytes_received,
-            seconds=traffic.seconds,
-            failures=traffic.failures,
+            **traffic_columns(traffic),
         )
         rounds = 0 if config.fedsa_selection == "scratch" else config.num_server_rounds
         run.history.add(row, rounds, f"weak target model, {len(target[1])} labelled images")
