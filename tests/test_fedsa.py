@@ -276,6 +276,27 @@ def test_top_k_keeps_the_most_similar_teachers_and_fixed_keeps_its_first_draw(tm
     assert log["selections"][0]["selected"] == log["selections"][1]["selected"]
 
 
+def test_a_failing_or_nonfinite_owner_is_left_out_of_the_average(tmp_path):
+    """Partition 1 raises in every training message, or replies NaN: the round averages the
+    others (the same model either way) and the run completes."""
+    models = []
+    for mode in ("raise", "nonfinite"):
+        overrides = {
+            **FAST,
+            "fedsa-selection": "all",
+            "failing-partitions": "1",
+            "failure-mode": mode,
+            "output-dir": str(tmp_path / mode),
+        }
+        run_dir = run_in_process(overrides, num_clients=4)
+        history = json.loads((run_dir / "history.json").read_text())
+        assert [(r["clients_trained"], r["clients_failed"]) for r in history[1:]] == [(3, 1)] * 2
+        assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
+        models.append(torch.load(run_dir / "model.pt"))
+    for key, value in models[0].items():
+        assert torch.equal(value, models[1][key]), key
+
+
 # --- bad settings, before any training ---------------------------------------------------------
 
 BAD = [

@@ -183,6 +183,9 @@ class SelectiveAmalgamation(Phase):
         config, model = run.config, run.model
         target = target_set(config)
         test = (run.data.x_test, run.data.y_test)
+        teacher_accuracy = handoff.shared.get(
+            "teacher-accuracy", np.full(run.num_partitions, math.nan)
+        )
         log_entry = {
             "selection": config.fedsa_selection,
             "weighting": config.fedsa_weighting,
@@ -192,9 +195,7 @@ class SelectiveAmalgamation(Phase):
                     "partition": pid,
                     "model": model_name_for(config, pid),
                     "foreign": owner.is_foreign(config, pid, run.num_partitions),
-                    "accuracy": float(
-                        handoff.shared.get("teacher-accuracy", [math.nan] * (pid + 1))[pid]
-                    ),
+                    "accuracy": float(teacher_accuracy[pid]),
                 }
                 for pid in range(run.num_partitions)
             ],
