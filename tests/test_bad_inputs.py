@@ -96,6 +96,13 @@ AT_PARSE = [
     ("ctl-steps", 0, "ctl-steps must be at least 1, got 0"),
     ("ctl-learning-rate", 0.0, "ctl-learning-rate must be > 0, got 0.0"),
     ("ctl-local-ce", "half", "unknown ctl-local-ce 'half'; valid choices: full, scaled"),
+    ("server-fraction", 1.0, r"server-fraction must be in \[0, 1\), got 1.0"),
+    ("fedsa-selection", "best", "unknown fedsa-selection 'best'; valid choices: saliency, random"),
+    ("fedsa-num-selected", 0, "fedsa-num-selected must be at least 1, got 0"),
+    ("fedsa-temperature", 0.0, "fedsa-temperature must be > 0, got 0.0"),
+    ("fedsa-saliency", "lime", "unknown fedsa-saliency 'lime'; valid choices: input-grad, gradcam"),
+    ("fedsa-labels-per-class", 0, "fedsa-labels-per-class must be at least 1, got 0"),
+    ("fedsa-foreign-teachers", -1, "fedsa-foreign-teachers must be at least 0, got -1"),
     ("sim-shifts", 0, "sim-shifts must be"),
     ("sim-spread", -1.0, "sim-spread must be >= 0, got -1.0"),
     ("partitioner", "dataset-nodes", "partitioner='dataset-nodes' needs a data set with its own"),
@@ -144,6 +151,7 @@ AT_START = [
         {"strategy": "ctl", "dataset": "breast-cancer", "ctl-tasks": 1, "ctl-num-guests": 2},
         r"ctl-num-guests=2 but each node has 1 other node\(s\) in a federation of 2",
     ),
+    ({"strategy": "fedsa"}, "strategy='fedsa' needs the server's labelled target set"),
 ]
 
 
