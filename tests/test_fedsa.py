@@ -23,7 +23,6 @@ from flowerbed.methods.fedsa.owner import (
 )
 from flowerbed.methods.fedsa.target import adapt, target_set
 from flowerbed.settings import ConfigError
-from tests.conftest import local_client
 
 FAST = {
     "strategy": "fedsa",
@@ -85,10 +84,10 @@ def test_the_target_set_holds_k_images_per_class_from_the_server_split():
 # --- the owners ----------------------------------------------------------------------------------
 
 
-def test_foreign_teachers_see_a_fixed_pixel_permutation_of_their_own_data():
+def test_foreign_teachers_see_a_fixed_pixel_permutation_of_their_own_data(fl):
     overrides = {**FAST, "fedsa-foreign-teachers": 1}
-    clean = local_client(overrides, partition_id=0, num_partitions=2)
-    foreign = local_client(overrides, partition_id=1, num_partitions=2)
+    clean = fl.local_client(overrides, partition_id=0, num_partitions=2)
+    foreign = fl.local_client(overrides, partition_id=1, num_partitions=2)
     assert private_client(clean) is clean
     permuted = private_client(foreign)
     flat, flat_p = foreign.x_train.flatten(1), permuted.x_train.flatten(1)
@@ -96,7 +95,7 @@ def test_foreign_teachers_see_a_fixed_pixel_permutation_of_their_own_data():
     # one permutation for every image: each permuted pixel column is some original column
     for j in range(flat_p.shape[1]):
         assert (flat == flat_p[:, j : j + 1]).all(dim=0).any(), j
-    again = private_client(local_client(overrides, partition_id=1, num_partitions=2))
+    again = private_client(fl.local_client(overrides, partition_id=1, num_partitions=2))
     assert torch.equal(again.x_train, permuted.x_train)  # seeded
     assert torch.equal(permuted.y_train, foreign.y_train)
 
@@ -112,8 +111,8 @@ def amalgamate_message(client, state_dict, server_round=1):
     return Message(content=content, message_type=AMALGAMATE, dst_node_id=1)
 
 
-def test_the_reply_holds_the_student_only_and_the_translator_stays_home():
-    client = local_client(FAST, partition_id=0, num_partitions=4)
+def test_the_reply_holds_the_student_only_and_the_translator_stays_home(fl):
+    client = fl.local_client(FAST, partition_id=0, num_partitions=4)
     torch.manual_seed(0)
     target = client.new_model().state_dict()
     reply = amalgamate_step(client, amalgamate_message(client, target))
@@ -128,15 +127,15 @@ def test_the_reply_holds_the_student_only_and_the_translator_stays_home():
     # the next round starts from the kept translator, not a fresh one
     amalgamate_step(client, amalgamate_message(client, target, server_round=2))
     second = client.context.state[TRANSLATOR_KEY].to_torch_state_dict()
-    fresh = local_client(FAST, partition_id=0, num_partitions=4)
+    fresh = fl.local_client(FAST, partition_id=0, num_partitions=4)
     amalgamate_step(fresh, amalgamate_message(fresh, target, server_round=2))
     from_fresh = fresh.context.state[TRANSLATOR_KEY].to_torch_state_dict()
     assert not torch.equal(first["linears.0.weight"], second["linears.0.weight"])
     assert not torch.equal(second["linears.0.weight"], from_fresh["linears.0.weight"])
 
 
-def test_the_teacher_is_kept_in_the_node_state():
-    client = local_client(FAST, partition_id=1, num_partitions=4)
+def test_the_teacher_is_kept_in_the_node_state(fl):
+    client = fl.local_client(FAST, partition_id=1, num_partitions=4)
     teacher = teacher_model(client)
     again = teacher_model(client)
     for key, value in teacher.state_dict().items():
@@ -148,9 +147,9 @@ def test_the_teacher_is_kept_in_the_node_state():
 
 
 @pytest.mark.parametrize("scope", ["head", "all"])
-def test_adaptation_trains_a_new_head_and_the_features_only_with_all(scope):
+def test_adaptation_trains_a_new_head_and_the_features_only_with_all(scope, fl):
     config = config_of({})
-    client = local_client(FAST, partition_id=0, num_partitions=4)
+    client = fl.local_client(FAST, partition_id=0, num_partitions=4)
     torch.manual_seed(0)
     model = client.new_model()
     before = {k: v.clone() for k, v in model.state_dict().items()}
