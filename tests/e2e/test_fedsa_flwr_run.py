@@ -13,7 +13,7 @@ from flowerbed.simulation import simulate as flwr_run
 pytestmark = pytest.mark.e2e
 
 
-def test_fedsa_with_flwr_run(tmp_path):
+def test_fedsa_with_flwr_run(tmp_path, one_thread):
     overrides = {
         "strategy": "fedsa",
         "server-fraction": 0.4,
@@ -40,6 +40,7 @@ def test_fedsa_with_flwr_run(tmp_path):
     assert [s["round"] for s in log["selections"]] == [1, 2]
     assert [t["foreign"] for t in log["teachers"]] == [False, False, False, True]
 
+    # the same computation in this process, with one math thread as Ray gives each actor
     in_process = run_in_process({**overrides, "output-dir": str(tmp_path / "same")}, 4)
     same_log = json.loads((in_process / "fedsa_selection.json").read_text())
     assert [s["selected"] for s in same_log["selections"]] == [
