@@ -8,6 +8,7 @@ named intermediate outputs in one forward pass.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 
@@ -27,3 +28,15 @@ class Classifier(nn.Module):
         reads) and ``logits``. A model with more taps (a backbone's stages) adds entries."""
         features = self.features(x)
         return {"features": features, "logits": self.head(features)}
+
+
+def feature_width(model: Classifier, input_shape: tuple[int, ...]) -> int:
+    """Width of ``model.features(x)``: the head's input width, or one probe in eval mode."""
+    if isinstance(model.head, nn.Linear):
+        return model.head.in_features
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        width = model.features(torch.zeros(1, *input_shape)).shape[-1]
+    model.train(was_training)
+    return int(width)

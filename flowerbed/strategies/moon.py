@@ -45,6 +45,7 @@ from flwr.app import ArrayRecord, Message
 from torch import Tensor, nn
 
 from ..models import Classifier, build_model
+from ..models.classifier import feature_width
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from .common import StrategySpec
@@ -77,23 +78,11 @@ SETTINGS = (
 
 
 # --- the network -----------------------------------------------------------------------------
-def representation_dim(model: Classifier, input_shape: tuple[int, ...]) -> int:
-    """Width of ``model.features(x)``: the head's input width, or one probe in eval mode."""
-    if isinstance(model.head, nn.Linear):
-        return model.head.in_features
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        width = model.features(torch.zeros(1, *input_shape)).shape[-1]
-    model.train(was_training)
-    return int(width)
-
-
 def with_projection_head(
     base: Classifier, input_shape: tuple[int, ...], num_classes: int, projection_dim: int
 ) -> Classifier:
     """encoder (``base.features``) -> projection MLP -> output layer, as a ``Classifier``."""
-    width = representation_dim(base, input_shape)
+    width = feature_width(base, input_shape)
     projection = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, projection_dim))
     features = nn.Sequential(OrderedDict(encoder=base.features, projection=projection))
     return Classifier(features, nn.Linear(projection_dim, num_classes))

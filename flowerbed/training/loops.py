@@ -129,6 +129,13 @@ def predict(model: nn.Module, x: Tensor, batch_size: int = 512) -> Tensor:
     return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
 
 
+@torch.no_grad()
+def features_of(model: nn.Module, x: Tensor, batch_size: int = 512) -> Tensor:
+    """``model.features(x)`` in eval mode (a frozen feature extractor)."""
+    model.eval()
+    return torch.cat([model.features(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+
+
 def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int = 512) -> tuple[float, float]:
     """(mean cross-entropy, accuracy) of ``model`` on ``(x, y)``."""
     if len(x) == 0:

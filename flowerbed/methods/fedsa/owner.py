@@ -28,10 +28,12 @@ from ...kd.loop import distill
 from ...kd.objectives import KDParams
 from ...kd.translator import Translated, Translator
 from ...models import Classifier, build_model
+from ...models.classifier import feature_width
 from ...protocols.local_fit import model_name_for, train_local_model
 from ...runtime.seeding import seed_for
 from ...settings import RunConfig
 from ...training.local_client import LocalClient
+from ...training.loops import features_of
 from .rules import saliency_maps
 
 TEACHER_KEY, TRANSLATOR_KEY = "fedsa-teacher", "fedsa-translator"
@@ -99,12 +101,6 @@ def saliency_step(client: LocalClient, msg: Message) -> Message:
     return Message(content=content, reply_to=msg)
 
 
-@torch.no_grad()
-def _features(model: Classifier, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
-    model.eval()
-    return torch.cat([model.features(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
-
-
 def _translator(client: LocalClient, student_dim: int, teacher_dim: int) -> Translator:
     """The owner's translator: restored from ``context.state``, else new (seeded)."""
     torch.manual_seed(seed_for(client.config.seed, client.partition_id, _TRANSLATOR_TAG))
@@ -120,10 +116,8 @@ def amalgamate_step(client: LocalClient, msg: Message) -> Message:
     private = private_client(client)
     teacher = teacher_model(client)
     student = client.model_from(msg)
-    probe = private.x_train[:2]
-    translator = _translator(
-        client, _features(student, probe).shape[1], _features(teacher, probe).shape[1]
-    )
+    shape = client.data.input_shape
+    translator = _translator(client, feature_width(student, shape), feature_width(teacher, shape))
     pair = Translated(student, translator)
     seed = seed_for(config.seed, client.partition_id, server_round, _DISTILL_TAG)
     torch.manual_seed(seed)
@@ -138,7 +132,7 @@ def amalgamate_step(client: LocalClient, msg: Message) -> Message:
         batch_size=config.batch_size,
         optimizer=torch.optim.Adam(pair.parameters(), lr=config.fedsa_learning_rate),
         generator=torch.Generator().manual_seed(seed),
-        teacher_taps={"features": _features(teacher, private.x_train)},
+        teacher_taps={"features": features_of(teacher, private.x_train)},
     )
     client.context.state[TRANSLATOR_KEY] = ArrayRecord(translator.state_dict())
     content = RecordDict(

@@ -25,7 +25,7 @@ from ...data.federation import server_split
 from ...models import Classifier
 from ...runtime.seeding import seed_for
 from ...settings import RunConfig
-from ...training.loops import evaluate, train_local
+from ...training.loops import evaluate, features_of, train_local
 
 ADAPT_WEIGHT_DECAY = 1e-4
 _WEAK_TAG, _ADAPT_TAG = 0x3EA1, 0xADA9
@@ -56,12 +56,6 @@ def train_weak(model: Classifier, x: Tensor, y: Tensor, config: RunConfig, round
     ).mean_loss
 
 
-@torch.no_grad()
-def _features(model: Classifier, x: Tensor) -> Tensor:
-    model.eval()
-    return model.features(x)
-
-
 def adapt(
     model: Classifier, x: Tensor, y: Tensor, config: RunConfig, scope: str, round_: int
 ) -> Classifier:
@@ -74,7 +68,7 @@ def adapt(
     adapted.head = nn.Linear(old.in_features, old.out_features)
     trained = adapted.head if scope == "head" else adapted
     # head: the frozen features are computed once, and the head alone learns from them
-    inputs = _features(adapted, x) if scope == "head" else x
+    inputs = features_of(adapted, x) if scope == "head" else x
     epochs = config.fedsa_adapt_epochs
     optimizer = torch.optim.Adam(
         trained.parameters(), lr=config.fedsa_learning_rate, weight_decay=ADAPT_WEIGHT_DECAY
