@@ -12,6 +12,9 @@ from flowerbed.models import MODELS, Classifier, build_model
         ("cnn", (1, 8, 8)),
         ("cnn", (3, 32, 32)),
         ("cnn", (1, 28, 28)),
+        ("mlp-small", (30,)),
+        ("cnn-small", (1, 8, 8)),
+        ("cnn-small", (3, 32, 32)),
         ("resnet18", (3, 32, 32)),
         ("resnet18", (1, 8, 8)),
     ],
@@ -50,6 +53,7 @@ def test_gradients_reach_every_parameter():
     [
         ("cnn", (30,), "model 'cnn' needs images"),
         ("cnn", (1, 4, 4), "at least 8x8"),
+        ("cnn-small", (30,), "model 'cnn-small' needs images"),
         ("resnet18", (30,), "model 'resnet18' needs images"),
         ("vgg", (1, 8, 8), "unknown model 'vgg'"),
     ],
@@ -61,3 +65,32 @@ def test_model_data_mismatch_is_a_clear_error(name, shape, message):
 
 def test_registry_lists_the_classical_models():
     assert {"mlp", "cnn", "resnet18"} <= set(MODELS)
+
+
+def parameter_count(name: str, shape: tuple[int, ...], num_classes: int) -> int:
+    return sum(p.numel() for p in build_model(name, shape, num_classes).parameters())
+
+
+@pytest.mark.parametrize(
+    "student, teacher, shape, classes, expected",
+    [
+        # mlp, hidden h on d inputs: (d + 1) h + (h + 1) h + (h + 1) c
+        ("mlp-small", "mlp", (1, 8, 8), 10, (65 * 24 + 25 * 24 + 25 * 10, 65 * 64 + 65 * 64 + 650)),
+        ("mlp-small", "mlp", (30,), 2, (31 * 24 + 25 * 24 + 25 * 2, 31 * 64 + 65 * 64 + 65 * 2)),
+        # cnn on 1 channel: conv 3x3 c1, conv 3x3 c2, FC 16 c2 -> e, head e -> 10
+        (
+            "cnn-small",
+            "cnn",
+            (1, 8, 8),
+            10,
+            (10 * 16 + 145 * 32 + (512 + 1) * 64 + 65 * 10, 10 * 32 + 289 * 64 + 1025 * 128 + 1290),
+        ),
+    ],
+)
+def test_students_are_about_a_quarter_of_their_teachers(student, teacher, shape, classes, expected):
+    small, large = (
+        parameter_count(student, shape, classes),
+        parameter_count(teacher, shape, classes),
+    )
+    assert (small, large) == expected
+    assert 0.2 < small / large < 0.3

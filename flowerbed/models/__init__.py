@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from ..settings import Setting
 from .classifier import Classifier
-from .cnn import build_cnn
-from .mlp import build_mlp
+from .cnn import build_cnn, build_cnn_small
+from .mlp import build_mlp, build_mlp_small
 from .resnet import build_resnet18
 from .vqc import SETTINGS as VQC_SETTINGS
 from .vqc import build_vqc
@@ -16,6 +16,8 @@ from .vqc import build_vqc
 MODELS: dict[str, Callable[..., Classifier]] = {
     "mlp": build_mlp,
     "cnn": build_cnn,
+    "mlp-small": build_mlp_small,  # distillation students, about a quarter of mlp / cnn
+    "cnn-small": build_cnn_small,
     "resnet18": build_resnet18,
     "vqc": build_vqc,  # PennyLane variational quantum classifier
 }
@@ -24,7 +26,8 @@ SETTINGS = (
     Setting(
         "model",
         "cnn",
-        "`mlp` (tabular or flattened), `cnn` (8x8 to 32x32 images), `resnet18` (torchvision,"
+        "`mlp` (tabular or flattened), `cnn` (8x8 to 32x32 images), `mlp-small`, `cnn-small`"
+        " (about a quarter of `mlp` / `cnn`: distillation students), `resnet18` (torchvision,"
         " small-image stem), `vqc` (PennyLane variational quantum classifier, see"
         " [Quantum FL](#quantum-fl))",
         choices=lambda: tuple(MODELS),  # read when checked: models registered later count

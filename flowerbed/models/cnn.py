@@ -7,27 +7,42 @@ from torch import nn
 from .classifier import Classifier
 
 
-def build_cnn(input_shape: tuple[int, ...], num_classes: int, embedding: int = 128) -> Classifier:
-    """Conv32 -> ReLU -> MaxPool2 -> Conv64 -> ReLU -> AdaptiveAvgPool(4) -> FC(embedding).
+def build_cnn(
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    embedding: int = 128,
+    channels: tuple[int, int] = (32, 64),
+    name: str = "cnn",
+) -> Classifier:
+    """Conv(c1) -> ReLU -> MaxPool2 -> Conv(c2) -> ReLU -> AdaptiveAvgPool(4) -> FC(embedding).
 
     The adaptive pool makes the same network fit 8x8 digits and 32x32 CIFAR-10 images.
     """
     if len(input_shape) != 3:
         raise ValueError(
-            f"model 'cnn' needs images (C, H, W), got input shape {input_shape}; use 'mlp'"
+            f"model {name!r} needs images (C, H, W), got input shape {input_shape}; use 'mlp'"
         )
-    channels, height, width = input_shape
+    _, height, width = input_shape
     if min(height, width) < 8:
-        raise ValueError(f"model 'cnn' needs images of at least 8x8 pixels, got {height}x{width}")
+        raise ValueError(
+            f"model {name!r} needs images of at least 8x8 pixels, got {height}x{width}"
+        )
+    first, second = channels
     features = nn.Sequential(
-        nn.Conv2d(channels, 32, kernel_size=3, padding=1),
+        nn.Conv2d(input_shape[0], first, kernel_size=3, padding=1),
         nn.ReLU(),
         nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, kernel_size=3, padding=1),
+        nn.Conv2d(first, second, kernel_size=3, padding=1),
         nn.ReLU(),
         nn.AdaptiveAvgPool2d(4),
         nn.Flatten(),
-        nn.Linear(64 * 4 * 4, embedding),
+        nn.Linear(second * 4 * 4, embedding),
         nn.ReLU(),
     )
     return Classifier(features, nn.Linear(embedding, num_classes))
+
+
+def build_cnn_small(input_shape: tuple[int, ...], num_classes: int) -> Classifier:
+    """``cnn`` at half the width (16/32 channels, embedding 64): about a quarter of its
+    parameters (38k against 151k on digits), a distillation student."""
+    return build_cnn(input_shape, num_classes, embedding=64, channels=(16, 32), name="cnn-small")

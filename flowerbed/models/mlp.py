@@ -19,3 +19,9 @@ def build_mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 64) 
         nn.ReLU(),
     )
     return Classifier(features, nn.Linear(hidden, num_classes))
+
+
+def build_mlp_small(input_shape: tuple[int, ...], num_classes: int) -> Classifier:
+    """``mlp`` with 24 hidden units: about a quarter of its parameters (2,410 against 8,970 on
+    digits, 1,394 against 6,274 on breast-cancer), a distillation student."""
+    return build_mlp(input_shape, num_classes, hidden=24)
