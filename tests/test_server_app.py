@@ -36,6 +36,8 @@ def test_run_writes_every_result_file(fast_run):
         "history.csv",
         "accuracy.png",
         "model.pt",
+        "model_best.pt",
+        "model_best.json",
     } <= names
     assert not [n for n in names if n.endswith(".tmp")], "a temporary file was left behind"
     config = json.loads((run_dir / "config.json").read_text())
@@ -53,6 +55,26 @@ def test_run_writes_every_result_file(fast_run):
     model.load_state_dict(torch.load(run_dir / "model.pt"))
     accuracy = (model.eval()(splits.x_test).argmax(1) == splits.y_test).float().mean().item()
     assert accuracy == pytest.approx(history[-1]["central_accuracy"], abs=1e-6)
+
+
+def test_the_best_round_is_saved_with_its_round(fast_run):
+    # a diverging learning rate: the best round (3) is not the last
+    overrides = {**fast_run, "model": "mlp", "learning-rate": 1.0, "num-server-rounds": 4}
+    run_dir = run_in_process(overrides, num_clients=4)
+    accuracies = [row["central_accuracy"] for row in history_of(run_dir)]
+    best_round = int(np.argmax(accuracies))  # the first of equal maxima
+    assert best_round != len(accuracies) - 1, accuracies  # the case this test is about
+    best = json.loads((run_dir / "model_best.json").read_text())
+    assert best == {
+        "round": best_round,
+        "central_accuracy": accuracies[best_round],
+        "selected_on": "test",
+    }
+    splits = load_splits(parse_run_config(resolve_run_config(overrides)))
+    model = build_model("mlp", splits.input_shape, splits.num_classes)
+    model.load_state_dict(torch.load(run_dir / "model_best.pt"))
+    accuracy = (model.eval()(splits.x_test).argmax(1) == splits.y_test).float().mean().item()
+    assert accuracy == pytest.approx(accuracies[best_round], abs=1e-6)
 
 
 def test_training_improves_the_global_model(fast_run):

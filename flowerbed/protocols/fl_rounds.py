@@ -5,7 +5,11 @@ Server half: the algorithm's Flower ``Strategy`` (``StrategySpec.build_server``,
 ``strategy.start`` on the run's recording grid for ``num-server-rounds`` rounds, starting
 from the handoff's global arrays (or the run's freshly built global model). After every
 round the global model is evaluated on the held-out test set (``central_accuracy``) and the
-history row is logged and written. The final arrays go to ``model.pt`` and to the handoff.
+history row is logged and written. The final arrays go to ``model.pt`` and to the handoff; the
+best round's (highest ``central_accuracy``, the earliest on a tie, round 0 included) go to
+``model_best.pt``, with that round and accuracy in ``model_best.json``. "Best" is selected on
+the test set, as the point-cloud FL + KD benchmark does for its teachers: an optimistic choice,
+never a held-out one.
 
 Client half: Flower's default ``train`` and ``evaluate`` messages go to the algorithm's
 client step and evaluation (``StrategySpec.client_train`` / ``client_evaluate``).
@@ -21,7 +25,7 @@ from flwr.serverapp.strategy import Strategy
 
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
-from ..runtime.results import save_model
+from ..runtime.results import save_model, write_json
 from ..strategies.common import StrategySpec, flower_kwargs
 from ..training.local_client import LocalClient
 from ..training.loops import evaluate
@@ -42,10 +46,19 @@ class FLRounds(Phase):
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config, data, model = run.config, run.data, run.model
+        best_accuracy = -1.0
 
         def central_evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+            nonlocal best_accuracy
             model.load_state_dict(arrays.to_torch_state_dict())
             loss, accuracy = evaluate(model, data.x_test, data.y_test)
+            if accuracy > best_accuracy:
+                best_accuracy = accuracy
+                save_model(run.run_dir / "model_best.pt", model.state_dict())
+                write_json(
+                    run.run_dir / "model_best.json",
+                    {"round": server_round, "central_accuracy": accuracy, "selected_on": "test"},
+                )
             row = round_row(server_round, run.grid, central_accuracy=accuracy, central_loss=loss)
             run.history.add(row, config.num_server_rounds)
             return MetricRecord({"accuracy": accuracy, "loss": loss})
