@@ -114,18 +114,20 @@ def test_server_with_equal_a_is_fedavg_by_hand(fl):
     np.testing.assert_allclose(fl.arrays_of(new)["w"], 0.25 * ys[0] + 0.75 * ys[1])
 
 
-def test_fednova_with_equal_local_work_equals_fedavg(tmp_path):
-    """IID partition into equal parts: every client runs the same number of steps (equal a_i)."""
+@pytest.mark.parametrize("partitioner", ["iid", "label-sorted"])
+def test_fednova_with_equal_local_work_equals_fedavg(tmp_path, partitioner):
+    """Equal parts (IID, or label-sorted shards as in the point-cloud FL + KD benchmark): every
+    client runs the same number of steps (equal a_i), so FedNova's global model is FedAvg's."""
     common = {
         "model": "mlp",
-        "partitioner": "iid",
+        "partitioner": partitioner,
         "num-server-rounds": 2,
         "local-epochs": 1,
         "momentum": 0.5,
         "output-dir": str(tmp_path),
     }
     runs = {
-        s: run_in_process({**common, "strategy": s, "run-name": s}, num_clients=4)
+        s: run_in_process({**common, "strategy": s, "run-name": s}, num_clients=5)
         for s in ("fedavg", "fednova")
     }
     histories = {s: json.loads((d / "history.json").read_text()) for s, d in runs.items()}
