@@ -59,7 +59,10 @@ def test_every_protocol_has_a_readme_row():
             {"dataset": "imagenet"},
             "unknown dataset 'imagenet'; valid choices: digits, breast-cancer",
         ),
-        ({"model": "vit"}, "unknown model 'vit'; valid choices: mlp, cnn, mlp-small, cnn-small, resnet18"),
+        (
+            {"model": "vit"},
+            "unknown model 'vit'; valid choices: mlp, cnn, mlp-small, cnn-small, resnet18",
+        ),
         ({"partitioner": "zipf"}, "unknown partitioner 'zipf'; valid choices: iid, dirichlet"),
         ({"optimizer": "lbfgs"}, "unknown optimizer 'lbfgs'; valid choices: sgd, adam"),
         ({"fraction-train": 0.0}, r"fraction-train must be in \(0, 1\], got 0.0"),
