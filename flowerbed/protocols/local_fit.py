@@ -80,6 +80,7 @@ SETTINGS = (
 )
 
 ACTION = f"{MessageType.TRAIN}.local_fit"
+LOCAL_MODEL_KEY = "kt-local-model"  # context.state key of the model the client fitted alone
 _INIT_TAG, _QUERY_TAG = 0x1A17, 0x9E27
 NUM_ROUNDS = 2  # a one-shot protocol: local fit, then the exchange
 
@@ -257,7 +258,7 @@ class LocalFit(Phase):
 
     def client_step(self, client: LocalClient, msg: Message) -> Message:
         model, info = train_local_model(client)
-        client.context.state["kt-local-model"] = ArrayRecord(model.state_dict())
+        client.context.state[LOCAL_MODEL_KEY] = ArrayRecord(model.state_dict())
         metrics = client.metrics(
             len(client.y_train),
             **{
@@ -276,13 +277,16 @@ class LocalFit(Phase):
         return Message(content=content, reply_to=msg)
 
 
-def local_model(client: LocalClient) -> Classifier:
-    """The model the client fitted in the local-fit phase (from ``context.state``; a node
-    restarted since then retrains it: deterministic, the same model)."""
-    if "kt-local-model" not in client.context.state:
-        return train_local_model(client)[0]
+def local_model(
+    client: LocalClient, state_key: str = LOCAL_MODEL_KEY, variant: str = ""
+) -> Classifier:
+    """The model the client fitted alone, kept in ``context.state[state_key]`` (a node
+    restarted since then retrains it: deterministic, the same model). ``variant``: as in
+    ``train_local_model``."""
+    if state_key not in client.context.state:
+        return train_local_model(client, variant)[0]
     data = client.data
     name = model_name_for(client.config, client.partition_id)
     model = build_model(name, data.input_shape, data.num_classes, config=client.config)
-    model.load_state_dict(client.context.state["kt-local-model"].to_torch_state_dict())
+    model.load_state_dict(client.context.state[state_key].to_torch_state_dict())
     return model

@@ -27,9 +27,9 @@ from flwr.app import Array, ArrayRecord, Message, RecordDict
 from ...kd.loop import distill
 from ...kd.objectives import KDParams
 from ...kd.translator import Translated, Translator
-from ...models import Classifier, build_model
+from ...models import Classifier
 from ...models.classifier import feature_width
-from ...protocols.local_fit import model_name_for, train_local_model
+from ...protocols.local_fit import local_model, train_local_model
 from ...runtime.seeding import seed_for
 from ...settings import RunConfig
 from ...training.local_client import LocalClient
@@ -65,12 +65,6 @@ def _variant(client: LocalClient) -> str:
     return "fedsa-foreign" if foreign else ""
 
 
-def _new_teacher(client: LocalClient) -> Classifier:
-    data, config = client.data, client.config
-    name = model_name_for(config, client.partition_id)
-    return build_model(name, data.input_shape, data.num_classes, config=config)
-
-
 def pretrain_teacher(client: LocalClient) -> tuple[Classifier, dict]:
     """Train (or take from the process cache) the teacher; keep it in ``context.state``."""
     teacher, info = train_local_model(private_client(client), _variant(client))
@@ -80,12 +74,10 @@ def pretrain_teacher(client: LocalClient) -> tuple[Classifier, dict]:
 
 def teacher_model(client: LocalClient) -> Classifier:
     """The teacher kept in ``context.state`` (a restarted node pre-trains it again:
-    deterministic, the same model)."""
+    deterministic, the same model, and keeps it)."""
     if TEACHER_KEY not in client.context.state:
-        return pretrain_teacher(client)[0]
-    teacher = _new_teacher(client)
-    teacher.load_state_dict(client.context.state[TEACHER_KEY].to_torch_state_dict())
-    return teacher
+        pretrain_teacher(client)
+    return local_model(private_client(client), TEACHER_KEY, _variant(client))
 
 
 def saliency_step(client: LocalClient, msg: Message) -> Message:
