@@ -3,7 +3,8 @@
 ``PROTOCOLS`` maps a run-config ``strategy`` name to its ``ProtocolSpec``:
 
 * each algorithm of ``flowerbed.strategies`` (one Flower strategy) becomes the protocol
-  [FL rounds] (+ [knowledge-transfer metrics] with ``kt-metrics=true``);
+  [FL rounds] (+ [knowledge-transfer metrics] with ``kt-metrics=true``) (+ [distillation]
+  with ``distill-objective`` set: the global model distilled into a compact student);
 * each method of ``flowerbed.methods`` is already a protocol (one-shot: local fit, exchange;
   CTL: share, collaboration rounds; FedSA: teachers, weak target, amalgamation,
   adaptation).
@@ -27,22 +28,25 @@ from .data import federation
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
-from .protocols import kt_metrics
+from .protocols import distill, kt_metrics
+from .protocols.distill import OFF, Distill
 from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .runtime.context import SETTINGS as RUN_SETTINGS
-from .settings import RunConfig, Setting, index_settings
+from .settings import ConfigError, RunConfig, Setting, index_settings
 from .strategies import STRATEGIES, StrategySpec
 from .training.loops import SETTINGS as TRAINING_SETTINGS
 
 
 def fl_protocol(spec: StrategySpec) -> ProtocolSpec:
-    """A Flower strategy as a protocol: FL rounds, then the metrics phase if asked for."""
+    """A Flower strategy as a protocol: FL rounds, then the metrics phase and the
+    distillation phase if asked for."""
 
     def phases(config: RunConfig):
         metrics = (KTMetrics(spec.build_model),) if config["kt-metrics"] else ()
-        return (FLRounds(spec), *metrics)
+        distill = (Distill(spec.build_model),) if config.distill_objective != OFF else ()
+        return (FLRounds(spec), *metrics, *distill)
 
     return ProtocolSpec(
         name=spec.name,
@@ -85,13 +89,21 @@ SETTINGS: dict[str, Setting] = index_settings(
         *MOD_SETTINGS,
         *(s for protocol in PROTOCOLS.values() for s in protocol.settings),
         *kt_metrics.SETTINGS,
+        *distill.SETTINGS,
     )
 )
 
 
 def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     """Flower's ``context.run_config`` typed and checked (``ConfigError`` on a bad value)."""
-    return RunConfig.parse(run_config, SETTINGS)
+    config = RunConfig.parse(run_config, SETTINGS)
+    if config.distill_objective != OFF and config.strategy not in STRATEGIES:
+        raise ConfigError(
+            f"distill-objective={config.distill_objective!r} distils the global model of a"
+            f" multi-round strategy; strategy={config.strategy!r} is not one (valid choices:"
+            f" {', '.join(STRATEGIES)})"
+        )
+    return config
 
 
 def get_protocol(name: str) -> ProtocolSpec:

@@ -77,7 +77,7 @@ def test_unknown_objective_names_the_choices():
     ):
         get_objective("fitnets")
     with pytest.raises(ValueError, match="registered twice"):
-        register("kd")(lambda batch, params: batch.logits.sum())
+        register("kd", lambda params: {"x": 1.0})(lambda batch, params: {"x": batch.logits.sum()})
 
 
 # --- the loop ------------------------------------------------------------------------------
@@ -96,11 +96,9 @@ def test_distill_batches_by_index_and_passes_the_students_feature_tap():
 
     def feature_mse(batch, params):
         seen.append((batch.taps["features"].detach().clone(), batch.teacher_taps["features"]))
-        return (
-            params.alpha * (batch.taps["features"] - batch.teacher_taps["features"]).pow(2).mean()
-        )
+        return {"mse": (batch.taps["features"] - batch.teacher_taps["features"]).pow(2).mean()}
 
-    register("toy-fitnets", taps=("features",))(feature_mse)
+    register("toy-fitnets", lambda params: {"mse": params.alpha}, taps=("features",))(feature_mse)
     try:
         weight = student.features.weight.detach().clone()
         loss = distill(
@@ -115,7 +113,7 @@ def test_distill_batches_by_index_and_passes_the_students_feature_tap():
             optimizer=torch.optim.SGD(student.parameters(), lr=0.1),
             generator=torch.Generator().manual_seed(1),
             teacher_taps={"features": teacher_features},
-        )
+        ).mean_loss
     finally:
         OBJECTIVES.pop("toy-fitnets", None)
     ((features, targets),) = seen

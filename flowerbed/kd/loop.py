@@ -5,15 +5,46 @@ precomputed once (teachers are fixed). It runs the shared training loop
 (``training.loops.train_local``) over *sample indices*: ``train_local`` shuffles and batches
 its ``x``, so passing ``torch.arange(N)`` lets each batch index the inputs, the teachers'
 predictions and their taps alike.
+
+In mode ``unlabeled`` (``KDParams.mode``) the labels are withheld here, before any objective
+sees a batch. A student with learnable adapters (a projection, contrastive heads) is wrapped
+in ``WithAdapters`` so that one optimiser trains both; the objective finds them in
+``KDBatch.adapters``. The result holds the mean of every weighted loss term over the
+batches, so that a term too small to matter is visible.
 """
 
 from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from ..training.loops import train_local
 from .objectives import KDBatch, KDParams, Objective, get_objective
+
+
+class WithAdapters(nn.Module):
+    """A student and an objective's adapters, trained together; ``forward`` is the
+    student's."""
+
+    def __init__(self, student: nn.Module, adapters: dict[str, nn.Module]) -> None:
+        super().__init__()
+        self.student = student
+        self.adapters = nn.ModuleDict(adapters)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.student(x)
+
+    def taps(self, x: Tensor) -> dict[str, Tensor]:
+        return self.student.taps(x)
+
+
+@dataclass(frozen=True)
+class DistillResult:
+    mean_loss: float  # over the batches
+    terms: dict[str, float]  # each weighted term's mean over the batches
 
 
 def distill(
@@ -29,12 +60,16 @@ def distill(
     optimizer: torch.optim.Optimizer,
     generator: torch.Generator,
     teacher_taps: dict[str, Tensor] | None = None,
-) -> float:
-    """``epochs`` passes of ``objective`` over (``inputs``, ``labels``); returns the mean
-    batch loss. ``teacher_probs``: (T, N, C) or None (objectives that read only taps);
-    ``teacher_taps``: (N, ...) tensors by name."""
+) -> DistillResult:
+    """``epochs`` passes of ``objective`` over (``inputs``, ``labels``). ``teacher_probs``:
+    (T, N, C) or None (objectives that read only taps); ``teacher_taps``: (N, ...) tensors
+    by name."""
     objective = get_objective(objective) if isinstance(objective, str) else objective
     teacher_taps = teacher_taps or {}
+    if params.mode == "unlabeled":
+        labels = None  # withheld: no objective receives them
+    adapters = model.adapters if isinstance(model, WithAdapters) else {}
+    sums: dict[str, float] = defaultdict(float)
 
     indices = torch.arange(len(inputs))
 
@@ -51,8 +86,12 @@ def distill(
             teacher_probs=None if teacher_probs is None else teacher_probs[:, idx],
             taps=taps,
             teacher_taps={name: value[idx] for name, value in teacher_taps.items()},
+            adapters=adapters,
         )
-        return objective.loss(batch, params)
+        terms = objective.weighted_terms(batch, params)
+        for name, value in terms.items():
+            sums[name] += value.item()
+        return sum(terms.values())
 
     result = train_local(
         model,
@@ -64,4 +103,5 @@ def distill(
         generator=generator,
         loss_fn=loss_fn,
     )
-    return result.mean_loss
+    steps = max(result.num_steps, 1)
+    return DistillResult(result.mean_loss, {name: total / steps for name, total in sums.items()})

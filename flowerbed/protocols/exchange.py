@@ -113,7 +113,7 @@ class Transfer:
                 [p for p in model.parameters() if p.requires_grad], self.client.config
             ),
             generator=self.generator(_TRANSFER_TAG),
-        )
+        ).mean_loss
 
 
 # A method's transfer step: returns the student's post-transfer predictor (logits or

@@ -125,7 +125,7 @@ def amalgamate_step(client: LocalClient, msg: Message) -> Message:
         optimizer=torch.optim.Adam(pair.parameters(), lr=config.fedsa_learning_rate),
         generator=torch.Generator().manual_seed(seed),
         teacher_taps={"features": features_of(teacher, private.x_train)},
-    )
+    ).mean_loss
     client.context.state[TRANSLATOR_KEY] = ArrayRecord(translator.state_dict())
     content = RecordDict(
         {
