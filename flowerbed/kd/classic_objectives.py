@@ -130,9 +130,8 @@ def soft_kl(batch: KDBatch, params: KDParams) -> Tensor:
 
 
 def projected_student(batch: KDBatch) -> Tensor:
-    phi = batch.adapters["phi"] if "phi" in batch.adapters else None
     features = batch.taps["features"]
-    return features if phi is None else phi(features)
+    return batch.adapters["phi"](features) if "phi" in batch.adapters else features
 
 
 def gram(features: Tensor) -> Tensor:
@@ -227,8 +226,10 @@ def contrastive(batch: KDBatch, params: KDParams) -> dict[str, Tensor]:
 
 @register("dkd", dkd_weights, terms_read_labels=True)
 def decoupled(batch: KDBatch, params: KDParams) -> dict[str, Tensor]:
-    if batch.labels is None:
+    if params.mode == "unlabeled":
         return {"kl": soft_kl(batch, params)}
+    if batch.labels is None:
+        raise ValueError(f"objective 'dkd' in mode {params.mode!r} splits the classes by the label")
     t = params.temperature
     student, teacher = batch.logits / t, batch.teacher_taps["logits"] / t
     target = F.one_hot(batch.labels, student.shape[1]).to(student.dtype)

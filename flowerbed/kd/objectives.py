@@ -106,6 +106,11 @@ class Objective:
     def weighted_terms(self, batch: KDBatch, params: KDParams) -> dict[str, Tensor]:
         """{name: w * term}, CE first when its weight is not zero."""
         weights = self.weights(params)
+        if weights.get(CE, 0.0) < 0:
+            raise ValueError(
+                f"objective {self.name!r}: the cross-entropy weight is {weights[CE]} < 0 with"
+                f" alpha={params.alpha}, beta={params.beta}"
+            )
         out = {}
         if weights.get(CE, 0.0) != 0.0:
             if batch.labels is None:

@@ -149,7 +149,13 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     except ConfigError:  # names its own key (server-fraction)
         raise
     except ValueError as error:  # more clients than samples, impossible minimum sizes...
-        raise ConfigError(f"partitioner={config.partitioner!r}: {error}") from error
+        held = (
+            f" (after server-fraction={config.server_fraction} took the server's share of the"
+            f" {len(data.y_train)} training samples: lower it, or use fewer clients)"
+            if config.server_fraction > 0
+            else ""
+        )
+        raise ConfigError(f"partitioner={config.partitioner!r}: {error}{held}") from error
     counts = label_counts(data.y_train.numpy(), partition, data.num_classes)
     log(
         INFO,

@@ -1,0 +1,510 @@
+"""Federated then distilled: what is a federated teacher worth to a compact student? The
+offline replication (SEEDS 2.10) of "Benchmarking Federated Learning & Knowledge Distillation
+for Point Cloud Classification", with the two label-free controls the paper recommends but
+never reports.
+
+Stage 1 (through the real ServerApp/ClientApp handlers, in this process): the 13 FL
+strategies on 5 ``label-sorted`` clients, 20 rounds, 5 local epochs, the paper's client
+optimiser (Adam, lr 1e-3, weight decay 1e-4, batch 24; FedNova SGD with momentum 0.9 and
+SCAFFOLD plain SGD, lr 1e-3) and server keys (SEEDS 2.2); the teacher is the best round's
+global model (``model_best.pt``, selected on the test set, as the paper). A teacher-quality
+sweep adds FedAvg's final global model after 0, 1, 2, 3, 5, 10 and 20 rounds (round 0 = the
+random initial model, a chance-level teacher), and a centrally trained teacher (the whole
+training split, the same optimiser, best epoch on the test set).
+
+Stage 2 (``kd.student.distill_student``, the code behind the ``distill-*`` run-config keys):
+every teacher distilled into ``mlp-small`` (about a quarter of ``mlp``) on the whole training
+split (the paper's proxy) with each of the eleven objectives in each mode (``labeled``,
+``no-ce``, ``unlabeled``). Modes that are the same computation are run once and reported for
+each (an objective with CE weight 0 and label-free terms: all three; a "(1-a) CE + a x"
+objective: ``no-ce`` = ``unlabeled``). Student accuracy = best test epoch (the paper), the final
+epoch is in the CSV.
+
+Tables (Markdown ``flkd.md`` and CSVs under ``--out``): standalone FL (Table 1 analogue),
+standalone KD from the central teacher, the teacher x objective grid per mode (mean and
+sample std over seeds), and per objective and mode (Table 4 analogue): CE weight, label-free,
+student behind the chance teacher, behind the best FL teacher, range over teachers, Pearson r
+between student and teacher mean accuracy over the 13 FL teachers and over all 20 FL and
+sweep teachers. Plots: a heat map of the grid per mode, student vs teacher accuracy per
+objective.
+
+Resumable and shardable: every teacher and every student run writes one JSON (a rerun skips
+what exists); ``--seeds 7`` and ``--seeds 42`` may run in two processes; a run without
+``--seeds`` (or ``--report``) writes the report of everything on disk.
+
+Usage::
+
+    python benchmarks/flkd.py --quick                 # seed 42, digits, sweep teachers, 5 objectives
+    python benchmarks/flkd.py --seeds 7 --datasets digits
+    python benchmarks/flkd.py --report                # tables and plots of what exists
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from flowerbed.catalog import parse_run_config
+from flowerbed.data.federation import load_splits
+from flowerbed.inprocess import resolve_run_config, run_in_process
+from flowerbed.kd.classic_objectives import NAMES as OBJECTIVES
+from flowerbed.kd.objectives import MODES, KDParams, Objective, get_objective
+from flowerbed.kd.student import StudentTraining, distill_student
+from flowerbed.models import build_model
+from flowerbed.runtime.results import atomic_write, save_model, write_json
+from flowerbed.training.loops import evaluate, train_local
+
+ADAM = {"optimizer": "adam", "learning-rate": 1e-3, "weight-decay": 1e-4}
+ADAPTIVE = {
+    "adaptive-eta": 0.05,
+    "adaptive-beta-1": 0.9,
+    "adaptive-beta-2": 0.999,
+    "adaptive-tau": 1e-3,
+}
+# the 13 strategies and the paper's keys (SEEDS 2.2)
+STRATEGIES = {
+    "fedavg": {},
+    "fedprox": {"proximal-mu": 0.01},
+    "scaffold": {"optimizer": "sgd", "momentum": 0.0, "weight-decay": 0.0},
+    "fednova": {"optimizer": "sgd", "momentum": 0.9, "weight-decay": 0.0},
+    "feddyn": {"feddyn-alpha": 0.01},
+    "moon": {"moon-mu": 1.0, "moon-temperature": 0.5},
+    "ditto": {"ditto-lambda": 0.1},
+    "fedbn": {},
+    "fedmedian": {},
+    "fedavgm": {"server-learning-rate": 1.0, "server-momentum": 0.9},
+    "fedadam": ADAPTIVE,
+    "fedyogi": ADAPTIVE,
+    "fedadagrad": {"adaptive-eta": 0.05, "adaptive-tau": 1e-3},
+}
+SWEEP = (0, 1, 2, 3, 5, 10, 20)
+DATASETS = ("digits", "breast-cancer")
+SEEDS = (7, 42, 123)
+TEACHER_MODEL, STUDENT_MODEL = "mlp", "mlp-small"
+NUM_CLIENTS, ROUNDS, LOCAL_EPOCHS = 5, 20, 5
+QUICK_OBJECTIVES = ("vanilla", "logit-mse", "feature", "crd", "dkd")
+
+
+def fl_overrides(dataset: str, strategy: str, rounds: int, seed: int, out: Path) -> dict:
+    return {
+        "strategy": strategy,
+        "dataset": dataset,
+        "model": TEACHER_MODEL,
+        "partitioner": "label-sorted",
+        "num-server-rounds": rounds,
+        "local-epochs": LOCAL_EPOCHS,
+        "batch-size": 24,
+        "seed": seed,
+        **ADAM,
+        **STRATEGIES[strategy],
+        "output-dir": str(out / "fl-runs"),
+        "run-name": f"{dataset}-{strategy}-r{rounds}-seed{seed}",
+    }
+
+
+# --- Stage 1: teachers ---------------------------------------------------------------------
+
+
+def teacher_names(quick: bool) -> list[str]:
+    sweep = [f"fedavg-r{r}" for r in SWEEP]
+    return sweep if quick else [*STRATEGIES, *sweep, "central"]
+
+
+def config_of(dataset: str, seed: int, out: Path):
+    return parse_run_config(resolve_run_config(fl_overrides(dataset, "fedavg", 1, seed, out)))
+
+
+def make_teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[dict, dict]:
+    """(state dict, record) of teacher ``name``: an FL strategy's best round, FedAvg after r
+    rounds, or the central model."""
+    config = config_of(dataset, seed, out)
+    data = load_splits(config)
+    start = time.perf_counter()
+    if name == "central":
+        state, record = train_central(config, data)
+    elif name.startswith("fedavg-r") and name != "fedavg-r0":
+        rounds = int(name.removeprefix("fedavg-r"))
+        run_dir = run_in_process(fl_overrides(dataset, "fedavg", rounds, seed, out), NUM_CLIENTS)
+        state = torch.load(run_dir / "model.pt", weights_only=True)
+        history = json.loads((run_dir / "history.json").read_text())
+        record = {"test_accuracy": history[-1]["central_accuracy"], "round": rounds}
+    elif name == "fedavg-r0":  # the initial global model, as start_run builds it
+        torch.manual_seed(seed)
+        model = build_model(TEACHER_MODEL, data.input_shape, data.num_classes)
+        state = model.state_dict()
+        record = {"test_accuracy": evaluate(model, data.x_test, data.y_test)[1], "round": 0}
+    else:
+        run_dir = run_in_process(fl_overrides(dataset, name, ROUNDS, seed, out), NUM_CLIENTS)
+        state = torch.load(run_dir / "model_best.pt", weights_only=True)
+        best = json.loads((run_dir / "model_best.json").read_text())
+        history = json.loads((run_dir / "history.json").read_text())
+        record = {
+            "test_accuracy": best["central_accuracy"],  # the teacher: the best round (paper)
+            "round": best["round"],
+            "final_accuracy": history[-1]["central_accuracy"],
+            "curve": [row["central_accuracy"] for row in history],
+        }
+    return state, {"teacher": name, "seconds": time.perf_counter() - start, **record}
+
+
+def train_central(config, data, epochs: int = 40) -> tuple[dict, dict]:
+    """The teacher trained on the whole training split: Adam, StepLR x0.7 every E/10
+    epochs, the best epoch on the test set (the paper's "Centralized")."""
+    torch.manual_seed(config.seed)
+    model = build_model(TEACHER_MODEL, data.input_shape, data.num_classes)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=epochs // 10, gamma=0.7)
+    generator = torch.Generator().manual_seed(config.seed)
+    best = (-1.0, 0, None)
+    for epoch in range(1, epochs + 1):
+        train_local(
+            model,
+            data.x_train,
+            data.y_train,
+            epochs=1,
+            batch_size=24,
+            optimizer=optimizer,
+            generator=generator,
+        )
+        scheduler.step()
+        accuracy = evaluate(model, data.x_test, data.y_test)[1]
+        if accuracy > best[0]:
+            best = (accuracy, epoch, {k: v.clone() for k, v in model.state_dict().items()})
+    return best[2], {"test_accuracy": best[0], "round": best[1]}
+
+
+def teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[torch.nn.Module, dict]:
+    """The teacher from its file, made (and saved) first when missing."""
+    folder = out / "teachers" / f"{dataset}-seed{seed}"
+    path, meta = folder / f"{name}.pt", folder / f"{name}.json"
+    if not meta.exists():
+        state, record = make_teacher(name, dataset, seed, out)
+        save_model(path, state)
+        write_json(meta, {"dataset": dataset, "seed": seed, **record})
+        print(f"teacher {dataset} seed {seed} {name}: {record['test_accuracy']:.4f}", flush=True)
+    data = load_splits(config_of(dataset, seed, out))
+    model = build_model(TEACHER_MODEL, data.input_shape, data.num_classes)
+    model.load_state_dict(torch.load(path, weights_only=True))
+    return model, json.loads(meta.read_text())
+
+
+# --- Stage 2: students ---------------------------------------------------------------------
+
+
+def params_for(mode: str) -> KDParams:
+    """The paper's defaults: alpha 0.5, beta 0.5, T 2, DKD 1 / 8, CRD 0.07 / 128."""
+    return KDParams(alpha=0.5, temperature=2.0, beta=0.5, mode=mode)
+
+
+def computed_mode(objective: Objective, mode: str) -> str:
+    """The mode whose run is the same computation as ``mode``'s (module docstring)."""
+    if objective.label_free(params_for("labeled")):
+        return "labeled"
+    if mode == "unlabeled" and not objective.terms_read_labels:
+        return "no-ce"
+    return mode
+
+
+def student_run(
+    dataset: str, seed: int, name: str, objective: str, mode: str, epochs: int, out: Path
+) -> dict:
+    folder = out / "runs" / f"{dataset}-seed{seed}"
+    path = folder / f"{name}__{objective}__{mode}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    spec = get_objective(objective)
+    source = computed_mode(spec, mode)
+    if source != mode:
+        record = {**student_run(dataset, seed, name, objective, source, epochs, out)}
+        record.update(mode=mode, same_as=source, label_free=spec.label_free(params_for(mode)))
+        write_json(path, record)
+        return record
+    model, meta = teacher(name, dataset, seed, out)
+    data = load_splits(config_of(dataset, seed, out))
+    params = params_for(mode)
+    start = time.perf_counter()
+    result = distill_student(
+        model,
+        lambda: build_model(STUDENT_MODEL, data.input_shape, data.num_classes),
+        (data.x_train, data.y_train),
+        (data.x_test, data.y_test),
+        spec,
+        params,
+        StudentTraining(epochs=epochs),
+        seed,
+    )
+    record = {
+        "dataset": dataset,
+        "seed": seed,
+        "teacher": name,
+        "teacher_accuracy": meta["test_accuracy"],
+        "objective": objective,
+        "mode": mode,
+        "ce_weight": spec.ce_weight(params),
+        "label_free": spec.label_free(params),
+        "best": result.best["test_accuracy"],
+        "best_epoch": result.best["epoch"],
+        "final": result.final_accuracy,
+        "epochs": epochs,
+        "seconds": time.perf_counter() - start,
+        "terms": {
+            key: [row[key] for row in result.reported]
+            for key in result.reported[-1]
+            if key.startswith("term_")
+        },
+    }
+    write_json(path, record)
+    print(
+        f"{dataset} seed {seed} {name:>12} {objective:>9} {mode:>9}: student {record['best']:.4f}"
+        f" (teacher {record['teacher_accuracy']:.4f}), {record['seconds']:.1f} s",
+        flush=True,
+    )
+    return record
+
+
+# --- report --------------------------------------------------------------------------------
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return math.nan, math.nan
+    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def cell(values: list[float]) -> str:
+    mean, std = mean_std(values)
+    return "-" if math.isnan(mean) else f"{100 * mean:.1f} ± {100 * std:.1f}"
+
+
+def pearson(x: list[float], y: list[float]) -> float:
+    if len(x) < 3 or np.std(x) == 0 or np.std(y) == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def load(out: Path, pattern: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob(pattern))]
+
+
+def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> list[str]:
+    teachers = load(out, "teachers/*/*.json")
+    runs = load(out, "runs/*/*.json")
+    lines = [
+        "# Federated then distilled (benchmarks/flkd.py)",
+        "",
+        (
+            f"Stage 1: {NUM_CLIENTS} label-sorted clients, {ROUNDS} rounds, {LOCAL_EPOCHS} local"
+            f" epochs, {TEACHER_MODEL}; Stage 2: {STUDENT_MODEL}, {epochs} epochs, proxy = the"
+            " whole training split. Accuracy % (best on the test set, as the paper), mean ±"
+            " sample std over seeds."
+        ),
+    ]
+    csv_rows = []
+    for dataset in datasets:
+        t = [r for r in teachers if r["dataset"] == dataset]
+        r = [x for x in runs if x["dataset"] == dataset]
+        if not t:
+            continue
+        seeds = sorted({x["seed"] for x in t})
+        acc = {n: [x["test_accuracy"] for x in t if x["teacher"] == n] for n in names}
+        lines += ["", f"## {dataset} (seeds {', '.join(map(str, seeds))})", ""]
+        lines += ["### Standalone FL (Table 1 analogue) and the teachers", ""]
+        lines += ["| teacher | best round % | final % | seeds |", "|---|---|---|---|"]
+        for n in sorted(names, key=lambda n: -mean_std(acc[n])[0] if acc[n] else 1):
+            final = [x.get("final_accuracy", x["test_accuracy"]) for x in t if x["teacher"] == n]
+            lines.append(f"| {n} | {cell(acc[n])} | {cell(final)} | {len(acc[n])} |")
+        student = {}
+        for x in r:
+            key = (x["teacher"], x["objective"], x["mode"])
+            student.setdefault(key, []).append(x["best"])
+            csv_rows.append(x)
+        if "central" in names:
+            lines += ["", "### Standalone KD from the central teacher", ""]
+            lines += ["| objective | " + " | ".join(MODES) + " |", "|---|---|---|---|"]
+            for o in objectives:
+                cells = [cell(student.get(("central", o, m), [])) for m in MODES]
+                lines.append(f"| {o} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "### Per objective and mode (Table 4 analogue)",
+            "",
+            (
+                "chance = FedAvg after 0 rounds (the initial model); best = the FL or sweep"
+                " teacher with the highest mean accuracy; range = max - min of the student over"
+                " the FL and sweep teachers; r = Pearson between the student's and the teacher's"
+                " mean accuracy over the 13 FL teachers (r13) and the 20 FL and sweep teachers"
+                " (r20)."
+            ),
+            "",
+            "| objective | mode | CE weight | label-free | chance teacher | best teacher | range |"
+            " r13 | r20 |".replace("|  ", "| "),
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        graded = [n for n in names if n != "central" and acc[n]]
+        fl = [n for n in graded if n in STRATEGIES]
+        best_teacher = max(graded, key=lambda n: mean_std(acc[n])[0]) if graded else None
+        summary = []
+        for o in objectives:
+            for m in MODES:
+                means = {n: mean_std(student.get((n, o, m), []))[0] for n in graded}
+                have = [n for n in graded if math.isfinite(means[n])]
+                if not have:
+                    continue
+                spec, params = get_objective(o), params_for(m)
+                values = [means[n] for n in have]
+                row = {
+                    "objective": o,
+                    "mode": m,
+                    "ce_weight": spec.ce_weight(params),
+                    "label_free": spec.label_free(params),
+                    "chance": means.get("fedavg-r0", math.nan),
+                    "best": means.get(best_teacher, math.nan),
+                    "range": max(values) - min(values),
+                    "r13": pearson(
+                        [means[n] for n in fl if n in have],
+                        [mean_std(acc[n])[0] for n in fl if n in have],
+                    ),
+                    "r20": pearson(values, [mean_std(acc[n])[0] for n in have]),
+                }
+                summary.append(row)
+                lines.append(
+                    f"| {o} | {m} | {row['ce_weight']:g} | {'yes' if row['label_free'] else 'no'}"
+                    f" | {100 * row['chance']:.1f} | {100 * row['best']:.1f}"
+                    f" | {100 * row['range']:.1f} | {row['r13']:+.2f} | {row['r20']:+.2f} |"
+                )
+        write_csv(out / f"table4-{dataset}.csv", summary)
+        for m in MODES:
+            lines += ["", f"### Grid, mode {m}: student % by teacher (rows) and objective", ""]
+            lines += ["| teacher (acc %) | " + " | ".join(objectives) + " |"]
+            lines += ["|---" * (len(objectives) + 1) + "|"]
+            for n in names:
+                if not acc[n]:
+                    continue
+                cells = [cell(student.get((n, o, m), [])) for o in objectives]
+                lines.append(
+                    f"| {n} ({100 * mean_std(acc[n])[0]:.1f}) | " + " | ".join(cells) + " |"
+                )
+        plot_grid(out / f"grid-{dataset}.png", names, objectives, acc, student)
+        plot_scatter(out / f"scatter-{dataset}.png", graded, objectives, acc, student)
+    write_csv(out / "runs.csv", [{k: v for k, v in x.items() if k != "terms"} for x in csv_rows])
+    return lines
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    import csv
+
+    if not rows:
+        return
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+
+    def write(f):
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+    atomic_write(path, write)
+
+
+def plot_grid(path: Path, names, objectives, acc, student) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [n for n in names if acc[n]]
+    fig, axes = plt.subplots(1, len(MODES), figsize=(6 * len(MODES), 0.35 * len(rows) + 2))
+    for ax, m in zip(axes, MODES):
+        grid = np.array(
+            [[100 * mean_std(student.get((n, o, m), []))[0] for o in objectives] for n in rows]
+        )
+        image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(objectives)), objectives, rotation=60, ha="right")
+        ax.set_yticks(range(len(rows)), [f"{n} ({100 * mean_std(acc[n])[0]:.0f})" for n in rows])
+        ax.set_title(f"student accuracy %, mode {m}")
+        for i in range(len(rows)):
+            for j in range(len(objectives)):
+                if math.isfinite(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=6)
+    fig.colorbar(image, ax=axes, shrink=0.6)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def plot_scatter(path: Path, teachers, objectives, acc, student) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = 4
+    rows = math.ceil(len(objectives) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.6 * rows), squeeze=False)
+    for ax, o in zip(axes.flat, objectives):
+        for m, marker in zip(MODES, "os^"):
+            points = [
+                (100 * mean_std(acc[n])[0], 100 * mean_std(student.get((n, o, m), []))[0])
+                for n in teachers
+            ]
+            points = [(x, y) for x, y in points if math.isfinite(y)]
+            if points:
+                ax.scatter(*zip(*points), marker=marker, label=m, alpha=0.7)
+        ax.plot([0, 100], [0, 100], "k:", linewidth=0.8)
+        ax.set_title(o)
+        ax.set_xlabel("teacher %")
+        ax.set_ylabel("student %")
+        ax.set_xlim(0, 100)
+        ax.set_ylim(0, 100)
+    for ax in list(axes.flat)[len(objectives) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="seed 42, digits, sweep, 5 objectives")
+    parser.add_argument("--seeds", type=int, nargs="*", help="run only these seeds (a shard)")
+    parser.add_argument("--datasets", nargs="*", choices=DATASETS, default=list(DATASETS))
+    parser.add_argument("--epochs", type=int, default=30, help="student epochs")
+    parser.add_argument("--report", action="store_true", help="only write the report")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/flkd"))
+    args = parser.parse_args()
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    torch.set_num_threads(1)
+    out = args.out / "quick" if args.quick else args.out
+    names = teacher_names(args.quick)
+    objectives = QUICK_OBJECTIVES if args.quick else OBJECTIVES
+    datasets = ["digits"] if args.quick else args.datasets
+    epochs = 10 if args.quick else args.epochs
+    seeds = [42] if args.quick else (args.seeds or list(SEEDS))
+    start = time.perf_counter()
+    if not args.report:
+        for dataset in datasets:
+            for seed in seeds:
+                for name in names:
+                    for objective in objectives:
+                        for mode in MODES:
+                            student_run(dataset, seed, name, objective, mode, epochs, out)
+    lines = report(out, datasets, names, objectives, epochs)
+    lines += ["", f"Command: `python benchmarks/flkd.py {' '.join(sys.argv[1:])}`"]
+    text = "\n".join(lines) + "\n"
+    atomic_write(out / "flkd.md", lambda f: f.write(text))
+    print(text)
+    print(f"{time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
