@@ -284,7 +284,13 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 
 def cell(values: list[float]) -> str:
     mean, std = mean_std(values)
-    return "-" if math.isnan(mean) else f"{100 * mean:.1f} ± {100 * std:.1f}"
+    if math.isnan(mean):
+        return "-"
+    return f"{100 * mean:.1f}" if len(values) == 1 else f"{100 * mean:.1f} ± {100 * std:.1f}"
+
+
+def signed(r: float) -> str:
+    return "-" if math.isnan(r) else f"{r:+.2f}"
 
 
 def pearson(x: list[float], y: list[float]) -> float:
@@ -381,7 +387,7 @@ def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> li
                 lines.append(
                     f"| {o} | {m} | {row['ce_weight']:g} | {'yes' if row['label_free'] else 'no'}"
                     f" | {100 * row['chance']:.1f} | {100 * row['best']:.1f}"
-                    f" | {100 * row['range']:.1f} | {row['r13']:+.2f} | {row['r20']:+.2f} |"
+                    f" | {100 * row['range']:.1f} | {signed(row['r13'])} | {signed(row['r20'])} |"
                 )
         write_csv(out / f"table4-{dataset}.csv", summary)
         for m in MODES:
@@ -478,7 +484,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="seed 42, digits, sweep, 5 objectives")
     parser.add_argument("--seeds", type=int, nargs="*", help="run only these seeds (a shard)")
     parser.add_argument("--datasets", nargs="*", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument("--epochs", type=int, default=30, help="student epochs")
+    parser.add_argument("--epochs", type=int, default=20, help="student epochs")
     parser.add_argument("--report", action="store_true", help="only write the report")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/flkd"))
     args = parser.parse_args()
@@ -488,7 +494,7 @@ def main() -> None:
     names = teacher_names(args.quick)
     objectives = QUICK_OBJECTIVES if args.quick else OBJECTIVES
     datasets = ["digits"] if args.quick else args.datasets
-    epochs = 10 if args.quick else args.epochs
+    epochs = 5 if args.quick else args.epochs
     seeds = [42] if args.quick else (args.seeds or list(SEEDS))
     start = time.perf_counter()
     if not args.report:
