@@ -484,7 +484,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="seed 42, digits, sweep, 5 objectives")
     parser.add_argument("--seeds", type=int, nargs="*", help="run only these seeds (a shard)")
     parser.add_argument("--datasets", nargs="*", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument("--epochs", type=int, default=20, help="student epochs")
+    parser.add_argument("--epochs", type=int, default=10, help="student epochs")
     parser.add_argument("--report", action="store_true", help="only write the report")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/flkd"))
     args = parser.parse_args()

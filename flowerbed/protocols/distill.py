@@ -156,10 +156,11 @@ class Distill(Phase):
             )
 
     def student(self, config: RunConfig, input_shape, num_classes: int) -> Classifier:
+        name = student_model_name(config)
         try:
-            return build_model(student_model_name(config), input_shape, num_classes, config)
+            return build_model(name, input_shape, num_classes, config)
         except ValueError as error:  # a student that does not fit the data
-            raise ConfigError(f"distill-student: {error}") from error
+            raise ConfigError(f"distill-student={name!r}: {error}") from error
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config, data = run.config, run.data
