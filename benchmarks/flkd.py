@@ -54,12 +54,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowerbed.catalog import parse_run_config
+from flowerbed.catalog import get_protocol, parse_run_config
 from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.kd.classic_objectives import NAMES as OBJECTIVES
 from flowerbed.kd.objectives import MODES, KDParams, Objective, get_objective
-from flowerbed.kd.student import StudentTraining, distill_student
+from flowerbed.kd.student import StudentTraining, cpu_latency_ms, distill_student, size_bytes
 from flowerbed.models import build_model
 from flowerbed.runtime.results import atomic_write, save_model, write_json
 from flowerbed.training.loops import evaluate, train_local
@@ -192,8 +192,11 @@ def teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[torch.nn.Mod
         save_model(path, state)
         write_json(meta, {"dataset": dataset, "seed": seed, **record})
         print(f"teacher {dataset} seed {seed} {name}: {record['test_accuracy']:.4f}", flush=True)
-    data = load_splits(config_of(dataset, seed, out))
-    model = build_model(TEACHER_MODEL, data.input_shape, data.num_classes)
+    # the protocol's own global model (MOON's has a projection head)
+    strategy = name if name in STRATEGIES else "fedavg"
+    config = parse_run_config(resolve_run_config(fl_overrides(dataset, strategy, 1, seed, out)))
+    data = load_splits(config)
+    model = get_protocol(strategy).build_model(config, data.input_shape, data.num_classes)
     model.load_state_dict(torch.load(path, weights_only=True))
     return model, json.loads(meta.read_text())
 
@@ -293,6 +296,11 @@ def signed(r: float) -> str:
     return "-" if math.isnan(r) else f"{r:+.2f}"
 
 
+def spread(values: list[float]) -> str:
+    mean, std = mean_std(values)
+    return "-" if math.isnan(mean) else f"{mean:+.2f} ± {std:.2f}"
+
+
 def pearson(x: list[float], y: list[float]) -> float:
     if len(x) < 3 or np.std(x) == 0 or np.std(y) == 0:
         return math.nan
@@ -325,15 +333,19 @@ def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> li
         seeds = sorted({x["seed"] for x in t})
         acc = {n: [x["test_accuracy"] for x in t if x["teacher"] == n] for n in names}
         lines += ["", f"## {dataset} (seeds {', '.join(map(str, seeds))})", ""]
+        lines += [footprints(dataset, seeds[0], out), ""]
         lines += ["### Standalone FL (Table 1 analogue) and the teachers", ""]
         lines += ["| teacher | best round % | final % | seeds |", "|---|---|---|---|"]
         for n in sorted(names, key=lambda n: -mean_std(acc[n])[0] if acc[n] else 1):
             final = [x.get("final_accuracy", x["test_accuracy"]) for x in t if x["teacher"] == n]
             lines.append(f"| {n} | {cell(acc[n])} | {cell(final)} | {len(acc[n])} |")
-        student = {}
+        student, per_seed = {}, {}
         for x in r:
             key = (x["teacher"], x["objective"], x["mode"])
             student.setdefault(key, []).append(x["best"])
+            per_seed.setdefault((x["objective"], x["mode"], x["seed"]), []).append(
+                (x["teacher_accuracy"], x["best"])
+            )
             csv_rows.append(x)
         if "central" in names:
             lines += ["", "### Standalone KD from the central teacher", ""]
@@ -350,12 +362,14 @@ def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> li
                 " teacher with the highest mean accuracy; range = max - min of the student over"
                 " the FL and sweep teachers; r = Pearson between the student's and the teacher's"
                 " mean accuracy over the 13 FL teachers (r13) and the 20 FL and sweep teachers"
-                " (r20)."
+                " (r20), and r20 within each seed (mean ± std over seeds)."
             ),
             "",
-            "| objective | mode | CE weight | label-free | chance teacher | best teacher | range |"
-            " r13 | r20 |".replace("|  ", "| "),
-            "|---|---|---|---|---|---|---|---|---|",
+            (
+                "| objective | mode | CE weight | label-free | chance teacher | best teacher | range |"
+                " r13 | r20 | r20 per seed |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         graded = [n for n in names if n != "central" and acc[n]]
         fl = [n for n in graded if n in STRATEGIES]
@@ -382,12 +396,18 @@ def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> li
                         [mean_std(acc[n])[0] for n in fl if n in have],
                     ),
                     "r20": pearson(values, [mean_std(acc[n])[0] for n in have]),
+                    "r20_per_seed": [
+                        pearson([t for t, _ in pairs], [v for _, v in pairs])
+                        for (o_, m_, _), pairs in sorted(per_seed.items())
+                        if (o_, m_) == (o, m) and len(pairs) >= 3
+                    ],
                 }
                 summary.append(row)
                 lines.append(
                     f"| {o} | {m} | {row['ce_weight']:g} | {'yes' if row['label_free'] else 'no'}"
                     f" | {100 * row['chance']:.1f} | {100 * row['best']:.1f}"
-                    f" | {100 * row['range']:.1f} | {signed(row['r13'])} | {signed(row['r20'])} |"
+                    f" | {100 * row['range']:.1f} | {signed(row['r13'])} | {signed(row['r20'])}"
+                    f" | {spread(row['r20_per_seed'])} |"
                 )
         write_csv(out / f"table4-{dataset}.csv", summary)
         for m in MODES:
@@ -405,6 +425,21 @@ def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> li
         plot_scatter(out / f"scatter-{dataset}.png", graded, objectives, acc, student)
     write_csv(out / "runs.csv", [{k: v for k, v in x.items() if k != "terms"} for x in csv_rows])
     return lines
+
+
+def footprints(dataset: str, seed: int, out: Path) -> str:
+    """Teacher and student: parameters, bytes, CPU latency of one batch of 24 test images."""
+    data = load_splits(config_of(dataset, seed, out))
+    batch = data.x_test[:24]
+    text = []
+    for name in (TEACHER_MODEL, STUDENT_MODEL):
+        model = build_model(name, data.input_shape, data.num_classes)
+        count = sum(p.numel() for p in model.parameters())
+        text.append(
+            f"`{name}` {count:,} parameters, {size_bytes(model) / 1024:.1f} KiB,"
+            f" {cpu_latency_ms(model, batch):.3f} ms per batch of 24"
+        )
+    return "Models: " + "; ".join(text) + " (CPU, one thread)."
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
