@@ -14,13 +14,16 @@ training split, the same optimiser, best epoch on the test set).
 
 Stage 2 (``kd.student.distill_student``, the code behind the ``distill-*`` run-config keys):
 every teacher distilled into ``mlp-small`` (about a quarter of ``mlp``) on the whole training
-split (the paper's proxy) with each of the eleven objectives in each mode (``labeled``,
+split (the paper's proxy), 10 epochs (the paper's StepLR x0.7 every E/10 epochs at E = 10;
+``--epochs``), with each of the eleven objectives in each mode (``labeled``,
 ``no-ce``, ``unlabeled``). Modes that are the same computation are run once and reported for
 each (an objective with CE weight 0 and label-free terms: all three; a "(1-a) CE + a x"
 objective: ``no-ce`` = ``unlabeled``). Student accuracy = best test epoch (the paper), the final
 epoch is in the CSV.
 
-Tables (Markdown ``flkd.md`` and CSVs under ``--out``): standalone FL (Table 1 analogue),
+Tables (Markdown ``flkd.md``; CSVs ``runs.csv`` (one row per student run), ``grid-<data>.csv``
+(mean and std per teacher, objective, mode), ``table4-<data>.csv``; under ``--out``):
+standalone FL (Table 1 analogue),
 standalone KD from the central teacher, the teacher x objective grid per mode (mean and
 sample std over seeds), and per objective and mode (Table 4 analogue): CE weight, label-free,
 student behind the chance teacher, behind the best FL teacher, range over teachers, Pearson r
@@ -421,6 +424,19 @@ def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> li
                 lines.append(
                     f"| {n} ({100 * mean_std(acc[n])[0]:.1f}) | " + " | ".join(cells) + " |"
                 )
+        grid_rows = [
+            {
+                "teacher": n,
+                "teacher_accuracy": mean_std(acc[n])[0],
+                "objective": o,
+                "mode": m,
+                "student_mean": mean_std(values)[0],
+                "student_std": mean_std(values)[1],
+                "seeds": len(values),
+            }
+            for (n, o, m), values in sorted(student.items())
+        ]
+        write_csv(out / f"grid-{dataset}.csv", grid_rows)
         plot_grid(out / f"grid-{dataset}.png", names, objectives, acc, student)
         plot_scatter(out / f"scatter-{dataset}.png", graded, objectives, acc, student)
     write_csv(out / "runs.csv", [{k: v for k, v in x.items() if k != "terms"} for x in csv_rows])
