@@ -61,7 +61,7 @@ def test_every_protocol_has_a_readme_row():
         ),
         (
             {"model": "vit"},
-            "unknown model 'vit'; valid choices: mlp, cnn, mlp-small, cnn-small, resnet18",
+            "unknown model 'vit'; valid choices: mlp, cnn, mlp-small, cnn-small, cnn-bn, resnet18",
         ),
         ({"partitioner": "zipf"}, "unknown partitioner 'zipf'; valid choices: iid, dirichlet"),
         ({"optimizer": "lbfgs"}, "unknown optimizer 'lbfgs'; valid choices: sgd, adam"),

@@ -15,6 +15,8 @@ from flowerbed.models import MODELS, Classifier, build_model
         ("mlp-small", (30,)),
         ("cnn-small", (1, 8, 8)),
         ("cnn-small", (3, 32, 32)),
+        ("cnn-bn", (1, 8, 8)),
+        ("cnn-bn", (3, 32, 32)),
         ("resnet18", (3, 32, 32)),
         ("resnet18", (1, 8, 8)),
     ],
@@ -41,6 +43,35 @@ def test_resnet18_is_torchvisions_with_a_small_image_stem():
     assert sum(p.numel() for p in model.parameters()) > 11_000_000  # ResNet-18 scale
 
 
+def test_cnn_bn_is_cnn_with_batch_norm_before_each_relu():
+    torch.manual_seed(0)
+    plain, bn = build_model("cnn", (1, 8, 8), 10), build_model("cnn-bn", (1, 8, 8), 10)
+    layers = list(bn.features)
+    norms = [
+        i for i, m in enumerate(layers) if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+    ]
+    assert [type(layers[i]).__name__ for i in norms] == [
+        "BatchNorm2d",
+        "BatchNorm2d",
+        "BatchNorm1d",
+    ]
+    assert all(isinstance(layers[i - 1], (torch.nn.Conv2d, torch.nn.Linear)) for i in norms)
+    assert all(isinstance(layers[i + 1], torch.nn.ReLU) for i in norms)
+    # the rest is cnn: same layers once the norms are removed, same parameter shapes
+    assert [type(m) for i, m in enumerate(layers) if i not in norms] == [
+        type(m) for m in plain.features
+    ]
+    # buffers: the running statistics of the three norms (cnn has none)
+    buffers = [k for k in bn.state_dict() if k not in dict(bn.named_parameters())]
+    assert sorted(k.rsplit(".", 1)[1] for k in buffers) == sorted(
+        3 * ["running_mean", "running_var", "num_batches_tracked"]
+    )
+    assert set(plain.state_dict()) == set(dict(plain.named_parameters()))
+    assert sum(p.numel() for p in bn.parameters()) - sum(
+        p.numel() for p in plain.parameters()
+    ) == 2 * (32 + 64 + 128)
+
+
 def test_gradients_reach_every_parameter():
     model = build_model("cnn", (1, 8, 8), 10)
     loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.arange(8))
@@ -54,6 +85,7 @@ def test_gradients_reach_every_parameter():
         ("cnn", (30,), "model 'cnn' needs images"),
         ("cnn", (1, 4, 4), "at least 8x8"),
         ("cnn-small", (30,), "model 'cnn-small' needs images"),
+        ("cnn-bn", (30,), "model 'cnn-bn' needs images"),
         ("resnet18", (30,), "model 'resnet18' needs images"),
         ("vgg", (1, 8, 8), "unknown model 'vgg'"),
     ],

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ..settings import Setting
 from .classifier import Classifier
-from .cnn import build_cnn, build_cnn_small
+from .cnn import build_cnn, build_cnn_bn, build_cnn_small
 from .mlp import build_mlp, build_mlp_small
 from .resnet import build_resnet18
 from .vqc import SETTINGS as VQC_SETTINGS
@@ -18,6 +18,7 @@ MODELS: dict[str, Callable[..., Classifier]] = {
     "cnn": build_cnn,
     "mlp-small": build_mlp_small,  # distillation students, about a quarter of mlp / cnn
     "cnn-small": build_cnn_small,
+    "cnn-bn": build_cnn_bn,  # cnn with batch norm (server-optimiser diagnostic)
     "resnet18": build_resnet18,
     "vqc": build_vqc,  # PennyLane variational quantum classifier
 }
@@ -27,7 +28,8 @@ SETTINGS = (
         "model",
         "cnn",
         "`mlp` (tabular or flattened), `cnn` (8x8 to 32x32 images), `mlp-small`, `cnn-small`"
-        " (about a quarter of `mlp` / `cnn`: distillation students), `resnet18` (torchvision,"
+        " (about a quarter of `mlp` / `cnn`: distillation students), `cnn-bn` (`cnn` with batch"
+        " norm: see `server-optimizer-buffers`), `resnet18` (torchvision,"
         " small-image stem), `vqc` (PennyLane variational quantum classifier, see"
         " [Quantum FL](#quantum-fl))",
         choices=lambda: tuple(MODELS),  # read when checked: models registered later count

@@ -1,0 +1,255 @@
+"""Do the server optimisers collapse because they optimise the batch-norm statistics?
+
+"Benchmarking Federated Learning & Knowledge Distillation for Point Cloud Classification"
+reports FedAvgM, FedAdam, FedYogi and FedAdagrad collapsing to chance accuracy under label
+skew. Its code runs these optimisers on every float entry of the state dict, batch-norm
+running_mean / running_var included; flowerbed averages those statistics instead (run-config
+``server-optimizer-buffers``: ``average``, the default, or ``optimize``, the paper code's
+behaviour). This benchmark runs both on a batch-norm model and reports final and best central
+accuracy, so the two can be compared with FedAvg on the same federation.
+
+Setting (the paper's, scaled to digits): dataset ``digits``, model ``cnn-bn``, 5 clients,
+``label-sorted`` partition, 20 rounds of 5 local epochs, client Adam at learning rate 1e-3,
+weight decay 1e-4, batch 24. Strategies: fedavg (reference, once), fedavgm (server learning
+rate 1.0, momentum 0.9), fedadam, fedyogi (eta 0.05, beta1 0.9, beta2 0.999, tau 1e-3),
+fedadagrad (eta 0.05, tau 1e-3), each with ``server-optimizer-buffers`` = ``average`` and
+``optimize``; seeds 7, 42, 123. Every run is the real ServerApp/ClientApp code in this process
+(``run_in_process``), one torch thread.
+
+Resumable: every (strategy, buffers, seed, rounds) run writes one JSON under ``<out>/runs``
+(atomically); a rerun skips what exists. Shard by seed (``--seeds 7`` in one process,
+``--seeds 42`` in another), then run without ``--seeds`` for the full table. Outputs under
+``--out`` (default ``benchmarks/results/bn_collapse``; ``--quick``: ``<out>/quick``):
+``bn_collapse.md`` (the table, also printed), ``bn_collapse.csv`` (one row per run).
+
+Usage::
+
+    python benchmarks/bn_collapse.py --quick        # seed 42, 5 rounds
+    python benchmarks/bn_collapse.py --seeds 7      # one shard of the full grid
+    python benchmarks/bn_collapse.py                # everything, then the table
+    python benchmarks/bn_collapse.py --table-only   # the table from the stored runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from flowerbed.inprocess import run_in_process
+
+NUM_CLIENTS = 5
+SETTING = {
+    "dataset": "digits",
+    "model": "cnn-bn",
+    "partitioner": "label-sorted",
+    "local-epochs": 5,
+    "optimizer": "adam",
+    "learning-rate": 1e-3,
+    "weight-decay": 1e-4,
+    "batch-size": 24,
+}
+ADAPTIVE = {"adaptive-eta": 0.05, "adaptive-tau": 1e-3}
+STRATEGIES = {
+    "fedavg": {},
+    "fedavgm": {"server-learning-rate": 1.0, "server-momentum": 0.9},
+    "fedadam": {**ADAPTIVE, "adaptive-beta-1": 0.9, "adaptive-beta-2": 0.999},
+    "fedyogi": {**ADAPTIVE, "adaptive-beta-1": 0.9, "adaptive-beta-2": 0.999},
+    "fedadagrad": ADAPTIVE,
+}
+BUFFER_RULES = ("average", "optimize")
+CHANCE = 0.1  # ten digit classes
+
+
+def grid(strategies: list[str]) -> list[tuple[str, str | None]]:
+    """(strategy, buffers) pairs: fedavg has no server optimiser, so it runs once (None)."""
+    return [
+        (name, None) if name == "fedavg" else (name, rule)
+        for name in strategies
+        for rule in (BUFFER_RULES if name != "fedavg" else (None,))
+    ]
+
+
+def slug(strategy: str, buffers: str | None, seed: int, rounds: int) -> str:
+    return f"{strategy}-{buffers or 'none'}-seed{seed}-r{rounds}"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
+        f.write(text)
+    os.replace(f.name, path)
+
+
+def run_point(
+    out: Path, workdir: Path, strategy: str, buffers: str | None, seed: int, rounds: int
+) -> dict:
+    """One run, or its stored record."""
+    path = out / "runs" / f"{slug(strategy, buffers, seed, rounds)}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    overrides = {
+        **SETTING,
+        **STRATEGIES[strategy],
+        **({"server-optimizer-buffers": buffers} if buffers else {}),
+        "strategy": strategy,
+        "seed": seed,
+        "num-server-rounds": rounds,
+        "output-dir": str(workdir),
+        "run-name": slug(strategy, buffers, seed, rounds),
+    }
+    started = time.perf_counter()
+    run_dir = run_in_process(overrides, num_clients=NUM_CLIENTS)
+    seconds = time.perf_counter() - started
+    history = json.loads((run_dir / "history.json").read_text())
+    accuracy = [row["central_accuracy"] for row in history]
+    model = torch.load(run_dir / "model.pt")
+    running_var = [v for k, v in model.items() if k.endswith("running_var")]
+    record = {
+        "strategy": strategy,
+        "buffers": buffers,
+        "seed": seed,
+        "rounds": rounds,
+        "overrides": {k: v for k, v in overrides.items() if k not in ("output-dir", "run-name")},
+        "accuracy": accuracy,  # row 0: the initial model
+        "final_accuracy": accuracy[-1],
+        "best_accuracy": max(accuracy[1:]),
+        "central_loss": [row.get("central_loss") for row in history],
+        "nonfinite_entries": int(sum((~torch.isfinite(v.float())).sum() for v in model.values())),
+        "min_running_var": float(min(v.min() for v in running_var)) if running_var else None,
+        "seconds": seconds,
+    }
+    write_atomically(path, json.dumps(record))
+    return record
+
+
+def cell(values: list[float]) -> str:
+    """``mean ± sample std`` in %, or the single value."""
+    v = 100 * np.asarray(values, dtype=float)
+    if len(v) == 0:
+        return "–"
+    if len(v) == 1:
+        return f"{v[0]:.1f}"
+    return f"{v.mean():.1f} ± {v.std(ddof=1):.1f}"
+
+
+def is_finite(value: float | None) -> bool:
+    """History files store a non-finite number as null."""
+    return value is not None and math.isfinite(value)
+
+
+def at_chance(record: dict) -> bool:
+    return record["final_accuracy"] <= CHANCE + 0.05 or not math.isfinite(record["final_accuracy"])
+
+
+def table(runs: list[dict], pairs, seeds: list[int], rounds: int) -> str:
+    caption = (
+        f"digits, cnn-bn, {NUM_CLIENTS} clients, label-sorted, {rounds} rounds x 5 local epochs, "
+        "client Adam lr 1e-3 (weight decay 1e-4, batch 24); seeds "
+        f"{', '.join(map(str, seeds))}. Central test accuracy in % (mean ± sample std over "
+        "seeds). `buffers`: `average` = BN running statistics take the FedAvg value (flowerbed's "
+        "default); `optimize` = they go through the server optimiser (the paper code). "
+        "`at chance`: runs whose final accuracy is <= 15 % (chance = 10 %). `min running_var`: "
+        "smallest batch-norm running variance in the final model (over runs; a negative variance "
+        "makes batch norm output NaN in evaluation); `NaN loss`: runs whose final central loss "
+        "is not finite; `NaN weights`: runs whose final model has NaN/Inf entries."
+    )
+    header = "| strategy | buffers | final | best | at chance | min running_var | NaN loss "
+    lines = [caption, "", header + "| NaN weights | s / run |", "|---" * 9 + "|"]
+    for strategy, buffers in pairs:
+        rs = [
+            r
+            for r in runs
+            if r["strategy"] == strategy and r["buffers"] == buffers and r["seed"] in seeds
+        ]
+        if not rs:
+            continue
+        variances = [r["min_running_var"] for r in rs if r["min_running_var"] is not None]
+        cells = [
+            strategy,
+            buffers or "–",
+            cell([r["final_accuracy"] for r in rs]),
+            cell([r["best_accuracy"] for r in rs]),
+            f"{sum(map(at_chance, rs))}/{len(rs)}",
+            f"{min(variances):.3g}" if variances else "–",
+            f"{sum(not is_finite(r['central_loss'][-1]) for r in rs)}/{len(rs)}",
+            f"{sum(r['nonfinite_entries'] > 0 for r in rs)}/{len(rs)}",
+            f"{np.mean([r['seconds'] for r in rs]):.0f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def csv_rows(runs: list[dict]) -> str:
+    header = "strategy,buffers,seed,rounds,final_accuracy,best_accuracy,min_running_var,"
+    header += "final_loss_finite,nonfinite_entries,seconds"
+    rows = [header]
+    for r in runs:
+        rows.append(
+            f"{r['strategy']},{r['buffers'] or ''},{r['seed']},{r['rounds']},"
+            f"{r['final_accuracy']:.4f},{r['best_accuracy']:.4f},{r['min_running_var']},"
+            f"{is_finite(r['central_loss'][-1])},{r['nonfinite_entries']},{r['seconds']:.1f}"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[7, 42, 123])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument(
+        "--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES)
+    )
+    parser.add_argument("--quick", action="store_true", help="seed 42, 5 rounds")
+    parser.add_argument("--table-only", action="store_true", help="no runs: the stored ones")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "bn_collapse"
+    )
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.rounds, args.out = [42], 5, args.out / "quick"
+
+    torch.set_num_threads(1)  # small models: threads only contend on a shared machine
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    pairs = grid(args.strategies)
+    runs = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as workdir:
+        for seed in args.seeds:  # all strategies of one seed first: partial results stay balanced
+            for strategy, buffers in pairs:
+                path = args.out / "runs" / f"{slug(strategy, buffers, seed, args.rounds)}.json"
+                if args.table_only and not path.is_file():
+                    continue
+                stored = path.is_file()
+                record = run_point(args.out, Path(workdir), strategy, buffers, seed, args.rounds)
+                runs.append(record)
+                if not stored:
+                    print(
+                        f"{strategy:10s} {buffers or '-':8s} seed {seed}: final "
+                        f"{record['final_accuracy']:.3f} best {record['best_accuracy']:.3f} "
+                        f"({record['seconds']:.0f} s)",
+                        flush=True,
+                    )
+    text = table(runs, pairs, args.seeds, args.rounds)
+    write_atomically(args.out / "bn_collapse.md", text)
+    write_atomically(args.out / "bn_collapse.csv", csv_rows(runs))
+    print(text)
+    print(f"written: {args.out / 'bn_collapse.md'}, {args.out / 'bn_collapse.csv'}")
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
