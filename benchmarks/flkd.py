@@ -134,7 +134,7 @@ def make_teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[dict, d
     data = load_splits(config)
     start = time.perf_counter()
     if name == "central":
-        state, record = train_central(config, data)
+        state, record = train_central(config, data, TEACHER_MODEL)
     elif name.startswith("fedavg-r") and name != "fedavg-r0":
         rounds = int(name.removeprefix("fedavg-r"))
         run_dir = run_in_process(fl_overrides(dataset, "fedavg", rounds, seed, out), NUM_CLIENTS)
@@ -160,13 +160,15 @@ def make_teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[dict, d
     return state, {"teacher": name, "seconds": time.perf_counter() - start, **record}
 
 
-def train_central(config, data, epochs: int = 40) -> tuple[dict, dict]:
-    """The teacher trained on the whole training split: Adam, StepLR x0.7 every E/10
-    epochs, the best epoch on the test set (the paper's "Centralized")."""
+def train_central(config, data, model_name: str, epochs: int = 40) -> tuple[dict, dict]:
+    """``model_name`` trained with cross-entropy on the whole training split: Adam, StepLR
+    x0.7 every E/10 epochs, the best epoch on the test set (the paper's "Centralized")."""
     torch.manual_seed(config.seed)
-    model = build_model(TEACHER_MODEL, data.input_shape, data.num_classes)
+    model = build_model(model_name, data.input_shape, data.num_classes)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=epochs // 10, gamma=0.7)
+    scheduler = torch.optim.lr_scheduler.StepLR(
+        optimizer, step_size=max(1, epochs // 10), gamma=0.7
+    )
     generator = torch.Generator().manual_seed(config.seed)
     best = (-1.0, 0, None)
     for epoch in range(1, epochs + 1):
@@ -205,6 +207,17 @@ def teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[torch.nn.Mod
 
 
 # --- Stage 2: students ---------------------------------------------------------------------
+
+
+def student_alone(dataset: str, seed: int, epochs: int, out: Path) -> dict:
+    """The student trained with cross-entropy alone on the proxy, the student runs' schedule:
+    what the labels give without any teacher."""
+    path = out / "runs" / f"{dataset}-seed{seed}" / "alone.json"
+    if not path.exists():
+        config = config_of(dataset, seed, out)
+        _, record = train_central(config, load_splits(config), STUDENT_MODEL, epochs)
+        write_json(path, {"dataset": dataset, "seed": seed, "best": record["test_accuracy"]})
+    return json.loads(path.read_text())
 
 
 def params_for(mode: str) -> KDParams:
@@ -316,7 +329,8 @@ def load(out: Path, pattern: str) -> list[dict]:
 
 def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> list[str]:
     teachers = load(out, "teachers/*/*.json")
-    runs = load(out, "runs/*/*.json")
+    runs = [x for x in load(out, "runs/*/*.json") if "objective" in x]
+    alone = load(out, "runs/*/alone.json")
     lines = [
         "# Federated then distilled (benchmarks/flkd.py)",
         "",
@@ -350,6 +364,14 @@ def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> li
                 (x["teacher_accuracy"], x["best"])
             )
             csv_rows.append(x)
+        alone_accuracy = [x["best"] for x in alone if x["dataset"] == dataset]
+        lines += [
+            "",
+            (
+                f"The student trained alone with cross-entropy on the proxy (no teacher, the same"
+                f" schedule): {cell(alone_accuracy)} %."
+            ),
+        ]
         if "central" in names:
             lines += ["", "### Standalone KD from the central teacher", ""]
             lines += ["| objective | " + " | ".join(MODES) + " |", "|---|---|---|---|"]
@@ -551,6 +573,7 @@ def main() -> None:
     if not args.report:
         for dataset in datasets:
             for seed in seeds:
+                student_alone(dataset, seed, epochs, out)
                 for name in names:
                     for objective in objectives:
                         for mode in MODES:
