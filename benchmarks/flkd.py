@@ -37,7 +37,7 @@ what exists); ``--seeds 7`` and ``--seeds 42`` may run in two processes; a run w
 
 Usage::
 
-    python benchmarks/flkd.py --quick                 # seed 42, digits, sweep teachers, 5 objectives
+    python benchmarks/flkd.py --quick                 # seed 42, digits, sweep, 5 objectives: ~2 min
     python benchmarks/flkd.py --seeds 7 --datasets digits
     python benchmarks/flkd.py --report                # tables and plots of what exists
 """
