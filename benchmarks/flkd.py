@@ -45,6 +45,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
@@ -62,8 +63,9 @@ from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.kd.classic_objectives import NAMES as OBJECTIVES
 from flowerbed.kd.objectives import MODES, KDParams, Objective, get_objective
-from flowerbed.kd.student import StudentTraining, cpu_latency_ms, distill_student, size_bytes
+from flowerbed.kd.student import cpu_latency_ms, distill_student, size_bytes
 from flowerbed.models import build_model
+from flowerbed.protocols.distill import distill_params, student_training
 from flowerbed.runtime.results import atomic_write, save_model, write_json
 from flowerbed.training.loops import evaluate, train_local
 
@@ -220,9 +222,15 @@ def student_alone(dataset: str, seed: int, epochs: int, out: Path) -> dict:
     return json.loads(path.read_text())
 
 
+@functools.cache
+def student_config(mode: str, epochs: int):
+    """The run config of the ``distill-*`` keys: their defaults are the paper's (alpha 0.5,
+    beta 0.5, T 2, DKD 1 / 8, CRD 0.07 / 128; Adam 1e-3, weight decay 1e-4, batch 24)."""
+    return parse_run_config(resolve_run_config({"distill-mode": mode, "distill-epochs": epochs}))
+
+
 def params_for(mode: str) -> KDParams:
-    """The paper's defaults: alpha 0.5, beta 0.5, T 2, DKD 1 / 8, CRD 0.07 / 128."""
-    return KDParams(alpha=0.5, temperature=2.0, beta=0.5, mode=mode)
+    return distill_params(student_config(mode, 1))
 
 
 def computed_mode(objective: Objective, mode: str) -> str:
@@ -259,7 +267,7 @@ def student_run(
         (data.x_test, data.y_test),
         spec,
         params,
-        StudentTraining(epochs=epochs),
+        student_training(student_config(mode, epochs)),
         seed,
     )
     record = {

@@ -718,7 +718,7 @@ def test_self_distillation_trains_two_generations_the_second_from_the_first():
         test,
         Objective("spy-self", spy, vanilla.weights, generations=2),
         BENCH,
-        StudentTraining(epochs=3, batch_size=4),
+        StudentTraining(epochs=3, batch_size=4, learning_rate=1e-3, weight_decay=1e-4),
         seed=0,
     )
     assert [(row["generation"], row["epoch"]) for row in result.rows] == [
@@ -745,7 +745,14 @@ def test_self_distillation_trains_two_generations_the_second_from_the_first():
     assert not torch.allclose(by_first_column(gen2), by_first_column(from_teacher))
     # a one-generation objective has generation-1 rows only
     once = distill_student(
-        teacher, tiny_classifier, (x, y), test, vanilla, BENCH, StudentTraining(2, 4), seed=0
+        teacher,
+        tiny_classifier,
+        (x, y),
+        test,
+        vanilla,
+        BENCH,
+        StudentTraining(2, 4, 1e-3, 1e-4),
+        seed=0,
     )
     assert [row["generation"] for row in once.rows] == [1, 1]
 

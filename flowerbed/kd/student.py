@@ -35,12 +35,13 @@ _STUDENT_TAG = 0x5714
 
 @dataclass(frozen=True)
 class StudentTraining:
-    """How a student is trained: epochs, batch, Adam's learning rate and weight decay."""
+    """How a student is trained: epochs, batch, Adam's learning rate and weight decay (the
+    run-config ``distill-*`` keys, ``protocols.distill.student_training``)."""
 
-    epochs: int = 40
-    batch_size: int = 24
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    weight_decay: float
 
 
 @dataclass

@@ -113,6 +113,15 @@ def distill_params(config: RunConfig) -> KDParams:
     )
 
 
+def student_training(config: RunConfig) -> StudentTraining:
+    return StudentTraining(
+        config.distill_epochs,
+        config.distill_batch_size,
+        config.distill_learning_rate,
+        config.distill_weight_decay,
+    )
+
+
 def student_model_name(config: RunConfig) -> str:
     """``distill-student``, or the run's model's ``-small`` variant."""
     if config.distill_student:
@@ -195,12 +204,7 @@ class Distill(Phase):
             test,
             objective,
             params,
-            StudentTraining(
-                config.distill_epochs,
-                config.distill_batch_size,
-                config.distill_learning_rate,
-                config.distill_weight_decay,
-            ),
+            student_training(config),
             config.seed,
         )
         save_model(run.run_dir / "student.pt", result.student.state_dict())
