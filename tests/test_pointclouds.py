@@ -163,17 +163,17 @@ def test_pointnet_learns_the_shapes_centrally():
     assert accuracy > 0.45
 
 
-def test_fedavg_pointnet_on_shapes_in_process(fast_run):
-    """Two rounds of in-process FedAvg, 2 clients, 3 local epochs, 128 points per shape (about
-    30 s; needs the `num-points` key in the catalog). Checked with the points forced to 128 by
-    hand: test accuracy 0.333 after round 1 and 0.353 after round 2 (chance 0.167); with one
-    local epoch the batch-norm running statistics are still far off and the global model stays
-    at chance in eval mode."""
-    from flowerbed.catalog import SETTINGS
-    from flowerbed.inprocess import run_in_process
+def test_fedavg_pointnet_on_shapes_in_process_with_augmented_training_batches(
+    fast_run, one_thread, monkeypatch
+):
+    """Two rounds of in-process FedAvg, 2 clients, 3 local epochs, 128 points per shape: the
+    global model learns (chance 1/6), every training batch goes through the augmentation and
+    no evaluation batch does."""
+    from flowerbed.catalog import parse_run_config
+    from flowerbed.data import datasets, pointclouds
+    from flowerbed.data.federation import load_splits, node_split
+    from flowerbed.inprocess import resolve_run_config, run_in_process
 
-    if "num-points" not in SETTINGS:
-        pytest.skip("run-config key num-points is not in the catalog yet")
     overrides = {
         **fast_run,
         "dataset": "shapes",
@@ -185,7 +185,25 @@ def test_fedavg_pointnet_on_shapes_in_process(fast_run):
         "learning-rate": 1e-3,
         "batch-size": 24,
     }
+    augmented = []
+
+    def counting(x, generator):
+        augmented.append(len(x))
+        return pointclouds.augment_point_batch(x, generator)
+
+    # the loaded (cached) data set holds the counting augmentation; the cache is cleared after
+    monkeypatch.setattr(datasets, "augment_point_batch", counting)
+    monkeypatch.setattr(
+        datasets, "_load_point_clouds_cached", datasets._load_point_clouds_cached.__wrapped__
+    )
+    config = parse_run_config(resolve_run_config(overrides))
+    assert load_splits(config).input_shape == (128, 3)
+    assert load_splits(config).augment is counting
+    augmented.clear()
     run = run_in_process(overrides, num_clients=2)
     history = json.loads((run / "history.json").read_text())
     assert history[-1]["central_accuracy"] > 0.28
     assert not math.isnan(history[-1]["central_loss"])
+    # every training sample of every epoch (3) of every round (2) of both clients
+    local = sum(len(node_split(config, 2, pid)[0]) for pid in range(2))
+    assert sum(augmented) == local * 3 * 2

@@ -21,15 +21,17 @@ each cloud centred and scaled into the unit sphere, not standardised.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .pointclouds import NUM_POINTS, POINT_CLOUD_DATASETS, load_point_clouds
+from .pointclouds import NUM_POINTS, POINT_CLOUD_DATASETS, augment_point_batch, load_point_clouds
 from .simulations import GENERATED_DATASETS, SimulationOptions, generate
 
 SKLEARN_DATASETS = ("digits", "breast-cancer")
@@ -73,6 +75,8 @@ class DatasetSplits:
 
     ``train_nodes``/``test_nodes``: for data sets with their own nodes (``ctl-gaussian``), the
     node (0 to ``num_nodes`` - 1) of every training and test sample; None for the others.
+    ``augment``: applied by local training (``training.loops.train_local``) to every training
+    mini-batch, never to evaluation.
     """
 
     name: str
@@ -83,6 +87,9 @@ class DatasetSplits:
     num_classes: int
     train_nodes: torch.Tensor | None = None
     test_nodes: torch.Tensor | None = None
+    # a transform of training batches only, (batch, generator) -> batch: point clouds get the
+    # FL + KD benchmark's augmentation (``pointclouds.augment_point_batch``); None = none
+    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
 
     @property
     def num_nodes(self) -> int | None:
@@ -130,7 +137,8 @@ def _load_point_clouds_cached(name: str, data_dir: str, num_points: int) -> Data
         x_train, y_train, x_test, y_test = load_point_clouds(name, Path(data_dir), num_points)
     except FileNotFoundError as error:
         raise DataNotFoundError(str(error)) from error
-    return _as_splits(name, x_train, y_train, x_test, y_test, standardise=False)
+    splits = _as_splits(name, x_train, y_train, x_test, y_test, standardise=False)
+    return dataclasses.replace(splits, augment=augment_point_batch)
 
 
 @functools.lru_cache(maxsize=4)
