@@ -207,3 +207,32 @@ def test_fedavg_pointnet_on_shapes_in_process_with_augmented_training_batches(
     # every training sample of every epoch (3) of every round (2) of both clients
     local = sum(len(node_split(config, 2, pid)[0]) for pid in range(2))
     assert sum(augmented) == local * 3 * 2
+
+
+def test_fedavg_then_distill_pointnet2_into_its_compact_student(fast_run, one_thread):
+    """The federated-then-distilled pipeline on point clouds: the PointNet++ teacher after one
+    FedAvg round, distilled without labels into the compact PointNet++ student (32 points per
+    shape to keep it short)."""
+    from flowerbed.inprocess import run_in_process
+
+    run = run_in_process(
+        {
+            **fast_run,
+            "dataset": "shapes",
+            "model": "pointnet2",
+            "num-points": 32,
+            "num-server-rounds": 1,
+            "partitioner": "iid",
+            "optimizer": "adam",
+            "learning-rate": 1e-3,
+            "distill-objective": "feature",
+            "distill-mode": "unlabeled",
+            "distill-epochs": 1,
+        },
+        num_clients=2,
+    )
+    summary = json.loads((run / "distill.json").read_text())
+    assert summary["student"]["model"] == "pointnet2-small"
+    assert summary["student"]["parameters"] < summary["teacher"]["parameters"] / 3
+    assert summary["label_free"] is True
+    assert 0.0 <= summary["student"]["final_test_accuracy"] <= 1.0
