@@ -211,7 +211,7 @@ def test_fedavg_pointnet_on_shapes_in_process_with_augmented_training_batches(
 
 def test_fedavg_then_distill_pointnet2_into_its_compact_student(fast_run, one_thread):
     """The federated-then-distilled pipeline on point clouds: the PointNet++ teacher after one
-    FedAvg round, distilled without labels into the compact PointNet++ student (32 points per
+    FedAvg round, distilled without labels into the compact PointNet++ student (16 points per
     shape to keep it short)."""
     from flowerbed.inprocess import run_in_process
 
@@ -220,7 +220,7 @@ def test_fedavg_then_distill_pointnet2_into_its_compact_student(fast_run, one_th
             **fast_run,
             "dataset": "shapes",
             "model": "pointnet2",
-            "num-points": 32,
+            "num-points": 16,
             "num-server-rounds": 1,
             "partitioner": "iid",
             "optimizer": "adam",

@@ -93,8 +93,15 @@ class SetAbstraction(nn.Module):
             centroids = xyz.new_zeros(xyz.shape[0], 1, POINT_DIMENSIONS)
             grouped = group_all(xyz, features)
         else:
+            # clouds smaller than the paper's 1,024 points (tests, quick runs): at most N
+            # centroids and N neighbours (more would only repeat points, as ball query pads)
+            points = xyz.shape[1]
             centroids, grouped = group_around_centroids(
-                xyz, features, min(spec.centroids, xyz.shape[1]), spec.radius, spec.neighbours
+                xyz,
+                features,
+                min(spec.centroids, points),
+                spec.radius,
+                min(spec.neighbours, points),
             )
         return centroids, self.mlp(grouped).amax(dim=2)  # max over each group: (B, m, C')
 
