@@ -11,21 +11,27 @@ Supported names (see ``DATASETS``):
 * ``breast-cancer-shifted``, ``ctl-gaussian``: generated from the run's seed and the ``sim-*``
   keys (``simulations.py``, the CTL paper's two simulations); ``ctl-gaussian`` records the node
   of every sample (``DatasetSplits.train_nodes``/``test_nodes``).
+* ``shapes`` (generated offline, fixed whatever the seed), ``modelnet40``, ``modelnet10`` (from
+  ``<data-dir>``): point clouds (``pointclouds.py``).
 
 Images are returned as float32 ``(N, C, H, W)``, tabular data as ``(N, D)``; features are
-standardised with statistics of the training split only.
+standardised with statistics of the training split only. Point clouds are ``(N, points, 3)``,
+each cloud centred and scaled into the unit sphere, not standardised.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .pointclouds import NUM_POINTS, POINT_CLOUD_DATASETS, augment_point_batch, load_point_clouds
 from .simulations import GENERATED_DATASETS, SimulationOptions, generate
 
 SKLEARN_DATASETS = ("digits", "breast-cancer")
@@ -46,7 +52,13 @@ def medmnist_flags() -> tuple[str, ...]:
 
 
 def available_datasets() -> tuple[str, ...]:
-    return SKLEARN_DATASETS + GENERATED_DATASETS + medmnist_flags() + TORCHVISION_DATASETS
+    return (
+        SKLEARN_DATASETS
+        + GENERATED_DATASETS
+        + POINT_CLOUD_DATASETS
+        + medmnist_flags()
+        + TORCHVISION_DATASETS
+    )
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -63,6 +75,8 @@ class DatasetSplits:
 
     ``train_nodes``/``test_nodes``: for data sets with their own nodes (``ctl-gaussian``), the
     node (0 to ``num_nodes`` - 1) of every training and test sample; None for the others.
+    ``augment``: applied by local training (``training.loops.train_local``) to every training
+    mini-batch, never to evaluation.
     """
 
     name: str
@@ -73,6 +87,9 @@ class DatasetSplits:
     num_classes: int
     train_nodes: torch.Tensor | None = None
     test_nodes: torch.Tensor | None = None
+    # a transform of training batches only, (batch, generator) -> batch: point clouds get the
+    # FL + KD benchmark's augmentation (``pointclouds.augment_point_batch``); None = none
+    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
 
     @property
     def num_nodes(self) -> int | None:
@@ -98,16 +115,30 @@ def load_dataset(
     *,
     seed: int = 0,
     simulation: SimulationOptions | None = None,
+    num_points: int = NUM_POINTS,
 ) -> DatasetSplits:
     """Load ``name``; cached per process so every Ray actor reads its files once.
 
     ``seed`` and ``simulation`` (the ``sim-*`` keys) are read by generated data sets only; the
-    others ignore them and are loaded once per process whatever the seed.
+    others ignore them and are loaded once per process whatever the seed. ``num_points``:
+    points per shape of the point-cloud sets.
     """
     if name in GENERATED_DATASETS:
         options = (simulation or SimulationOptions()).for_dataset(name)
         return _generate_cached(name, int(seed), options)
+    if name in POINT_CLOUD_DATASETS:
+        return _load_point_clouds_cached(name, str(data_dir), int(num_points))
     return _load_cached(name, str(data_dir), bool(download), int(image_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_point_clouds_cached(name: str, data_dir: str, num_points: int) -> DatasetSplits:
+    try:
+        x_train, y_train, x_test, y_test = load_point_clouds(name, Path(data_dir), num_points)
+    except FileNotFoundError as error:
+        raise DataNotFoundError(str(error)) from error
+    splits = _as_splits(name, x_train, y_train, x_test, y_test, standardise=False)
+    return dataclasses.replace(splits, augment=augment_point_batch)
 
 
 @functools.lru_cache(maxsize=4)
@@ -141,9 +172,12 @@ def _load_cached(name: str, data_dir: str, download: bool, image_size: int) -> D
     return _as_splits(name, x_train, y_train, x_test, y_test)
 
 
-def _as_splits(name, x_train, y_train, x_test, y_test, **nodes) -> DatasetSplits:
-    """Standardised tensors (training statistics) of raw arrays."""
-    x_train, x_test = _standardise(x_train, x_test)
+def _as_splits(
+    name, x_train, y_train, x_test, y_test, standardise: bool = True, **nodes
+) -> DatasetSplits:
+    """Tensors of raw arrays, standardised with training statistics unless told not to."""
+    if standardise:
+        x_train, x_test = _standardise(x_train, x_test)
     num_classes = int(max(y_train.max(), y_test.max())) + 1
     return DatasetSplits(
         name=name,

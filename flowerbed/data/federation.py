@@ -17,6 +17,8 @@ from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig, Setting
 from .datasets import MEDMNIST_SIZES, DatasetSplits, available_datasets, load_dataset
 from .partition import PARTITIONERS, Partition, partition_data, split_train_test, stratified_take
+from .pointclouds import POINT_CLOUD_DATASETS
+from .pointclouds import SETTINGS as POINT_CLOUD_SETTINGS
 from .simulations import GENERATED_DATASETS, NODE_DATASETS, SimulationOptions
 from .simulations import SETTINGS as SIMULATION_SETTINGS
 
@@ -36,7 +38,8 @@ SETTINGS = (
         "digits",
         "`digits`, `breast-cancer` (bundled), `breast-cancer-shifted`, `ctl-gaussian` (generated"
         " from `seed` and the `sim-*` keys: the CTL paper's simulations), any 2D MedMNIST flag"
-        " (`bloodmnist`, `pathmnist`, ...), `cifar10`, `mnist`",
+        " (`bloodmnist`, `pathmnist`, ...), `cifar10`, `mnist`; point clouds: `shapes` (generated"
+        " offline), `modelnet40`, `modelnet10`",
         choices=available_datasets,
     ),
     Setting(
@@ -58,6 +61,7 @@ SETTINGS = (
         ),
     ),
     *SIMULATION_SETTINGS,
+    *POINT_CLOUD_SETTINGS,
     Setting(
         "server-fraction",
         0.0,
@@ -117,13 +121,23 @@ def _dataset_key(config: RunConfig) -> tuple:
             dispersion=config.sim_dispersion,
             samples_per_node=config.sim_samples_per_node,
         )
-        return (config.dataset, "", False, 28, config.seed, options.for_dataset(config.dataset))
-    return (config.dataset, str(config.data_path), config.download, config.image_size, 0, None)
+        return (config.dataset, "", False, 28, config.seed, options.for_dataset(config.dataset), 0)
+    points = config.num_points if config.dataset in POINT_CLOUD_DATASETS else 0
+    data_dir = str(config.data_path)
+    return (config.dataset, data_dir, config.download, config.image_size, 0, None, points)
 
 
 def _load(key: tuple) -> DatasetSplits:
-    name, data_dir, download, image_size, seed, options = key
-    return load_dataset(name, data_dir, download, image_size, seed=seed, simulation=options)
+    name, data_dir, download, image_size, seed, options, points = key
+    return load_dataset(
+        name,
+        data_dir,
+        download,
+        image_size,
+        seed=seed,
+        simulation=options,
+        **({"num_points": points} if points else {}),
+    )
 
 
 def load_splits(config: RunConfig) -> DatasetSplits:

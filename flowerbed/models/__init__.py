@@ -9,6 +9,7 @@ from ..settings import Setting
 from .classifier import Classifier
 from .cnn import build_cnn, build_cnn_bn, build_cnn_small
 from .mlp import build_mlp, build_mlp_small
+from .pointnet import build_pointnet, build_pointnet2, build_pointnet2_small
 from .resnet import build_resnet18
 from .vqc import SETTINGS as VQC_SETTINGS
 from .vqc import build_vqc
@@ -21,6 +22,9 @@ MODELS: dict[str, Callable[..., Classifier]] = {
     "cnn-bn": build_cnn_bn,  # cnn with batch norm (server-optimiser diagnostic)
     "resnet18": build_resnet18,
     "vqc": build_vqc,  # PennyLane variational quantum classifier
+    "pointnet": build_pointnet,  # point clouds (N, 3)
+    "pointnet2": build_pointnet2,  # PointNet++ SSG: the FL + KD benchmark's teacher
+    "pointnet2-small": build_pointnet2_small,  # its compact student
 }
 
 SETTINGS = (
@@ -31,7 +35,9 @@ SETTINGS = (
         " (about a quarter of `mlp` / `cnn`: distillation students), `cnn-bn` (`cnn` with batch"
         " norm: see `server-optimizer-buffers`), `resnet18` (torchvision,"
         " small-image stem), `vqc` (PennyLane variational quantum classifier, see"
-        " [Quantum FL](#quantum-fl))",
+        " [Quantum FL](#quantum-fl)), `pointnet`, `pointnet2` (PointNet++ SSG),"
+        " `pointnet2-small` (its compact student; point clouds `(N, 3)`: `shapes`,"
+        " `modelnet40`, `modelnet10`)",
         choices=lambda: tuple(MODELS),  # read when checked: models registered later count
     ),
     *VQC_SETTINGS,

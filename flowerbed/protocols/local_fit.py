@@ -176,6 +176,7 @@ def train_local_model(client: LocalClient, variant: str = "") -> tuple[Classifie
             batch_size=config.batch_size,
             optimizer=optimizer,
             generator=generator,
+            augment=client.data.augment,
         ).mean_loss
         if len(client.y_test) == 0:  # no validation split: train the full budget
             continue

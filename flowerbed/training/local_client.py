@@ -130,6 +130,7 @@ class LocalClient:
             batch_size=self.config.batch_size,
             optimizer=build_optimizer(model.parameters(), self.config),
             generator=generator,
+            augment=self.data.augment,
             **hooks,
         )
 

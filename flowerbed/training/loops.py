@@ -100,12 +100,17 @@ def train_local(
     loss_fn: LossFn = cross_entropy,
     extra_loss: Callable[[nn.Module], Tensor] | None = None,
     after_backward: Callable[[nn.Module], None] | None = None,
+    augment: Callable[[Tensor, torch.Generator], Tensor] | None = None,
 ) -> TrainResult:
-    """Run ``epochs`` passes of mini-batch training; returns the mean batch loss."""
+    """Run ``epochs`` passes of mini-batch training; returns the mean batch loss.
+    ``augment(batch, generator)`` transforms every input batch (the data set's training
+    augmentation, ``DatasetSplits.augment``)."""
     model.train()
     losses = []
     for _ in range(epochs):
         for xb, yb in minibatches(x, y, batch_size, generator):
+            if augment is not None:
+                xb = augment(xb, generator)
             optimizer.zero_grad()
             loss = loss_fn(model, xb, yb)
             if extra_loss is not None:
