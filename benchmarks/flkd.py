@@ -63,8 +63,9 @@ from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.kd.classic_objectives import NAMES as OBJECTIVES
 from flowerbed.kd.objectives import MODES, KDParams, Objective, get_objective
-from flowerbed.kd.student import cpu_latency_ms, distill_student, size_bytes
+from flowerbed.kd.student import cpu_latency_ms, distill_student
 from flowerbed.models import build_model
+from flowerbed.models.classifier import parameter_count, size_bytes
 from flowerbed.protocols.distill import distill_params, student_training
 from flowerbed.runtime.results import atomic_write, save_model, write_json
 from flowerbed.training.loops import evaluate, train_local
@@ -480,7 +481,7 @@ def footprints(dataset: str, seed: int, out: Path) -> str:
     text = []
     for name in (TEACHER_MODEL, STUDENT_MODEL):
         model = build_model(name, data.input_shape, data.num_classes)
-        count = sum(p.numel() for p in model.parameters())
+        count = parameter_count(model)
         text.append(
             f"`{name}` {count:,} parameters, {size_bytes(model) / 1024:.1f} KiB,"
             f" {cpu_latency_ms(model, batch):.3f} ms per batch of 24"

@@ -23,9 +23,9 @@ from flowerbed.kd.student import (
     StudentTraining,
     cpu_latency_ms,
     distill_student,
-    size_bytes,
 )
 from flowerbed.models import Classifier, build_model
+from flowerbed.models.classifier import size_bytes
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 SQRT2 = math.sqrt(2.0)

@@ -132,12 +132,6 @@ def distill_student(
     return result
 
 
-def size_bytes(model: nn.Module) -> int:
-    """Parameters and buffers, at their stored precision (the benchmark's model size)."""
-    tensors = [*model.parameters(), *model.buffers()]
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
 @torch.no_grad()
 def cpu_latency_ms(model: nn.Module, batch: Tensor, warmup: int = 10, runs: int = 100) -> float:
     """Mean milliseconds of one forward pass of ``batch`` in eval mode, after ``warmup``

@@ -40,3 +40,14 @@ def feature_width(model: Classifier, input_shape: tuple[int, ...]) -> int:
         width = model.features(torch.zeros(1, *input_shape)).shape[-1]
     model.train(was_training)
     return int(width)
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def size_bytes(model: nn.Module) -> int:
+    """Parameters and buffers at their stored precision: the model size the point-cloud FL + KD
+    benchmark reports (its code's ``nelement() * element_size()``)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)

@@ -23,7 +23,7 @@ Sampling starts at point 0 (deterministic). ``features`` is everything up to and
 last FC block (in training mode its output has passed the dropout); ``head`` is the final
 ``nn.Linear``. Batch norm after the FC layers makes a training batch of one cloud an error.
 
-Sizes for 40 classes, parameters + buffers at fp32 (elements x 4 bytes / 2^20; the paper's
+Sizes for 40 classes, parameters + buffers (``models.classifier.size_bytes`` / 2^20; the paper's
 convention, SEEDS.md 2.5):
 
 | model | parameters | buffers | MB | paper |
@@ -198,15 +198,8 @@ def build_pointnet2_small(input_shape: tuple[int, ...], num_classes: int) -> Cla
     return Classifier(features, nn.Linear(128, num_classes))
 
 
-def model_megabytes(model: nn.Module) -> float:
-    """Parameters + buffers at 4 bytes each, in MiB (the paper's model size)."""
-    elements = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
-    return elements * 4 / 2**20
-
-
 __all__ = [
     "build_pointnet",
     "build_pointnet2",
     "build_pointnet2_small",
-    "model_megabytes",
 ]

@@ -29,8 +29,9 @@ from flwr.common.logger import log
 from ..data.federation import server_split
 from ..kd.classic_objectives import NAMES as OBJECTIVE_NAMES
 from ..kd.objectives import MODES, KDParams, get_objective
-from ..kd.student import StudentTraining, cpu_latency_ms, distill_student, size_bytes
+from ..kd.student import StudentTraining, cpu_latency_ms, distill_student
 from ..models import MODELS, Classifier, build_model
+from ..models.classifier import parameter_count, size_bytes
 from ..runtime.context import ModelBuilder, RunContext
 from ..runtime.results import save_model, write_csv, write_json
 from ..settings import ConfigError, RunConfig, Setting
@@ -133,10 +134,6 @@ def student_model_name(config: RunConfig) -> str:
             f" choices: {', '.join(MODELS)})"
         )
     return small
-
-
-def parameter_count(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 class Distill(Phase):
