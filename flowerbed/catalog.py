@@ -34,6 +34,7 @@ from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .runtime.context import SETTINGS as RUN_SETTINGS
+from .runtime.device import SETTINGS as DEVICE_SETTINGS
 from .settings import ConfigError, RunConfig, Setting, index_settings
 from .strategies import STRATEGIES, StrategySpec
 from .training.loops import SETTINGS as TRAINING_SETTINGS
@@ -86,6 +87,7 @@ SETTINGS: dict[str, Setting] = index_settings(
         *MODEL_SETTINGS,
         *RUN_SETTINGS,
         *TRAINING_SETTINGS,
+        *DEVICE_SETTINGS,
         *MOD_SETTINGS,
         *(s for protocol in PROTOCOLS.values() for s in protocol.settings),
         *kt_metrics.SETTINGS,

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from sklearn.metrics import confusion_matrix
 
+from .runtime.device import to_device_of
 from .runtime.results import write_csv, write_json
 
 METRIC_NAMES = ("acc", "query_gain", "forgetting", "uniform_acc")
@@ -69,9 +70,10 @@ Scores = Callable[[torch.Tensor], torch.Tensor]
 
 
 def eval_scores(model: torch.nn.Module) -> Scores:
-    """The model in eval mode, as a predictor."""
+    """The model in eval mode, as a predictor of host tensors: each batch runs on the model's
+    device and its scores come back to the host."""
     model.eval()
-    return model
+    return lambda x: model(to_device_of(model, x)).cpu()
 
 
 def test_accuracies(scores: Scores, data) -> tuple[np.ndarray, float]:

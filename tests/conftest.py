@@ -24,6 +24,7 @@ from flowerbed.catalog import parse_run_config
 from flowerbed.data import DatasetSplits
 from flowerbed.inprocess import resolve_run_config, use_server_identity
 from flowerbed.models import build_model
+from flowerbed.runtime.device import to_device_of
 from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import train_local
 
@@ -132,11 +133,13 @@ def train_message(state_dict: dict, server_round: int = 1) -> Message:
 
 
 def full_batch_gradient(model: torch.nn.Module, params: dict, x, y) -> dict:
-    """The full-batch cross-entropy gradient at ``params``."""
+    """The full-batch cross-entropy gradient at ``params``, on the host (computed on the
+    model's device)."""
     model.load_state_dict(params, strict=False)
     model.zero_grad()
+    x, y = to_device_of(model, x, y)
     torch.nn.functional.cross_entropy(model(x), y).backward()
-    return {k: p.grad.detach().clone() for k, p in model.named_parameters()}
+    return {k: p.grad.detach().cpu() for k, p in model.named_parameters()}
 
 
 def random_like(shapes: dict, scale: float, seed: int) -> dict:

@@ -96,9 +96,9 @@ def test_federation_each_client_trains_from_its_own_bn_and_the_shared_average(
     real_train = LocalClient.train
 
     def spy(client, model, server_round, **hooks):
-        start = {k: v.clone() for k, v in model.state_dict().items()}
+        start = {k: v.cpu().clone() for k, v in model.state_dict().items()}
         result = real_train(client, model, server_round, **hooks)
-        end = {k: v.clone() for k, v in model.state_dict().items()}
+        end = {k: v.cpu().clone() for k, v in model.state_dict().items()}
         calls[server_round][client.partition_id] = (start, end, result.num_examples)
         return result
 

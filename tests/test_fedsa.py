@@ -114,7 +114,7 @@ def amalgamate_message(client, state_dict, server_round=1):
 def test_the_reply_holds_the_student_only_and_the_translator_stays_home(fl):
     client = fl.local_client(FAST, partition_id=0, num_partitions=4)
     torch.manual_seed(0)
-    target = client.new_model().state_dict()
+    target = {key: value.cpu() for key, value in client.new_model().state_dict().items()}
     reply = amalgamate_step(client, amalgamate_message(client, target))
     assert set(reply.content.array_records) == {"arrays"}
     assert list(reply.content.array_records["arrays"].keys()) == list(target.keys())

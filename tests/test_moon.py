@@ -13,6 +13,7 @@ from flowerbed.catalog import parse_run_config
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import MODELS, Classifier
 from flowerbed.models.mlp import build_mlp
+from flowerbed.runtime.device import device_of
 from flowerbed.settings import ConfigError
 from flowerbed.strategies import get_strategy
 from flowerbed.strategies.moon import (
@@ -90,7 +91,7 @@ def test_model_has_projection_head_and_output_layer_on_the_projection():
         (128, 16),
     ]
     assert (model.head.in_features, model.head.out_features) == (16, 10)
-    x = torch.randn(5, 1, 8, 8)
+    x = torch.randn(5, 1, 8, 8, device=device_of(model))
     assert model.features(x).shape == (5, 16)  # R_w(x): the compared representation
     assert model(x).shape == (5, 10)
     assert (

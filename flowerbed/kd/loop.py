@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ..runtime.device import device_of
 from ..training.loops import train_local
 from .objectives import KDBatch, KDParams, Objective, get_objective
 
@@ -72,9 +73,14 @@ def distill(
     sums: dict[str, float] = defaultdict(float)
 
     indices = torch.arange(len(inputs))
+    device = device_of(model)  # the data stays on the host; each batch moves there
+
+    def batch_of(values: Tensor | None, idx: Tensor) -> Tensor | None:
+        return None if values is None else values[idx].to(device)
 
     def loss_fn(module: nn.Module, idx: Tensor, _: Tensor) -> Tensor:
-        x = inputs[idx]
+        idx = idx.cpu()  # train_local moved the batch of indices to the model's device
+        x = batch_of(inputs, idx)
         if objective.taps:
             taps = module.taps(x)
             logits = taps.pop("logits")
@@ -82,10 +88,10 @@ def distill(
             taps, logits = {}, module(x)
         batch = KDBatch(
             logits=logits,
-            labels=None if labels is None else labels[idx],
-            teacher_probs=None if teacher_probs is None else teacher_probs[:, idx],
+            labels=batch_of(labels, idx),
+            teacher_probs=None if teacher_probs is None else teacher_probs[:, idx].to(device),
             taps=taps,
-            teacher_taps={name: value[idx] for name, value in teacher_taps.items()},
+            teacher_taps={name: batch_of(value, idx) for name, value in teacher_taps.items()},
             adapters=adapters,
         )
         terms = objective.weighted_terms(batch, params)

@@ -185,7 +185,7 @@ def distillation_term(
     log_ps = F.log_softmax(student_logits / temperature, dim=1)
     kl = F.kl_div(log_ps.unsqueeze(0).expand_as(teacher_probs), teacher_probs, reduction="none")
     if mask is not None:
-        kl = kl * mask
+        kl = kl * mask.to(kl.device)
     return kl.sum(dim=(0, 2)).mean() * temperature**2
 
 

@@ -16,6 +16,7 @@ on the test set, as the paper does); "final" is the last epoch's.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 
 from ..models import Classifier
 from ..models.classifier import feature_width
+from ..runtime.device import device_of, to_device_of
 from ..runtime.seeding import seed_for
 from ..training.loops import evaluate
 from .loop import WithAdapters, distill
@@ -67,9 +69,15 @@ class StudentResult:
 
 @torch.no_grad()
 def outputs_of(model: nn.Module, x: Tensor, batch_size: int = 512) -> dict[str, Tensor]:
-    """``model.taps(x)`` (logits and features) in eval mode, in chunks."""
+    """``model.taps(x)`` (logits and features) in eval mode, in chunks, on the host."""
     model.eval()
-    chunks = [model.taps(x[i : i + batch_size]) for i in range(0, len(x), batch_size)]
+    chunks = [
+        {
+            name: value.cpu()
+            for name, value in model.taps(to_device_of(model, x[i : i + batch_size])).items()
+        }
+        for i in range(0, len(x), batch_size)
+    ]
     return {name: torch.cat([chunk[name] for chunk in chunks]) for name in ("logits", "features")}
 
 
@@ -94,7 +102,7 @@ def distill_student(
         shape = tuple(x.shape[1:])
         widths = feature_width(student, shape), feature_width(source, shape)
         adapters = objective.adapters(*widths, params) if objective.adapters else {}
-        module = WithAdapters(student, adapters) if adapters else student
+        module = WithAdapters(student, adapters).to(device_of(student)) if adapters else student
         optimizer = torch.optim.Adam(
             module.parameters(), lr=training.learning_rate, weight_decay=training.weight_decay
         )
@@ -135,8 +143,11 @@ def distill_student(
 @torch.no_grad()
 def cpu_latency_ms(model: nn.Module, batch: Tensor, warmup: int = 10, runs: int = 100) -> float:
     """Mean milliseconds of one forward pass of ``batch`` in eval mode, after ``warmup``
-    passes (the benchmark's latency, on this machine's CPU)."""
+    passes (the benchmark's latency, on this machine's CPU, whatever the run's device)."""
     model.eval()
+    if device_of(model).type != "cpu":
+        model = copy.deepcopy(model).cpu()
+    batch = batch.cpu()
     for _ in range(warmup):
         model(batch)
     start = time.perf_counter()

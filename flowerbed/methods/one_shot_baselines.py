@@ -36,7 +36,7 @@ def fedavg_one_round(job: Transfer):
 
 
 def ensemble(job: Transfer):
-    models = [eval_scores(job.student), *job.teachers]
+    models = [eval_scores(model) for model in (job.student, *job.teachers)]
 
     def scores(x: torch.Tensor) -> torch.Tensor:
         return torch.stack([F.softmax(m(x), dim=1) for m in models]).mean(dim=0)

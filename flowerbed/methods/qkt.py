@@ -40,6 +40,7 @@ from ..kd.objectives import KDParams
 from ..kd.teachers import filter_teachers, teacher_probabilities
 from ..metrics import eval_scores
 from ..protocols.exchange import Transfer
+from ..runtime.device import to_device_of
 from ..settings import Setting
 from ..training.loops import minibatches, predict
 from .one_shot import one_shot_protocol
@@ -118,6 +119,7 @@ def head_importance(
     squares = {n: torch.zeros_like(p) for n, p in head.named_parameters()}
     batches = 0
     for xb, yb in minibatches(features, y, batch_size):
+        xb, yb = to_device_of(head, xb, yb)
         head.zero_grad()
         F.cross_entropy(head(xb), yb).backward()
         for n, p in head.named_parameters():
@@ -134,7 +136,7 @@ def freeze_top_weights(head: nn.Module, importance: dict[str, Tensor], percent: 
     k = round(percent / 100.0 * scores.numel())
     if k == 0:
         return []
-    flat = torch.zeros(scores.numel(), dtype=torch.bool)
+    flat = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
     flat[torch.topk(scores, k).indices] = True
     names, offset = [], 0
     for name, p in list(head.named_parameters()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+from ..runtime.device import run_device
 from ..settings import Setting
 from .classifier import Classifier
 from .cnn import build_cnn, build_cnn_bn, build_cnn_small
@@ -48,13 +49,20 @@ def build_model(
     name: str, input_shape: tuple[int, ...], num_classes: int, config=None
 ) -> Classifier:
     """``MODELS[name](input_shape, num_classes)``; builders that take a ``config`` argument
-    (the VQC: qubits, layers, readout, device) also receive the run config, when given."""
+    (the VQC: qubits, layers, readout, simulator) also receive the run config, when given.
+
+    With a run ``config`` the model is built on the CPU (the same initial weights on every
+    machine) and moved to the run's ``device``; without one it stays on the CPU."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; valid choices: {', '.join(MODELS)}")
     builder = MODELS[name]
-    if config is not None and "config" in inspect.signature(builder).parameters:
-        return builder(tuple(input_shape), num_classes, config=config)
-    return builder(tuple(input_shape), num_classes)
+    if config is None:
+        return builder(tuple(input_shape), num_classes)
+    if "config" in inspect.signature(builder).parameters:
+        model = builder(tuple(input_shape), num_classes, config=config)
+    else:
+        model = builder(tuple(input_shape), num_classes)
+    return model.to(run_device(config))
 
 
 def run_model(config, input_shape: tuple[int, ...], num_classes: int) -> Classifier:

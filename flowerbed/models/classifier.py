@@ -37,7 +37,8 @@ def feature_width(model: Classifier, input_shape: tuple[int, ...]) -> int:
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        width = model.features(torch.zeros(1, *input_shape)).shape[-1]
+        probe = torch.zeros(1, *input_shape, device=next(model.parameters()).device)
+        width = model.features(probe).shape[-1]
     model.train(was_training)
     return int(width)
 

@@ -129,4 +129,5 @@ def plot_accuracy(path: Path, history: list[dict], title: str) -> None:
 def save_model(path: Path, state_dict: dict) -> None:
     import torch
 
-    atomic_write(path, lambda f: torch.save(state_dict, f), binary=True)
+    host = {key: value.cpu() for key, value in state_dict.items()}  # loadable on any machine
+    atomic_write(path, lambda f: torch.save(host, f), binary=True)

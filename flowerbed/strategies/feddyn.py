@@ -64,7 +64,7 @@ def train_feddyn(client: LocalClient, msg: Message) -> Message:
     start = {k: p.detach().clone() for k, p in model.named_parameters()}
     state = client.context.state
     if GRAD_KEY in state:
-        grad = state[GRAD_KEY].to_torch_state_dict()
+        grad = client.tensors(state[GRAD_KEY])
     else:
         grad = {k: torch.zeros_like(v) for k, v in start.items()}
     result = client.train(

@@ -46,6 +46,7 @@ from torch import Tensor, nn
 
 from ..models import Classifier, build_model
 from ..models.classifier import feature_width
+from ..runtime.device import device_of
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from .common import StrategySpec
@@ -91,7 +92,8 @@ def with_projection_head(
 def moon_model(config: RunConfig, input_shape: tuple[int, ...], num_classes: int) -> Classifier:
     """The registry model ``config.model`` with MOON's projection head and output layer."""
     base = build_model(config.model, input_shape, num_classes, config=config)
-    return with_projection_head(base, input_shape, num_classes, config.moon_projection_dim)
+    model = with_projection_head(base, input_shape, num_classes, config.moon_projection_dim)
+    return model.to(device_of(base))  # the new head is built on the CPU
 
 
 # --- the client step -------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from flwr.serverapp.strategy.strategy_utils import (
 )
 from torch import Tensor, nn
 
+from ..runtime.device import to_device_of
 from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
@@ -114,6 +115,7 @@ def empirical_fisher(
     total = {name: torch.zeros_like(p) for name, p in params.items()}
     num_batches = 0
     for xb, yb in minibatches(x, y, batch_size, generator):
+        xb, yb = to_device_of(model, xb, yb)
         grads = torch.autograd.grad(
             cross_entropy(model, xb, yb), list(params.values()), allow_unused=True
         )
@@ -196,8 +198,8 @@ def keep_significant(model: nn.Module, state: RecordDict, delta: float) -> int:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name in own and name in fisher:
-                mask = fisher[name] >= delta
-                p.copy_(torch.where(mask, own[name].to(p.dtype), p))
+                mask = fisher[name].to(p.device) >= delta
+                p.copy_(torch.where(mask, own[name].to(p), p))
                 kept += int(mask.sum())
     return kept
 

@@ -59,10 +59,10 @@ def train_scaffold(client: LocalClient, msg: Message) -> Message:
     """Corrected local SGD; update and store c_i; reply (Delta y, Delta c, buffers)."""
     model = client.model_from(msg)
     x = {k: p.detach().clone() for k, p in model.named_parameters()}
-    c = msg.content[C_KEY].to_torch_state_dict()
+    c = client.tensors(msg.content[C_KEY])
     state = client.context.state
     if CI_KEY in state:
-        c_i = state[CI_KEY].to_torch_state_dict()
+        c_i = client.tensors(state[CI_KEY])
     else:
         c_i = {k: torch.zeros_like(v) for k, v in x.items()}
     correction = {k: c[k] - c_i[k] for k in x}

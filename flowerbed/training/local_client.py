@@ -21,6 +21,7 @@ from ..data import DatasetSplits
 from ..data.datasets import DataNotFoundError
 from ..data.federation import load_splits, node_split
 from ..models import Classifier, build_model
+from ..runtime.device import run_device
 from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig
 from .loops import TrainResult, build_optimizer, evaluate, train_local
@@ -85,7 +86,17 @@ class LocalClient:
             y_test=y_test,
         )
 
-    # --- model -------------------------------------------------------------------------------
+    # --- model and device ----------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """Where this client's models train (run-config ``device``)."""
+        return run_device(self.config)
+
+    def tensors(self, record: ArrayRecord) -> dict[str, torch.Tensor]:
+        """A record's arrays as torch tensors on this client's device (control variates,
+        stored gradients, Fisher values: anything combined with the model's parameters)."""
+        return {key: value.to(self.device) for key, value in record.to_torch_state_dict().items()}
+
     def new_model(self) -> Classifier:
         return build_model(
             self.config.model, self.data.input_shape, self.data.num_classes, config=self.config

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..runtime.device import to_device_of
 from ..settings import RunConfig, Setting
 
 OPTIMIZERS = ("sgd", "adam")
@@ -104,13 +105,15 @@ def train_local(
 ) -> TrainResult:
     """Run ``epochs`` passes of mini-batch training; returns the mean batch loss.
     ``augment(batch, generator)`` transforms every input batch (the data set's training
-    augmentation, ``DatasetSplits.augment``)."""
+    augmentation, ``DatasetSplits.augment``), on the host, before the batch moves to the
+    model's device."""
     model.train()
     losses = []
     for _ in range(epochs):
         for xb, yb in minibatches(x, y, batch_size, generator):
             if augment is not None:
                 xb = augment(xb, generator)
+            xb, yb = to_device_of(model, xb, yb)
             optimizer.zero_grad()
             loss = loss_fn(model, xb, yb)
             if extra_loss is not None:
@@ -129,16 +132,23 @@ def train_local(
 
 @torch.no_grad()
 def predict(model: nn.Module, x: Tensor, batch_size: int = 512) -> Tensor:
-    """Logits for ``x`` in eval mode."""
-    model.eval()
-    return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+    """Logits for ``x`` in eval mode, on the host (each batch runs on the model's device)."""
+    return _batched(model, model, x, batch_size)
 
 
 @torch.no_grad()
 def features_of(model: nn.Module, x: Tensor, batch_size: int = 512) -> Tensor:
-    """``model.features(x)`` in eval mode (a frozen feature extractor)."""
+    """``model.features(x)`` in eval mode (a frozen feature extractor), on the host."""
+    return _batched(model, model.features, x, batch_size)
+
+
+def _batched(model: nn.Module, function, x: Tensor, batch_size: int) -> Tensor:
     model.eval()
-    return torch.cat([model.features(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+    outputs = [
+        function(to_device_of(model, x[i : i + batch_size])).cpu()
+        for i in range(0, len(x), batch_size)
+    ]
+    return torch.cat(outputs)
 
 
 def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int = 512) -> tuple[float, float]:

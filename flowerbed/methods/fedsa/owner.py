@@ -96,7 +96,7 @@ def saliency_step(client: LocalClient, msg: Message) -> Message:
 def _translator(client: LocalClient, student_dim: int, teacher_dim: int) -> Translator:
     """The owner's translator: restored from ``context.state``, else new (seeded)."""
     torch.manual_seed(seed_for(client.config.seed, client.partition_id, _TRANSLATOR_TAG))
-    translator = Translator(student_dim, teacher_dim)
+    translator = Translator(student_dim, teacher_dim).to(client.device)
     if TRANSLATOR_KEY in client.context.state:
         translator.load_state_dict(client.context.state[TRANSLATOR_KEY].to_torch_state_dict())
     return translator

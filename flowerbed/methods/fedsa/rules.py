@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...runtime.device import device_of, to_device_of
+
 SALIENCY_METHODS = ("input-grad", "gradcam")
 SIMILARITIES = ("averaged", "per-image")
 # saliency: K draws with replacement by p; random: K uniform draws with replacement; fixed: the
@@ -69,7 +71,9 @@ def has_feature_map(model: nn.Module, input_shape: tuple[int, ...]) -> bool:
     """Whether Grad-CAM applies: ``model.features`` produces a convolutional feature map."""
     model.eval()
     with torch.no_grad():
-        feature_map, _ = last_feature_map(model, torch.zeros(2, *input_shape))
+        feature_map, _ = last_feature_map(
+            model, torch.zeros(2, *input_shape, device=device_of(model))
+        )
     return feature_map is not None
 
 
@@ -96,10 +100,12 @@ def gradcam_maps(model: nn.Module, probes: Tensor) -> Tensor:
 
 
 def saliency_maps(model: nn.Module, probes: Tensor, method: str) -> Tensor:
+    """The ``method``'s maps of ``probes``, computed on the model's device, on the host."""
+    probes = to_device_of(model, probes)
     if method == "input-grad":
-        return input_grad_maps(model, probes)
+        return input_grad_maps(model, probes).cpu()
     if method == "gradcam":
-        return gradcam_maps(model, probes)
+        return gradcam_maps(model, probes).cpu()
     raise ValueError(f"unknown saliency method {method!r}; valid: {', '.join(SALIENCY_METHODS)}")
 
 

@@ -65,7 +65,7 @@ def adapt(
     seed = seed_for(config.seed, round_, _ADAPT_TAG)
     torch.manual_seed(seed)
     old = adapted.head
-    adapted.head = nn.Linear(old.in_features, old.out_features)
+    adapted.head = nn.Linear(old.in_features, old.out_features).to(old.weight.device)
     trained = adapted.head if scope == "head" else adapted
     # head: the frozen features are computed once, and the head alone learns from them
     inputs = features_of(adapted, x) if scope == "head" else x
