@@ -12,8 +12,15 @@ from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 from torch import nn
 
 from flowerbed.catalog import parse_run_config
-from flowerbed.inprocess import run_in_process, use_server_identity
+from flowerbed.client_app import app as client_app
+from flowerbed.inprocess import (
+    InProcessGrid,
+    resolve_run_config,
+    run_in_process,
+    use_server_identity,
+)
 from flowerbed.models.vqc import build_vqc
+from flowerbed.server_app import run_protocol
 from flowerbed.settings import ConfigError
 from flowerbed.strategies.qfedfisher import (
     STATE_FISHER,
@@ -235,3 +242,45 @@ def test_server_rule_rejects_fisher_records_with_different_parameters():
     thetas = [{"w": np.ones(2)}, {"w": np.zeros(2)}]
     with pytest.raises(ValueError, match="different parameters"):
         fisher_average(thetas, [{"w": np.ones(2)}, {}], {"w": np.ones(2)}, 0.01)
+
+
+def _qfedfisher_run(tmp_path, rounds: int, **overrides):
+    """A 3-client in-process QFedFisher run: (history, the grid with the clients' contexts)."""
+    run_config = resolve_run_config(
+        {
+            "strategy": "qfedfisher",
+            "dataset": "breast-cancer",
+            "model": "mlp",
+            "num-server-rounds": rounds,
+            "local-epochs": 1,
+            "output-dir": str(tmp_path / f"{rounds}-rounds"),
+            **overrides,
+        }
+    )
+    grid = InProcessGrid(client_app, run_config, 3)
+    run_dir = run_protocol(grid, parse_run_config(run_config))
+    return json.loads((run_dir / "history.json").read_text()), grid
+
+
+def test_history_records_the_kept_and_substituted_fractions(tmp_path):
+    """Round 2's kept fraction is, per client, the share of its round-1 normalised Fisher at
+    or above delta (read from the state a one-round run leaves); the server's substituted
+    fraction is a share; nothing is kept before a client has a previous round."""
+    history, _ = _qfedfisher_run(tmp_path, 2)
+    _, one_round = _qfedfisher_run(tmp_path, 1)
+    expected = []
+    for context in one_round.contexts.values():
+        fisher = context.state[STATE_FISHER].to_torch_state_dict()
+        kept = sum(int((f >= 0.01).sum()) for f in fisher.values())
+        expected.append(kept / sum(f.numel() for f in fisher.values()))
+    first, second = history[1], history[2]
+    assert first["client_fisher_kept_fraction_max"] == 0.0  # no previous round yet
+    assert second["client_fisher_kept_fraction_mean"] == pytest.approx(np.mean(expected))
+    assert second["client_fisher_kept_fraction_min"] == pytest.approx(min(expected))
+    assert second["client_fisher_kept_fraction_max"] == pytest.approx(max(expected))
+    assert 0 < second["client_fisher_kept_fraction_mean"] < 1
+    for row in history[1:]:
+        assert 0 <= row["server_fisher_substituted_fraction"] <= 1
+    assert "server_fisher_substituted_fraction" not in history[0]
+    without_rule, _ = _qfedfisher_run(tmp_path / "off", 2, **{"qfedfisher-client-rule": False})
+    assert [row["client_fisher_kept_fraction_max"] for row in without_rule[1:]] == [0.0, 0.0]

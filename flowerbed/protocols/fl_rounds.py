@@ -5,7 +5,8 @@ Server half: the algorithm's Flower ``Strategy`` (``StrategySpec.build_server``,
 ``strategy.start`` on the run's recording grid for ``num-server-rounds`` rounds, starting
 from the handoff's global arrays (or the run's freshly built global model). After every
 round the global model is evaluated on the held-out test set (``central_accuracy``) and the
-history row is logged and written. The final arrays go to ``model.pt`` and to the handoff; the
+history row is logged and written, with the strategy's own metrics of the round
+(``round_metrics``, e.g. QFedFisher's substituted fraction) as ``server_<name>``. The final arrays go to ``model.pt`` and to the handoff; the
 best round's (highest ``central_accuracy``, the earliest on a tie, round 0 included) go to
 ``model_best.pt``, with that round and accuracy in ``model_best.json``. "Best" is selected on
 the test set, as the point-cloud FL + KD benchmark does for its teachers: an optimistic choice,
@@ -60,6 +61,7 @@ class FLRounds(Phase):
                     {"round": server_round, "central_accuracy": accuracy, "selected_on": "test"},
                 )
             row = round_row(server_round, run.grid, central_accuracy=accuracy, central_loss=loss)
+            row.update(self.server_metrics())
             run.history.add(row, config.num_server_rounds)
             return MetricRecord({"accuracy": accuracy, "loss": loss})
 
@@ -84,6 +86,17 @@ class FLRounds(Phase):
             run.history.rows[-1]["central_accuracy"],
             run.run_dir,
         )
+
+    def server_metrics(self) -> dict[str, float]:
+        """The strategy's own metrics of the round just aggregated (``round_metrics``:
+        FedNova's tau_eff, QFedFisher's substituted fraction) as ``server_<name>`` columns;
+        read once, so that a round without aggregation reports none."""
+        metrics = getattr(self.strategy, "round_metrics", None)
+        if not metrics:
+            return {}
+        row = {f"server_{key.replace('-', '_')}": float(value) for key, value in metrics.items()}
+        self.strategy.round_metrics = {}
+        return row
 
     def client_step(self, client: LocalClient, msg: Message) -> Message:
         if msg.metadata.message_type == MessageType.EVALUATE:

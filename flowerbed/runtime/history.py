@@ -83,10 +83,26 @@ def round_row(server_round: int, grid: RecordingGrid, **accuracies: float) -> di
     # over the clients, as client_<name>_mean (JSON history only)
     standard = {"num-examples", "partition-id", "loss", "accuracy"}
     for key in sorted({k for m in traffic.evaluate for k in m} - standard):
-        values = [m[key] for m in traffic.evaluate if isinstance(m.get(key), (int, float))]
+        values = _numbers(traffic.evaluate, key)
         if values:
-            row[f"client_{key.replace('-', '_')}_mean"] = float(np.mean(values))
+            row[f"client_{_column(key)}_mean"] = float(np.mean(values))
+    # any other metric the clients' training reports (QFedFisher's fisher-kept-fraction): its
+    # mean, min and max over the clients who trained (JSON history only)
+    standard = {"num-examples", "partition-id", "train-loss", "num-steps"}
+    for key in sorted({k for m in traffic.train for k in m} - standard):
+        values = _numbers(traffic.train, key)
+        if values:
+            for name, summary in (("mean", np.mean), ("min", np.min), ("max", np.max)):
+                row[f"client_{_column(key)}_{name}"] = float(summary(values))
     return row
+
+
+def _numbers(metrics: list[dict], key: str) -> list[float]:
+    return [m[key] for m in metrics if isinstance(m.get(key), (int, float))]
+
+
+def _column(metric: str) -> str:
+    return metric.replace("-", "_")
 
 
 def weighted_mean(pairs: list[tuple[float, float]]) -> float:

@@ -20,7 +20,10 @@ Client i, round r (paper Sec. II.A and Fig. 3):
    parameter tensor as a whole; ``'tensor'``: every parameter tensor as a whole). A layer whose
    Fisher values are all equal carries no ranking and is set to 0 (so it falls back to FedAvg);
 5. reply: the parameters (ArrayRecord ``arrays``) and the normalised Fisher as a second
-   ArrayRecord ``fisher`` (its bytes are part of the reply, so the history counts them).
+   ArrayRecord ``fisher`` (its bytes are part of the reply, so the history counts them), with
+   the metrics ``fisher-kept`` (entries the client rule kept) and ``fisher-kept-fraction``
+   (their share of the trainable entries; the history's ``client_fisher_kept_fraction_mean``,
+   ``_min``, ``_max``).
 
 Server, eqs. (2)-(4), per parameter entry j:
 
@@ -29,7 +32,8 @@ Server, eqs. (2)-(4), per parameter entry j:
     theta_s[j] = theta_avg[j]  wherever F_s[j] < delta  (delta = ``qfedfisher-delta``, 0.01)
 
 State-dict entries without a Fisher value (buffers such as batch-norm statistics) get
-theta_avg. Nothing here is specific to the VQC: it works for every flowerbed model.
+theta_avg. The share of the Fisher-carrying entries that took theta_avg is the round's
+``fisher-substituted-fraction`` (the history's ``server_fisher_substituted_fraction``). Nothing here is specific to the VQC: it works for every flowerbed model.
 
 Flower's ``FedAvg.aggregate_train`` accepts exactly one ArrayRecord per reply, so
 ``QFedFisher.aggregate_train`` splits the Fisher record off, lets Flower validate and average
@@ -212,6 +216,7 @@ def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
     kept = 0
     if config.qfedfisher_client_rule:
         kept = keep_significant(model, client.context.state, config.qfedfisher_delta)
+    entries = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if config.qfedfisher_fisher_pass == "training":
         hook = SquaredGradients()
         result = client.train(model, server_round, after_backward=hook)
@@ -230,7 +235,8 @@ def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
     params = {name: p.detach() for name, p in model.named_parameters() if name in fisher}
     client.context.state[STATE_PARAMS] = ArrayRecord(params)
     client.context.state[STATE_FISHER] = ArrayRecord(fisher)
-    reply = client.train_reply(msg, model, result, **{"fisher-kept": kept})
+    metrics = {"fisher-kept": kept, "fisher-kept-fraction": kept / entries if entries else 0.0}
+    reply = client.train_reply(msg, model, result, **metrics)
     reply.content[FISHER_KEY] = ArrayRecord(fisher)
     return reply
 
@@ -277,6 +283,7 @@ class QFedFisher(FedAvg):
     def __init__(self, delta: float = 0.01, fisher_key: str = FISHER_KEY, **kwargs) -> None:
         super().__init__(**kwargs)
         self.delta, self.fisher_key = float(delta), fisher_key
+        self.round_metrics: dict[str, float] = {}  # the last aggregation's own metrics
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -304,7 +311,8 @@ class QFedFisher(FedAvg):
             self.delta,
         )
         metrics = self.train_metrics_aggr_fn(models, self.weighted_by_key)
-        metrics["fisher-substituted-fraction"] = substituted / total if total else 0.0
+        self.round_metrics = {"fisher-substituted-fraction": substituted / total if total else 0.0}
+        metrics.update(self.round_metrics)
         log(
             INFO,
             "QFedFisher round %d: %d of %d entries below delta=%g took theta_avg",
