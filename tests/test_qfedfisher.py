@@ -26,12 +26,14 @@ from flowerbed.strategies.qfedfisher import (
     STATE_FISHER,
     STATE_PARAMS,
     QFedFisher,
+    Significance,
     circuit_layer_parameters,
     empirical_fisher,
     fisher_average,
     keep_significant,
     minmax,
     normalize_layerwise,
+    top_share,
 )
 
 
@@ -101,7 +103,7 @@ def test_server_rule_by_hand_including_the_substitution_below_delta():
     ]
     # sizes 1 and 3: theta_avg = 0.25 theta_1 + 0.75 theta_2
     theta_avg = {"w": np.array([2.5, 3.5, 4.5], dtype=np.float32), "bn": np.array([17.5])}
-    out, substituted, total = fisher_average(thetas, fishers, theta_avg, delta=0.01)
+    out, substituted, total = fisher_average(thetas, fishers, theta_avg, 0.01)
     # F_s = (1.0, 0.008, 1.0): entry 1 is below delta -> theta_avg; entry 0: (0.5+1.5)/1;
     # entry 2: (0*3 + 1*5)/1; the buffer without Fisher -> theta_avg
     np.testing.assert_allclose(out["w"], [2.0, 3.5, 5.0])
@@ -117,7 +119,7 @@ def test_fisher_proportional_to_client_sizes_gives_fedavg():
     p = sizes / sizes.sum()
     fishers = [{"w": np.full(5, 0.5 * pi)} for pi in p]
     avg = {"w": sum(pi * t["w"] for pi, t in zip(p, thetas))}
-    out, substituted, _ = fisher_average(thetas, fishers, avg, delta=0.01)
+    out, substituted, _ = fisher_average(thetas, fishers, avg, 0.01)
     np.testing.assert_allclose(out["w"], avg["w"])
     assert substituted == 0
 
@@ -139,7 +141,7 @@ def _reply(theta, fisher, n):
 
 
 def test_strategy_aggregate_train_applies_eqs_2_to_4(task_identity):
-    strategy = QFedFisher(delta=0.01)
+    strategy = QFedFisher(0.01)
     replies = [
         _reply(
             {"w": np.array([1.0, 2.0, 3.0], dtype=np.float32)},
@@ -175,7 +177,7 @@ def test_client_rule_keeps_significant_own_parameters():
             STATE_FISHER: ArrayRecord({"weight": torch.tensor([[0.5, 0.001, 0.01]])}),
         }
     )
-    assert keep_significant(model, state, delta=0.01) == 2
+    assert keep_significant(model, state, 0.01) == 2
     assert torch.equal(model.weight.detach(), torch.tensor([[1.0, 20.0, 3.0]]))
     fresh = nn.Linear(3, 1)
     before = fresh.weight.detach().clone()
@@ -189,6 +191,9 @@ def test_client_rule_keeps_significant_own_parameters():
         ("qfedfisher-delta", 0.0, "qfedfisher-delta must be > 0"),
         ("qfedfisher-normalization", "global", "unknown qfedfisher-normalization 'global'"),
         ("qfedfisher-fisher-pass", "sometimes", "unknown qfedfisher-fisher-pass 'sometimes'"),
+        ("qfedfisher-threshold", "median", "unknown qfedfisher-threshold 'median'"),
+        ("qfedfisher-quantile", 0.0, r"qfedfisher-quantile must be in \(0, 1\], got 0.0"),
+        ("qfedfisher-quantile", 1.5, r"qfedfisher-quantile must be in \(0, 1\], got 1.5"),
     ],
 )
 def test_bad_settings_are_clear_config_errors(key, value, message):
@@ -284,3 +289,46 @@ def test_history_records_the_kept_and_substituted_fractions(tmp_path):
     assert "server_fisher_substituted_fraction" not in history[0]
     without_rule, _ = _qfedfisher_run(tmp_path / "off", 2, **{"qfedfisher-client-rule": False})
     assert [row["client_fisher_kept_fraction_max"] for row in without_rule[1:]] == [0.0, 0.0]
+
+
+def test_top_share_keeps_the_largest_values_of_each_layer_by_hand():
+    values = torch.tensor([[0.1, 0.9, 0.5, 0.3], [0.7, 0.2, 0.2, 0.0]])
+    # whole tensor: ceil(0.25 x 8) = 2 largest, 0.9 and 0.7
+    assert top_share(values, 0.25).tolist() == [[False, True, False, False], [True] + [False] * 3]
+    # per first-axis slice (a circuit layer): ceil(0.5 x 4) = 2 per row; row 2's tie kept
+    per_layer = top_share(values, 0.5, per_first_axis=True)
+    assert per_layer.tolist() == [[False, True, True, False], [True, True, True, False]]
+    assert top_share(values, 1e-9).sum() == 1  # at least one entry
+
+
+def test_quantile_form_in_both_rules_by_hand():
+    """q = 1/2 of each 4-entry tensor: the server Fisher-averages the two entries with the
+    largest sum of Fisher, whatever delta says; the client keeps its two most informative."""
+    significance = Significance(delta=100.0, quantile=0.5)  # delta would mark nothing
+    thetas = [{"w": np.array([0.0, 0.0, 0.0, 0.0])}, {"w": np.array([4.0, 4.0, 4.0, 4.0])}]
+    fishers = [{"w": np.array([0.3, 0.0, 0.2, 0.0])}, {"w": np.array([0.1, 0.2, 0.0, 0.0])}]
+    theta_avg = {"w": np.array([1.0, 1.0, 1.0, 1.0])}
+    out, substituted, total = fisher_average(thetas, fishers, theta_avg, significance)
+    # F_s = [0.4, 0.2, 0.2, 0.0]: top 2 = entries 0 and the tie 1, 2 (ties kept) -> 3 averaged
+    np.testing.assert_allclose(out["w"], [0.1 * 4 / 0.4, 4.0, 0.0, 1.0])
+    assert (substituted, total) == (1, 4)
+    model = nn.Linear(4, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.full((1, 4), 10.0))
+    state = RecordDict(
+        {
+            STATE_PARAMS: ArrayRecord({"weight": torch.tensor([[1.0, 2.0, 3.0, 4.0]])}),
+            STATE_FISHER: ArrayRecord({"weight": torch.tensor([[0.1, 0.9, 0.5, 0.3]])}),
+        }
+    )
+    assert keep_significant(model, state, significance) == 2
+    assert model.weight.detach().tolist() == [[10.0, 2.0, 3.0, 10.0]]
+
+
+def test_quantile_form_keeps_about_its_share_in_a_run(tmp_path):
+    overrides = {"qfedfisher-threshold": "quantile", "qfedfisher-quantile": 0.3}
+    history, _ = _qfedfisher_run(tmp_path, 2, **overrides)
+    kept = history[2]["client_fisher_kept_fraction_mean"]
+    assert 0.3 <= kept < 0.45  # ceil per tensor, and ties, keep a little more than q
+    for row in history[1:]:
+        assert 0.55 - 1e-9 <= row["server_fisher_substituted_fraction"] <= 0.7

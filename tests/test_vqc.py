@@ -159,6 +159,7 @@ def test_linear_reduction_makes_a_hybrid_model_for_large_inputs():
         ({"readout": "last-qubit"}, "binary tasks"),
         ({"reduction": "pca"}, "unknown vqc-reduction 'pca'"),
         ({"layers": 0}, "vqc-layers must be at least 1"),
+        ({"init": "xavier"}, "unknown vqc-init 'xavier'"),
     ],
 )
 def test_bad_settings_are_clear_config_errors(kwargs, message):
@@ -197,3 +198,35 @@ def test_quantum_baselines_require_the_vqc():
     )
     config = parse_run_config({"strategy": "qfedavg", "model": "vqc"})
     assert type(get_strategy("qfedavg").build_server(config, **flower_kwargs(config))) is FedAvg
+
+
+@pytest.mark.parametrize(
+    "init, low, high, std",
+    [
+        ("kaiming-uniform", -math.sqrt(3 / 4), math.sqrt(3 / 4), math.sqrt(1 / 4)),
+        ("kaiming-normal", -math.inf, math.inf, math.sqrt(1 / 4)),
+        ("uniform-2pi", 0.0, 2 * math.pi, 2 * math.pi / math.sqrt(12)),
+    ],
+)
+def test_initial_angles_follow_the_chosen_law(init, low, high, std):
+    """4 qubits, 400 layers: 3,200 angles, within the law's support and with its spread
+    (Kaiming for an (L, n, 2) tensor: fan_in = 2n, variance 2 / fan_in = 1/n)."""
+    torch.manual_seed(4)
+    model = build_vqc((16,), 2, qubits=4, layers=400, init=init)
+    angles = model.features[1].qlayer.weights.detach()
+    assert angles.shape == (400, 4, 2)
+    assert low <= float(angles.min()) and float(angles.max()) <= high
+    assert float(angles.std()) == pytest.approx(std, rel=0.06)
+
+
+def test_a_sixty_layer_circuit_trains():
+    """The paper's depth (60 layers) at 4 qubits: outputs match the numpy state vector and
+    every angle of every layer gets a gradient."""
+    torch.manual_seed(5)
+    model = build_vqc((16,), 2, qubits=4, layers=60, readout="last-qubit", scale=1.0)
+    weights = model.features[1].qlayer.weights
+    x = torch.randn(3, 16)
+    expected = reference_expectations(x[0].double().numpy(), weights.detach().double().numpy())
+    np.testing.assert_allclose(model.features(x)[0].detach().numpy(), expected, atol=1e-4)
+    torch.nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 0])).backward()
+    assert weights.grad.shape == (60, 4, 2) and bool((weights.grad != 0).any(dim=(1, 2)).all())

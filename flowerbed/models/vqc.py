@@ -38,7 +38,11 @@ circuit returns ``qml.probs`` and the n expectations are <Z_q> = sum_i p_i (1 - 
 matrix product (2-3x faster at 10 qubits than n separate ``qml.expval``); with the adjoint
 method (expectation values only) it returns ``qml.expval(qml.PauliZ(q))``.
 
-Weights are initialised with Kaiming-uniform, as the paper states.
+Initialisation (``vqc-init``) of the (L, n, 2) rotation angles: ``kaiming-uniform`` (default;
+the paper's "Kaiming initialization" as torch's ``kaiming_uniform_`` reads it for this shape:
+fan_in = 2n, angles ~ U(-sqrt(3/n), sqrt(3/n))), ``kaiming-normal`` (N(0, 1/n)), or
+``uniform-2pi`` (U(0, 2 pi), PennyLane's ``TorchLayer`` default: angles anywhere on the circle,
+the regime of barren plateaus in deep circuits).
 """
 
 from __future__ import annotations
@@ -56,6 +60,11 @@ from .classifier import Classifier
 DEVICES = {"default.qubit": "backprop", "lightning.qubit": "adjoint"}
 READOUTS = ("auto", "per-class", "last-qubit", "linear")
 REDUCTIONS = ("none", "linear")
+INITS = {
+    "kaiming-uniform": nn.init.kaiming_uniform_,
+    "kaiming-normal": nn.init.kaiming_normal_,
+    "uniform-2pi": lambda weights: nn.init.uniform_(weights, 0.0, 2 * math.pi),
+}
 
 AMPLITUDE_BYTES = 16  # one complex128 amplitude of the simulated state vector
 
@@ -110,6 +119,13 @@ SETTINGS = (
     ),
     Setting("vqc-scale-trainable", True, "VQC: train s (else it stays fixed)"),
     Setting(
+        "vqc-init",
+        "kaiming-uniform",
+        "VQC: initial rotation angles: `kaiming-uniform` (the paper's Kaiming initialisation,"
+        " U(-sqrt(3/n), sqrt(3/n))), `kaiming-normal` (N(0, 1/n)), `uniform-2pi` (U(0, 2 pi))",
+        choices=tuple(INITS),
+    ),
+    Setting(
         "vqc-reduction",
         "none",
         "VQC: `linear` puts a classical Linear(features, 2^n) pre-layer before the circuit"
@@ -127,6 +143,7 @@ _ARGUMENTS = {
     "vqc-scale": "scale",
     "vqc-scale-trainable": "scale_trainable",
     "vqc-reduction": "reduction",
+    "vqc-init": "init",
 }
 
 
@@ -167,11 +184,18 @@ class QuantumCircuit(nn.Module):
     dtype and, with backprop, turns the probabilities into the n expectations.
     """
 
-    def __init__(self, num_qubits: int, num_layers: int, device: str = "default.qubit") -> None:
+    def __init__(
+        self,
+        num_qubits: int,
+        num_layers: int,
+        device: str = "default.qubit",
+        init: str = "kaiming-uniform",
+    ) -> None:
         super().__init__()
         import pennylane as qml
 
         _SETTING["vqc-device"].validate(device)
+        _SETTING["vqc-init"].validate(init)
         self.num_qubits, self.num_layers, self.device_name = num_qubits, num_layers, device
         dev = qml.device(device, wires=num_qubits)
         # With backprop, the n <Z_q> are read from ONE probability vector (a fixed linear map,
@@ -187,7 +211,7 @@ class QuantumCircuit(nn.Module):
 
         qnode = qml.QNode(qnode_fn, dev, interface="torch", diff_method=DEVICES[device])
         self.qlayer = qml.qnn.TorchLayer(
-            qnode, {"weights": (num_layers, num_qubits, 2)}, init_method=nn.init.kaiming_uniform_
+            qnode, {"weights": (num_layers, num_qubits, 2)}, init_method=INITS[init]
         )
 
     def forward(self, x: Tensor) -> Tensor:
@@ -262,6 +286,7 @@ def build_vqc(
     scale: float | None = None,
     scale_trainable: bool | None = None,
     reduction: str | None = None,
+    init: str | None = None,
 ) -> Classifier:
     """The VQC for ``input_shape``; settings from keyword arguments, else the run config's
     ``vqc-*`` keys, else their declared defaults (``SETTINGS``), each checked as declared.
@@ -276,6 +301,7 @@ def build_vqc(
         "scale": scale,
         "scale_trainable": scale_trainable,
         "reduction": reduction,
+        "init": init,
     }
     settings = {}
     for key, name in _ARGUMENTS.items():
@@ -298,6 +324,6 @@ def build_vqc(
             f" vqc-qubits to {default_qubits(input_shape)} or set vqc-reduction='linear'"
         )
     mode = resolve_readout(settings["readout"], n, num_classes)
-    stages.append(QuantumCircuit(n, settings["layers"], settings["device"]))
+    stages.append(QuantumCircuit(n, settings["layers"], settings["device"], settings["init"]))
     head = VQCReadout(mode, n, num_classes, settings["scale"], settings["scale_trainable"])
     return Classifier(nn.Sequential(*stages), head)

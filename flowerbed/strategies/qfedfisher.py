@@ -35,6 +35,11 @@ State-dict entries without a Fisher value (buffers such as batch-norm statistics
 theta_avg. The share of the Fisher-carrying entries that took theta_avg is the round's
 ``fisher-substituted-fraction`` (the history's ``server_fisher_substituted_fraction``). Nothing here is specific to the VQC: it works for every flowerbed model.
 
+Quantile form (``qfedfisher-threshold='quantile'``, not in the paper): "significant" means,
+in both rules, among the top q = ``qfedfisher-quantile`` share of its layer's values (the
+groups of step 4) instead of >= delta, so that the kept and Fisher-averaged shares are chosen,
+not a consequence of how the normalised values fall around delta. Ties at the cut are kept.
+
 Flower's ``FedAvg.aggregate_train`` accepts exactly one ArrayRecord per reply, so
 ``QFedFisher.aggregate_train`` splits the Fisher record off, lets Flower validate and average
 the rest, and applies eqs. (3)-(4).
@@ -42,7 +47,9 @@ the rest, and applies eqs. (3)-(4).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from logging import INFO
 
 import numpy as np
@@ -56,6 +63,8 @@ from flwr.serverapp.strategy.strategy_utils import (
 )
 from torch import Tensor, nn
 
+from ..data.federation import load_splits
+from ..models import build_model
 from ..runtime.device import to_device_of
 from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting
@@ -67,6 +76,7 @@ FISHER_KEY = "fisher"
 STATE_PARAMS, STATE_FISHER = "qfedfisher-params", "qfedfisher-fisher"
 NORMALIZATIONS = ("layer", "tensor")
 FISHER_PASSES = ("final", "training")
+THRESHOLDS = ("delta", "quantile")
 SETTINGS = (
     Setting(
         "qfedfisher-delta",
@@ -74,6 +84,23 @@ SETTINGS = (
         "QFedFisher: Fisher threshold delta (server: FedAvg value where sum_i F_i < delta;"
         " client rule: keep own value where F_i >= delta)",
         low=0,
+        low_open=True,
+    ),
+    Setting(
+        "qfedfisher-threshold",
+        "delta",
+        "QFedFisher: which Fisher entries are significant, in both rules: normalised Fisher >="
+        " `qfedfisher-delta` (`delta`, the paper's), or the top `qfedfisher-quantile` share of"
+        " each layer's values (`quantile`)",
+        choices=THRESHOLDS,
+    ),
+    Setting(
+        "qfedfisher-quantile",
+        0.2,
+        "QFedFisher, `qfedfisher-threshold='quantile'`: share q of each layer's entries that are"
+        " significant (the client keeps its own, the server Fisher-averages them)",
+        low=0,
+        high=1,
         low_open=True,
     ),
     Setting(
@@ -191,9 +218,50 @@ def normalize_layerwise(
     }
 
 
-def keep_significant(model: nn.Module, state: RecordDict, delta: float) -> int:
-    """Fig. 3: keep the client's previous parameters where its previous Fisher >= delta, take
-    the global value (already loaded in ``model``) elsewhere. Returns how many entries kept."""
+def top_share(values: Tensor, share: float, per_first_axis: bool = False) -> Tensor:
+    """True for the ceil(share x size) largest values of each group (the whole tensor, or each
+    slice along the first axis, as in ``minmax``); values tied with the last one kept are kept
+    too."""
+    groups = values.reshape(values.shape[0], -1) if per_first_axis and values.ndim >= 2 else None
+    groups = values.reshape(1, -1) if groups is None else groups
+    k = max(1, math.ceil(share * groups.shape[1]))
+    cut = groups.topk(k, dim=1).values[:, -1:]
+    return (groups >= cut).reshape(values.shape)
+
+
+@dataclass(frozen=True)
+class Significance:
+    """Which Fisher entries are significant (both rules): those >= ``delta`` (the paper's), or,
+    with ``quantile`` set, the top ``quantile`` share of each layer (``top_share``; a circuit
+    layer per slice when ``name`` is in ``circuit_layers``, else the whole tensor)."""
+
+    delta: float
+    quantile: float | None = None
+    circuit_layers: frozenset[str] = frozenset()
+
+    def mask(self, name: str, values: Tensor) -> Tensor:
+        if self.quantile is None:
+            return values >= self.delta
+        return top_share(values, self.quantile, name in self.circuit_layers)
+
+    @classmethod
+    def of(cls, config: RunConfig, circuit_layers: set[str]) -> Significance:
+        """The run's rule; ``circuit_layers`` group the quantile only with
+        ``qfedfisher-normalization='layer'``, as the normalisation does."""
+        if config.qfedfisher_threshold == "delta":
+            return cls(config.qfedfisher_delta)
+        layers = circuit_layers if config.qfedfisher_normalization == "layer" else set()
+        return cls(config.qfedfisher_delta, config.qfedfisher_quantile, frozenset(layers))
+
+
+def keep_significant(
+    model: nn.Module, state: RecordDict, significance: Significance | float
+) -> int:
+    """Fig. 3: keep the client's previous parameters where its previous Fisher is significant
+    (>= delta, when ``significance`` is a number), take the global value (already loaded in
+    ``model``) elsewhere. Returns how many entries kept."""
+    if not isinstance(significance, Significance):
+        significance = Significance(float(significance))
     if STATE_PARAMS not in state or STATE_FISHER not in state:
         return 0
     own = state[STATE_PARAMS].to_torch_state_dict()
@@ -202,7 +270,7 @@ def keep_significant(model: nn.Module, state: RecordDict, delta: float) -> int:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name in own and name in fisher:
-                mask = fisher[name].to(p.device) >= delta
+                mask = significance.mask(name, fisher[name]).to(p.device)
                 p.copy_(torch.where(mask, own[name].to(p), p))
                 kept += int(mask.sum())
     return kept
@@ -215,7 +283,8 @@ def train_qfedfisher(client: LocalClient, msg: Message) -> Message:
     model = client.model_from(msg)
     kept = 0
     if config.qfedfisher_client_rule:
-        kept = keep_significant(model, client.context.state, config.qfedfisher_delta)
+        significance = Significance.of(config, circuit_layer_parameters(model))
+        kept = keep_significant(model, client.context.state, significance)
     entries = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if config.qfedfisher_fisher_pass == "training":
         hook = SquaredGradients()
@@ -248,13 +317,16 @@ def fisher_average(
     thetas: list[dict[str, np.ndarray]],
     fishers: list[dict[str, np.ndarray]],
     theta_avg: dict[str, np.ndarray],
-    delta: float,
+    significance: Significance | float,
 ) -> tuple[dict[str, np.ndarray], int, int]:
-    """Eqs. (3)-(4): theta_s = sum_i F_i theta_i / sum_i F_i, theta_avg where sum_i F_i < delta.
+    """Eqs. (3)-(4): theta_s = sum_i F_i theta_i / sum_i F_i, theta_avg where sum_i F_i is not
+    significant (< delta when ``significance`` is a number: the paper's rule).
 
     Entries without Fisher (buffers) take theta_avg. Returns (arrays, substituted, total)
     counted over the entries that carry Fisher.
     """
+    if not isinstance(significance, Significance):
+        significance = Significance(float(significance))
     keys = set(fishers[0])
     if any(set(f) != keys for f in fishers):
         raise ValueError(
@@ -269,7 +341,7 @@ def fisher_average(
         f = np.stack([fi[key].astype(np.float64) for fi in fishers])
         th = np.stack([ti[key].astype(np.float64) for ti in thetas])
         f_s, g_s = f.sum(axis=0), (f * th).sum(axis=0)
-        low = f_s < delta
+        low = ~significance.mask(key, torch.from_numpy(f_s)).numpy()
         theta_s = np.where(low, avg.astype(np.float64), g_s / np.where(low, 1.0, f_s))
         out[key] = theta_s.astype(avg.dtype)
         substituted += int(low.sum())
@@ -280,9 +352,13 @@ def fisher_average(
 class QFedFisher(FedAvg):
     """Flower ``FedAvg`` whose aggregation is the Fisher-weighted rule of eqs. (2)-(4)."""
 
-    def __init__(self, delta: float = 0.01, fisher_key: str = FISHER_KEY, **kwargs) -> None:
+    def __init__(
+        self, significance: Significance | float = 0.01, fisher_key: str = FISHER_KEY, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
-        self.delta, self.fisher_key = float(delta), fisher_key
+        if not isinstance(significance, Significance):
+            significance = Significance(float(significance))
+        self.significance, self.fisher_key = significance, fisher_key
         self.round_metrics: dict[str, float] = {}  # the last aggregation's own metrics
 
     def aggregate_train(
@@ -308,18 +384,17 @@ class QFedFisher(FedAvg):
             [_numpy(c[key]) for c in contents],
             [_numpy(c[self.fisher_key]) for c in contents],
             _numpy(theta_avg),
-            self.delta,
+            self.significance,
         )
         metrics = self.train_metrics_aggr_fn(models, self.weighted_by_key)
         self.round_metrics = {"fisher-substituted-fraction": substituted / total if total else 0.0}
         metrics.update(self.round_metrics)
         log(
             INFO,
-            "QFedFisher round %d: %d of %d entries below delta=%g took theta_avg",
+            "QFedFisher round %d: %d of %d entries not significant took theta_avg",
             server_round,
             substituted,
             total,
-            self.delta,
         )
         record = ArrayRecord({k: Array(np.ascontiguousarray(arrays[k])) for k in theta_avg})
         return record, metrics
@@ -330,7 +405,12 @@ def _numpy(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 
 def build_qfedfisher(config: RunConfig, **kwargs) -> QFedFisher:
-    return QFedFisher(delta=config.qfedfisher_delta, **kwargs)
+    circuit_layers = set()
+    if config.qfedfisher_threshold == "quantile":  # the server groups as the clients do
+        data = load_splits(config)
+        model = build_model(config.model, data.input_shape, data.num_classes, config=config)
+        circuit_layers = circuit_layer_parameters(model)
+    return QFedFisher(Significance.of(config, circuit_layers), **kwargs)
 
 
 SPEC = StrategySpec(
