@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.metrics import confusion_matrix
 
 from .runtime.device import to_device_of
 from .runtime.results import write_csv, write_json
@@ -39,16 +38,27 @@ from .runtime.results import write_csv, write_json
 METRIC_NAMES = ("acc", "query_gain", "forgetting", "uniform_acc")
 
 
+def confusion_matrix(labels, predictions, num_classes: int) -> np.ndarray:
+    """(C, C) counts: entry [i, j] = samples of true class i predicted as j; samples whose
+    label or prediction is outside [0, C) are not counted. scikit-learn's
+    ``confusion_matrix(labels, predictions, labels=range(C))`` in one ``bincount`` (importing
+    scikit-learn costs seconds in every Ray actor)."""
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+    predictions = np.asarray(predictions, dtype=np.int64).reshape(-1)
+    if len(labels) != len(predictions):
+        raise ValueError(f"{len(labels)} labels but {len(predictions)} predictions")
+    known = (labels >= 0) & (labels < num_classes) & (predictions >= 0)
+    known &= predictions < num_classes
+    cells = labels[known] * num_classes + predictions[known]
+    return np.bincount(cells, minlength=num_classes**2).reshape(num_classes, num_classes)
+
+
 def per_class_accuracy(predictions, labels, num_classes: int) -> np.ndarray:
     """acc(j) = correct predictions of class j / samples of class j; NaN where class j is absent.
 
     Read off the confusion matrix (rows: true class): diagonal over row sums.
     """
-    matrix = confusion_matrix(
-        np.asarray(labels).reshape(-1),
-        np.asarray(predictions).reshape(-1),
-        labels=np.arange(num_classes),
-    )
+    matrix = confusion_matrix(labels, predictions, num_classes)
     support = matrix.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(support > 0, np.diag(matrix) / np.maximum(support, 1), np.nan)

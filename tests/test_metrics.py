@@ -4,9 +4,16 @@ hand."""
 import json
 import math
 
+import numpy as np
 import pytest
 
-from flowerbed.metrics import client_kt_metrics, per_class_accuracy, summarize, write_kt_metrics
+from flowerbed.metrics import (
+    client_kt_metrics,
+    confusion_matrix,
+    per_class_accuracy,
+    summarize,
+    write_kt_metrics,
+)
 
 # A test set of 4 classes (class 3 has 2 samples) and two models' predictions on it.
 LABELS = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3]
@@ -20,6 +27,28 @@ POST = [0, 0, 2, 2, 1, 1, 1, 0, 2, 2, 2, 1, 3, 0]
 #   3: [1, 1, 0, 0]          3: [1, 0, 0, 1]
 PRE_ACC = [3 / 4, 4 / 4, 0 / 4, 0 / 2]
 POST_ACC = [2 / 4, 3 / 4, 3 / 4, 1 / 2]
+
+
+def test_confusion_matrices_are_the_hand_computed_ones():
+    pre = [[3, 1, 0, 0], [0, 4, 0, 0], [2, 2, 0, 0], [1, 1, 0, 0]]
+    post = [[2, 0, 2, 0], [1, 3, 0, 0], [0, 1, 3, 0], [1, 0, 0, 1]]
+    assert confusion_matrix(LABELS, PRE, 4).tolist() == pre
+    assert confusion_matrix(LABELS, POST, 4).tolist() == post
+    # a label or prediction outside [0, C) is not counted (scikit-learn's labels=range(C))
+    assert confusion_matrix([0, 5, 1, 1], [0, 1, -1, 1], 2).tolist() == [[1, 0], [0, 1]]
+    with pytest.raises(ValueError, match="3 labels but 2 predictions"):
+        confusion_matrix([0, 1, 1], [0, 1], 2)
+
+
+def test_confusion_matrix_equals_scikit_learns():
+    from sklearn.metrics import confusion_matrix as sklearn_confusion_matrix
+
+    rng = np.random.default_rng(0)
+    for num_classes in (2, 3, 10):
+        labels = rng.integers(0, num_classes + 1, size=500)  # some labels outside [0, C)
+        predictions = rng.integers(0, num_classes, size=500)
+        expected = sklearn_confusion_matrix(labels, predictions, labels=np.arange(num_classes))
+        assert np.array_equal(confusion_matrix(labels, predictions, num_classes), expected)
 
 
 def test_per_class_accuracy_is_the_confusion_matrix_diagonal_over_row_sums():

@@ -108,6 +108,84 @@ def test_bad_partition_arguments_are_named(kwargs, message):
         partition_indices(LABELS, args.pop("num_partitions"), scheme, **args)
 
 
+# --- iid and dirichlet against flwr-datasets ----------------------------------------------------
+def flwr_datasets_partition(labels, num_partitions, scheme, seed, alpha, min_partition_size):
+    """The partitions flwr-datasets gives (flowerbed's implementation before it was written out
+    in numpy): the reference the numpy one must match index for index."""
+    from datasets import Dataset
+    from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner
+
+    table = Dataset.from_dict({"index": np.arange(len(labels)), "label": labels})
+    if scheme == "iid":
+        table = table.shuffle(seed=seed)  # IidPartitioner shards contiguously
+        partitioner = IidPartitioner(num_partitions=num_partitions)
+    else:
+        partitioner = DirichletPartitioner(
+            num_partitions=num_partitions,
+            partition_by="label",
+            alpha=alpha,
+            min_partition_size=min_partition_size,
+            self_balancing=False,
+            shuffle=True,
+            seed=seed,
+        )
+    partitioner.dataset = table
+    return [
+        np.asarray(partitioner.load_partition(pid)["index"], dtype=np.int64)
+        for pid in range(num_partitions)
+    ]
+
+
+def digits_labels():
+    from sklearn.datasets import load_digits
+
+    return load_digits().target.astype(np.int64)
+
+
+@pytest.mark.filterwarnings("ignore:The specified min_partition_size")  # flwr-datasets' retries
+@pytest.mark.parametrize("scheme", ["iid", "dirichlet"])
+@pytest.mark.parametrize(
+    "labels_name, num_partitions, alpha, min_partition_size",
+    [
+        ("balanced", 10, 0.5, 10),  # flowerbed's defaults on a 500-sample pool
+        ("balanced", 7, 0.1, 0),  # sizes that do not divide, very skewed
+        ("balanced", 3, 100.0, 2),  # nearly uniform
+        ("balanced", 10, 0.3, 25),  # 1 to 5 redraws before every client has 25
+        ("gaps", 4, 1.0, 1),  # classes 1 and 4 absent, one class with a single sample
+        ("digits", 10, 0.5, 10),  # the default run's pool
+    ],
+)
+@pytest.mark.parametrize("seed", [0, 1, 42, 2**40 + 7])
+def test_iid_and_dirichlet_equal_flwr_datasets(
+    scheme, labels_name, num_partitions, alpha, min_partition_size, seed
+):
+    labels = {
+        "balanced": LABELS,
+        "gaps": np.array([0, 0, 2, 2, 2, 3, 5, 5, 5, 5, 5, 5, 0, 2, 3, 3, 6, 5, 0, 2]),
+        "digits": digits_labels() if labels_name == "digits" else None,
+    }[labels_name]
+    options = {"seed": seed, "alpha": alpha, "min_partition_size": min_partition_size}
+    ours = partition_indices(labels, num_partitions, scheme, **options)
+    theirs = flwr_datasets_partition(labels, num_partitions, scheme, **options)
+    assert [part.tolist() for part in ours] == [part.tolist() for part in theirs]
+    assert all(part.dtype == np.int64 for part in ours)
+
+
+@pytest.mark.filterwarnings("ignore:The specified min_partition_size")
+def test_dirichlet_gives_up_after_flwr_datasets_number_of_draws():
+    # 10 clients, 100 samples, at least 10 each: only a perfectly even draw would do
+    labels = np.repeat(np.arange(10), 10)
+    options = {"seed": 0, "alpha": 0.5, "min_partition_size": 10}
+    with pytest.raises(ValueError, match="max number of attempts"):
+        flwr_datasets_partition(labels, 10, "dirichlet", **options)
+    with pytest.raises(
+        ValueError,
+        match="11 draws with dirichlet-alpha=0.5 all left a client with fewer than"
+        " min-partition-size=10 samples; raise dirichlet-alpha or lower min-partition-size",
+    ):
+        partition_indices(labels, 10, "dirichlet", **options)
+
+
 def test_local_split_is_seeded_disjoint_and_keeps_both_sides_nonempty():
     idx = np.arange(10, 20)
     train, test = split_train_test(idx, 0.2, seed=5)

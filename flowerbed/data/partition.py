@@ -8,9 +8,9 @@ exchanging it. ``partition_indices`` is its training part.
 
 Schemes:
 
-* ``iid``: a seeded shuffle cut into equal parts (flwr-datasets ``IidPartitioner``).
+* ``iid``: a seeded shuffle cut into equal parts.
 * ``dirichlet``: class proportions per client drawn from Dir(alpha), resampled until every
-  client holds at least ``min_partition_size`` samples (flwr-datasets ``DirichletPartitioner``).
+  client holds at least ``min_partition_size`` samples.
 * ``pathological``: each client holds ``classes_per_client`` (M) distinct classes with a random
   number of samples per class (QKT paper, Sec. 5). Hand-written: flwr-datasets'
   ``PathologicalPartitioner`` splits a class *equally* among its holders.
@@ -26,6 +26,12 @@ Schemes:
 
 The last two also split the held-out test split (``TEST_PARTITIONERS``); every client must get
 at least one training and one test sample, else a ``ValueError`` names the client.
+
+``iid`` and ``dirichlet`` are written out in numpy, draw for draw what flwr-datasets gives
+(``IidPartitioner`` on a table shuffled by Hugging Face ``Dataset.shuffle(seed)``;
+``DirichletPartitioner(shuffle=True, self_balancing=False, seed)``): ``tests/test_partition.py``
+checks them index for index against flwr-datasets. Importing flwr-datasets and Hugging Face
+``datasets`` costs seconds in the ServerApp and in every Ray actor, for twenty lines of numpy.
 """
 
 from __future__ import annotations
@@ -94,9 +100,9 @@ def partition_data(
         return Partition(np.array_split(np.argsort(labels, kind="stable"), num_partitions))
     if scheme == "pathological":
         return Partition(_pathological(labels, num_partitions, classes_per_client, seed))
-    return Partition(
-        _flwr_datasets_partition(labels, num_partitions, scheme, seed, alpha, min_partition_size)
-    )
+    if scheme == "iid":
+        return Partition(_iid(len(labels), num_partitions, seed))
+    return Partition(_dirichlet(labels, num_partitions, seed, alpha, min_partition_size))
 
 
 def validate_partitioning(
@@ -136,30 +142,42 @@ def validate_partitioning(
         )
 
 
-def _flwr_datasets_partition(labels, num_partitions, scheme, seed, alpha, min_partition_size):
-    from datasets import Dataset
-    from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner
+def _iid(num_samples: int, num_partitions: int, seed: int) -> list[np.ndarray]:
+    """A seeded permutation cut into contiguous parts whose sizes differ by at most one (the
+    first ``num_samples % num_partitions`` parts one longer)."""
+    return np.array_split(np.random.default_rng(seed).permutation(num_samples), num_partitions)
 
-    table = Dataset.from_dict({"index": np.arange(len(labels)), "label": labels})
-    if scheme == "iid":
-        # IidPartitioner shards contiguously: shuffle first so the cut is random.
-        table = table.shuffle(seed=seed)
-        partitioner = IidPartitioner(num_partitions=num_partitions)
+
+DIRICHLET_ATTEMPTS = 11  # flwr-datasets' DirichletPartitioner: a first draw and 10 retries
+
+
+def _dirichlet(
+    labels: np.ndarray, num_partitions: int, seed: int, alpha: float, min_partition_size: int
+) -> list[np.ndarray]:
+    """For every class present (in increasing order), proportions p ~ Dir(alpha, ..., alpha)
+    over the clients; the class's samples (in index order) are cut at floor(cumsum(p) * n).
+    The whole draw is repeated while a client holds fewer than ``min_partition_size`` samples;
+    each client's indices are then shuffled. One generator, seeded once, serves every draw."""
+    rng = np.random.default_rng(seed)
+    alphas = np.full(num_partitions, float(alpha))
+    classes = [np.flatnonzero(labels == k) for k in np.unique(labels)]
+    for _ in range(DIRICHLET_ATTEMPTS):
+        parts: list[list[int]] = [[] for _ in range(num_partitions)]
+        for members in classes:
+            cuts = (np.cumsum(rng.dirichlet(alphas)) * len(members)).astype(int)[:-1]
+            for part, chunk in zip(parts, np.split(members, cuts)):
+                part.extend(chunk.tolist())
+        if min(len(part) for part in parts) >= min_partition_size:
+            break
     else:
-        partitioner = DirichletPartitioner(
-            num_partitions=num_partitions,
-            partition_by="label",
-            alpha=alpha,
-            min_partition_size=min_partition_size,
-            self_balancing=False,
-            shuffle=True,
-            seed=seed,
+        raise ValueError(
+            f"dirichlet: {DIRICHLET_ATTEMPTS} draws with dirichlet-alpha={alpha} all left a"
+            f" client with fewer than min-partition-size={min_partition_size} samples; raise"
+            " dirichlet-alpha or lower min-partition-size"
         )
-    partitioner.dataset = table
-    return [
-        np.asarray(partitioner.load_partition(pid)["index"], dtype=np.int64)
-        for pid in range(num_partitions)
-    ]
+    for part in parts:
+        rng.shuffle(part)
+    return [np.asarray(part, dtype=np.int64) for part in parts]
 
 
 def _pathological(labels: np.ndarray, num_partitions: int, classes_per_client: int, seed: int):

@@ -1,9 +1,13 @@
-"""torchvision's ResNet-18 with a stem for small images."""
+"""torchvision's ResNet-18 with a stem for small images.
+
+torchvision is imported when the model is built, not with this module: the model registry
+imports every builder, and torchvision costs seconds of start-up in every Ray actor of a run
+that does not use it.
+"""
 
 from __future__ import annotations
 
 from torch import nn
-from torchvision.models import resnet18
 
 from .classifier import Classifier
 
@@ -17,6 +21,8 @@ def build_resnet18(input_shape: tuple[int, ...], num_classes: int) -> Classifier
     """
     if len(input_shape) != 3:
         raise ValueError(f"model 'resnet18' needs images (C, H, W), got input shape {input_shape}")
+    from torchvision.models import resnet18  # seconds to import: only when built
+
     net = resnet18(weights=None, num_classes=num_classes)
     net.conv1 = nn.Conv2d(input_shape[0], 64, kernel_size=3, stride=1, padding=1, bias=False)
     net.maxpool = nn.Identity()

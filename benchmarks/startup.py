@@ -1,0 +1,267 @@
+"""Start-up cost of flowerbed against a bare Flower app, both through ``flwr run``.
+
+Two apps, the same federation (10 SuperNodes, one round, ``client-resources-num-cpus=1``, the
+offline ``flwr run`` environment of ``flowerbed.simulation.simulate``):
+
+* **bare**: a numpy-only Flower app generated into a temporary folder (its own pyproject.toml,
+  ServerApp and ClientApp): Flower's ``FedAvg`` on one float32 vector, clients that send it
+  back with a small change and evaluate nothing; the floor of any Flower app on Ray;
+* **flowerbed**: flowerbed's default run (``fedavg`` on ``digits``, model ``cnn``) for one round.
+
+The two runs alternate, ``--repeats`` times each (default 3, ``--quick`` 1); the table has
+the median wall time of each and their ratio, and the median over 5 fresh interpreters of the
+time to import each app's ClientApp and ServerApp module. A second table says where a
+flowerbed Ray actor's first seconds go (import torch, the rest of ``flowerbed.client_app``,
+loading digits, the first torch optimizer), each timed in a fresh interpreter. The 1-minute
+load average before every run is recorded (this machine is shared: quote ratios, not seconds).
+
+The flowerbed measured is the one this interpreter imports (``flowerbed.simulation.APP_DIR``),
+so the same script measures another copy of the package::
+
+    python benchmarks/startup.py                    # the worktree's flowerbed
+    python benchmarks/startup.py --quick            # one run each
+    PYTHONPATH=/path/to/other/copy python benchmarks/startup.py --out /tmp/before
+
+Outputs under ``--out`` (default ``benchmarks/results/startup``; ``--quick``: ``<out>/quick``):
+``startup.md`` (the table, also printed) and ``startup.csv`` (one row per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from flowerbed.simulation import APP_DIR, simulate
+
+ROUNDS = 1
+CLIENTS = 10
+CPUS_PER_CLIENT = 1
+IMPORT_REPEATS = 5
+
+BARE_APP = {
+    "pyproject.toml": """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "bareapp"
+version = "0.1.0"
+description = "A numpy-only Flower app: the start-up floor flowerbed is compared with"
+license = "Apache-2.0"
+dependencies = ["flwr[simulation]==1.41.0", "numpy"]
+
+[tool.hatch.build.targets.wheel]
+packages = ["bareapp"]
+
+[tool.flwr.app]
+publisher = "flowerbed"
+
+[tool.flwr.app.components]
+serverapp = "bareapp.server_app:app"
+clientapp = "bareapp.client_app:app"
+
+[tool.flwr.app.config]
+num-server-rounds = 1
+""",
+    "bareapp/__init__.py": '"""A numpy-only Flower app."""\n',
+    "bareapp/server_app.py": """\
+import numpy as np
+from flwr.app import ArrayRecord, Context
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    strategy = FedAvg(fraction_train=1.0, fraction_evaluate=1.0)
+    initial = ArrayRecord([np.zeros(10_000, dtype=np.float32)])
+    rounds = context.run_config["num-server-rounds"]
+    strategy.start(grid=grid, initial_arrays=initial, num_rounds=rounds)
+""",
+    "bareapp/client_app.py": """\
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+app = ClientApp()
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    arrays = [a + 0.01 for a in msg.content["arrays"].to_numpy_ndarrays()]
+    metrics = MetricRecord({"num-examples": 1})
+    content = RecordDict({"arrays": ArrayRecord(arrays), "metrics": metrics})
+    return Message(content=content, reply_to=msg)
+
+
+@app.evaluate()
+def evaluate(msg: Message, context: Context) -> Message:
+    metrics = MetricRecord({"num-examples": 1, "loss": 0.0})
+    return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
+""",
+}
+
+# What each app's processes import first: ClientApp in every Ray actor, ServerApp once.
+IMPORTS = {
+    "bare": ("bareapp.client_app", "bareapp.server_app"),
+    "flowerbed": ("flowerbed.client_app", "flowerbed.server_app"),
+}
+
+
+def write_bare_app(folder: Path) -> Path:
+    for name, text in BARE_APP.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return folder
+
+
+def fresh_interpreter_seconds(code: str, app_dir: Path) -> list[dict[str, float]]:
+    """Run ``code`` (it prints one JSON object of timings) in ``IMPORT_REPEATS`` fresh
+    interpreters with ``app_dir`` first on the path, as in a ``flwr run``."""
+    env = {**os.environ, "PYTHONPATH": str(app_dir), "OMP_NUM_THREADS": "1"}
+    return [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(IMPORT_REPEATS)
+    ]
+
+
+def import_seconds(module: str, app_dir: Path) -> float:
+    """Median seconds of ``import module`` in a fresh interpreter (its start excluded)."""
+    code = (
+        "import json, time; t = time.perf_counter(); import " + module + ";"
+        " print(json.dumps({'s': time.perf_counter() - t}))"
+    )
+    return statistics.median(row["s"] for row in fresh_interpreter_seconds(code, app_dir))
+
+
+# What a flowerbed Ray actor does for the first time, in order, each timed on its own: the
+# seconds that a bare Flower app does not spend.
+ACTOR_STAGES = """
+import json, time
+seconds = {}
+t = time.perf_counter()
+import flwr.clientapp, numpy
+seconds["import flwr.clientapp + numpy (the bare app's)"] = time.perf_counter() - t
+t = time.perf_counter()
+import torch
+seconds["import torch"] = time.perf_counter() - t
+t = time.perf_counter()
+import flowerbed.client_app
+seconds["import flowerbed.client_app (the rest)"] = time.perf_counter() - t
+from flowerbed.data import load_dataset
+t = time.perf_counter()
+load_dataset("digits")
+seconds["load digits (scikit-learn's load_digits)"] = time.perf_counter() - t
+t = time.perf_counter()
+torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+seconds["first torch optimizer (torch imports torch._dynamo)"] = time.perf_counter() - t
+print(json.dumps(seconds))
+"""
+
+
+def actor_stage_seconds(app_dir: Path) -> dict[str, float]:
+    rows = fresh_interpreter_seconds(ACTOR_STAGES, app_dir)
+    return {stage: statistics.median(row[stage] for row in rows) for stage in rows[0]}
+
+
+def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
+    run_config = {"num-server-rounds": ROUNDS}
+    if app == "flowerbed":
+        run_config["output-dir"] = str(output_dir)
+    load = os.getloadavg()[0]
+    result = simulate(
+        run_config, num_supernodes=CLIENTS, num_cpus_per_client=CPUS_PER_CLIENT, app_dir=app_dir
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"{app}: flwr run failed:\n{result.log[-3000:]}")
+    print(f"{app}: {result.seconds:.1f} s (load {load:.2f})", flush=True)
+    return {"app": app, "seconds": round(result.seconds, 3), "load_1min": round(load, 2)}
+
+
+def report(
+    runs: list[dict], imports: dict[str, float], stages: dict[str, float], repeats: int
+) -> str:
+    wall = {
+        app: statistics.median(r["seconds"] for r in runs if r["app"] == app) for app in IMPORTS
+    }
+    loads = [r["load_1min"] for r in runs]
+    setup = (
+        f"`flwr run`, {CLIENTS} SuperNodes, {ROUNDS} round, client-resources-num-cpus="
+        f"{CPUS_PER_CLIENT}, {os.cpu_count()} CPUs; median of {repeats} alternating runs;"
+        f" import: median of {IMPORT_REPEATS} fresh interpreters. flowerbed from {APP_DIR};"
+        f" 1-minute load average before the runs {min(loads):.2f} to {max(loads):.2f}."
+    )
+    lines = [
+        setup,
+        "",
+        "| app | wall s | ratio to bare | import ClientApp s | import ServerApp s |",
+        "|---|---|---|---|---|",
+    ]
+    for app, (client, server) in IMPORTS.items():
+        lines.append(
+            f"| {app} | {wall[app]:.1f} | {wall[app] / wall['bare']:.2f} |"
+            f" {imports[client]:.2f} | {imports[server]:.2f} |"
+        )
+    lines += [
+        "",
+        f"What a flowerbed Ray actor does first (fresh interpreter, median of {IMPORT_REPEATS}):",
+        "",
+        "| stage | s |",
+        "|---|---|",
+        *(f"| {stage} | {seconds:.2f} |" for stage, seconds in stages.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one run of each app")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/startup"))
+    args = parser.parse_args()
+    repeats = 1 if args.quick else args.repeats
+    out = args.out / "quick" if args.quick else args.out
+    out.mkdir(parents=True, exist_ok=True)
+
+    with tempfile.TemporaryDirectory(prefix="flowerbed-startup-") as tmp:
+        dirs = {"bare": write_bare_app(Path(tmp) / "bare"), "flowerbed": APP_DIR}
+        imports = {
+            module: import_seconds(module, dirs[app])
+            for app, modules in IMPORTS.items()
+            for module in modules
+        }
+        stages = actor_stage_seconds(APP_DIR)
+        runs = [
+            {"repeat": repeat, **one_run(app, dirs[app], Path(tmp) / "runs")}
+            for repeat in range(1, repeats + 1)
+            for app in IMPORTS
+        ]
+
+    text = report(runs, imports, stages, repeats)
+    print("\n" + text)
+    (out / "startup.md").write_text(text)
+    with open(out / "startup.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["repeat", "app", "seconds", "load_1min"])
+        writer.writeheader()
+        writer.writerows(runs)
+    print(f"written: {out / 'startup.md'}, {out / 'startup.csv'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""What a run imports: every Ray actor imports ``flowerbed.client_app`` and the ServerApp process
+``flowerbed.server_app``, so the heavy libraries a run may not need (torchvision, PennyLane,
+MedMNIST, scikit-learn, SciPy, Hugging Face ``datasets``, flwr-datasets, matplotlib) are
+imported only by the code that uses them: a model's builder, a data set's loader, the plot.
+
+One fresh interpreter (this one has imported everything) goes through the stages of a run and
+reports, after each, which of those libraries are loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WATCHED = (
+    "torchvision",
+    "pennylane",
+    "medmnist",
+    "sklearn",
+    "scipy",
+    "datasets",
+    "flwr_datasets",
+    "pandas",
+    "matplotlib",
+)
+
+STAGES = r"""
+import json, sys, tempfile
+
+watched = sys.argv[1].split(",")
+loaded = {}
+
+def record(stage):
+    loaded[stage] = sorted(name for name in watched if name in sys.modules)
+
+import flowerbed.client_app
+record("import client_app")
+import flowerbed.server_app
+record("import server_app")
+from flowerbed.catalog import parse_run_config
+from flowerbed.inprocess import resolve_run_config, run_in_process
+parse_run_config(resolve_run_config({}))
+record("check the default run config")
+overrides = {"num-server-rounds": 1, "local-epochs": 1, "output-dir": tempfile.mkdtemp()}
+run_in_process(overrides, num_clients=2)
+record("default run")
+from flowerbed.models import build_model
+build_model("resnet18", (3, 8, 8), 10)
+record("build resnet18")
+build_model("vqc", (1, 4, 4), 2)
+record("build vqc")
+print(json.dumps(loaded))
+"""
+
+
+@pytest.fixture(scope="module")
+def loaded() -> dict[str, list[str]]:
+    """Stage -> the watched libraries in ``sys.modules`` after it (cumulative)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", STAGES, ",".join(WATCHED)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_apps_and_checking_a_run_config_imports_none_of_them(loaded):
+    assert loaded["import client_app"] == []
+    assert loaded["import server_app"] == []
+    assert loaded["check the default run config"] == []  # the dataset key's choices included
+
+
+def test_the_default_run_imports_scikit_learn_for_digits_and_matplotlib_for_the_plot(loaded):
+    # digits is scikit-learn's bundled data (load_digits); the ServerApp plots the history
+    assert {"sklearn", "matplotlib"} <= set(loaded["default run"])
+    for unused in ("torchvision", "pennylane", "medmnist", "datasets", "flwr_datasets"):
+        assert unused not in loaded["default run"]
+
+
+def test_models_import_their_library_when_built(loaded):
+    assert "torchvision" in loaded["build resnet18"]
+    assert "pennylane" not in loaded["build resnet18"]
+    assert "pennylane" in loaded["build vqc"]
+
+
+def test_the_written_out_medmnist_flags_are_medmnists_2d_single_label_ones():
+    from medmnist import INFO
+
+    from flowerbed.data.datasets import medmnist_flags
+
+    derived = tuple(
+        flag
+        for flag, info in INFO.items()
+        if not flag.endswith("3d") and not info["task"].startswith("multi-label")
+    )
+    assert medmnist_flags() == derived
