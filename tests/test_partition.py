@@ -19,7 +19,7 @@ def inputs(num_partitions: int) -> dict:
     return {"features": FEATURES, "nodes": np.arange(len(LABELS)) % num_partitions}
 
 
-@pytest.mark.parametrize("scheme", PARTITIONERS)
+@pytest.mark.parametrize("scheme", [s for s in PARTITIONERS if s != "dirichlet-sized"])
 def test_partitions_are_disjoint_and_cover_the_data(scheme):
     parts = partition_indices(
         LABELS, 8, scheme, seed=3, alpha=0.5, min_partition_size=5, **inputs(8)
@@ -32,11 +32,12 @@ def test_partitions_are_disjoint_and_cover_the_data(scheme):
 
 @pytest.mark.parametrize("scheme", PARTITIONERS)
 def test_same_seed_same_partition_other_seed_other_partition(scheme):
-    a = partition_indices(LABELS, 5, scheme, seed=1, min_partition_size=5, **inputs(5))
-    b = partition_indices(LABELS, 5, scheme, seed=1, min_partition_size=5, **inputs(5))
+    options = {"min_partition_size": 5, "samples_per_client": 40, **inputs(5)}
+    a = partition_indices(LABELS, 5, scheme, seed=1, **options)
+    b = partition_indices(LABELS, 5, scheme, seed=1, **options)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     if scheme not in ("label-sorted", "dataset-nodes"):  # the deterministic schemes
-        c = partition_indices(LABELS, 5, scheme, seed=2, min_partition_size=5, **inputs(5))
+        c = partition_indices(LABELS, 5, scheme, seed=2, **options)
         assert not all(np.array_equal(np.sort(x), np.sort(y)) for x, y in zip(a, c))
 
 
@@ -327,3 +328,44 @@ def test_dataset_nodes_bad_uses_are_named():
             nodes=np.arange(6) % 2,
             test_nodes=np.array([0, 0]),
         )
+
+
+def test_dirichlet_sized_gives_every_client_its_size_disjoint_while_classes_last():
+    labels = np.repeat(np.arange(4), 1000)  # 4 classes of 1,000: 6 x 100 never exhausts one
+    parts = partition_indices(
+        labels, 6, "dirichlet-sized", seed=0, alpha=0.5, samples_per_client=100
+    )
+    assert [len(p) for p in parts] == [100] * 6
+    joined = np.concatenate(parts)
+    assert len(np.unique(joined)) == len(joined)  # disjoint
+    # skewed: with alpha 0.5 over 4 classes, most clients are dominated by one or two classes
+    shares = [np.bincount(labels[p], minlength=4).max() / 100 for p in parts]
+    assert np.mean(shares) > 0.45
+
+
+def test_dirichlet_sized_follows_alpha():
+    labels = np.repeat(np.arange(5), 2000)
+    counts = {
+        alpha: np.array(
+            [
+                np.bincount(labels[p], minlength=5)
+                for p in partition_indices(
+                    labels, 20, "dirichlet-sized", seed=1, alpha=alpha, samples_per_client=200
+                )
+            ]
+        )
+        for alpha in (0.01, 1000.0)
+    }
+    assert (counts[0.01].max(axis=1) >= 190).mean() > 0.8  # nearly one class per client
+    assert np.abs(counts[1000.0] - 40).max() <= 25  # nearly uniform: 40 per class
+
+
+def test_dirichlet_sized_reuses_a_class_once_it_is_used_up():
+    labels = np.repeat(np.arange(3), 10)  # 30 samples; 4 clients x 20 = 80 draws
+    parts = partition_indices(
+        labels, 4, "dirichlet-sized", seed=2, alpha=1.0, samples_per_client=20
+    )
+    assert [len(p) for p in parts] == [20] * 4
+    joined = np.concatenate(parts)
+    assert joined.min() >= 0 and joined.max() < 30
+    assert len(np.unique(joined)) == 30  # every sample was used before any was drawn again

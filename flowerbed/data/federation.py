@@ -99,6 +99,13 @@ SETTINGS = (
         low=1,
     ),
     Setting(
+        "samples-per-client",
+        500,
+        "`dirichlet-sized`: samples every client holds (class proportions ~ Dir(`dirichlet-alpha`);"
+        " drawn again from a class once it is used up, so clients may share samples)",
+        low=1,
+    ),
+    Setting(
         "local-test-fraction",
         0.2,
         "share of each client's partition kept as its local test split (not with `kmeans-pca`,"
@@ -221,6 +228,7 @@ def _partition(config: RunConfig, num_partitions: int) -> Partition:
         config.dirichlet_alpha,
         config.min_partition_size,
         config.classes_per_client,
+        config.samples_per_client if config.partitioner == "dirichlet-sized" else 0,
         config.server_fraction,
     )
 
@@ -234,6 +242,7 @@ def _partition_cached(
     alpha,
     min_partition_size,
     classes_per_client,
+    samples_per_client,
     server_fraction,
 ) -> Partition:
     """The partition of the clients' pool, mapped back to indices into the training pool."""
@@ -269,6 +278,7 @@ def _partition_cached(
         alpha=alpha,
         min_partition_size=min_partition_size,
         classes_per_client=classes_per_client,
+        samples_per_client=samples_per_client,
         **inputs,
     )
     return Partition([pool[indices] for indices in partition.train], partition.test)

@@ -11,6 +11,12 @@ Schemes:
 * ``iid``: a seeded shuffle cut into equal parts.
 * ``dirichlet``: class proportions per client drawn from Dir(alpha), resampled until every
   client holds at least ``min_partition_size`` samples.
+* ``dirichlet-sized``: every client holds exactly ``samples_per_client`` samples with class
+  proportions p ~ Dir(alpha) (class counts ~ Multinomial(samples_per_client, p)), the QFedFisher
+  paper's partition ("Dirichlet distribution, each client receiving 500 samples"). Hand-written:
+  no library partitioner fixes the size. Clients take disjoint samples while a class lasts;
+  once a class is used up, its further samples are drawn again from the whole class, so on a
+  small data set clients share samples (like sites that sample one population).
 * ``pathological``: each client holds ``classes_per_client`` (M) distinct classes with a random
   number of samples per class (QKT paper, Sec. 5). Hand-written: flwr-datasets'
   ``PathologicalPartitioner`` splits a class *equally* among its holders.
@@ -40,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-LABEL_PARTITIONERS = ("iid", "dirichlet", "pathological", "label-sorted")
+LABEL_PARTITIONERS = ("iid", "dirichlet", "dirichlet-sized", "pathological", "label-sorted")
 TEST_PARTITIONERS = ("kmeans-pca", "dataset-nodes")  # they split the held-out test split too
 PARTITIONERS = LABEL_PARTITIONERS + TEST_PARTITIONERS
 
@@ -57,8 +63,9 @@ class Partition:
 def partition_indices(
     labels: np.ndarray, num_partitions: int, scheme: str, **options
 ) -> list[np.ndarray]:
-    """Indices into ``labels`` for each of ``num_partitions`` clients (disjoint): the training
-    part of ``partition_data`` (same keyword arguments)."""
+    """Indices into ``labels`` for each of ``num_partitions`` clients (disjoint, except where
+    ``dirichlet-sized`` runs out of a class): the training part of ``partition_data`` (same
+    keyword arguments)."""
     return partition_data(labels, num_partitions, scheme, **options).train
 
 
@@ -71,6 +78,7 @@ def partition_data(
     alpha: float = 0.5,
     min_partition_size: int = 2,
     classes_per_client: int = 3,
+    samples_per_client: int = 500,
     features: np.ndarray | None = None,
     test_features: np.ndarray | None = None,
     nodes: np.ndarray | None = None,
@@ -102,6 +110,8 @@ def partition_data(
         return Partition(_pathological(labels, num_partitions, classes_per_client, seed))
     if scheme == "iid":
         return Partition(_iid(len(labels), num_partitions, seed))
+    if scheme == "dirichlet-sized":
+        return Partition(_dirichlet_sized(labels, num_partitions, seed, alpha, samples_per_client))
     return Partition(_dirichlet(labels, num_partitions, seed, alpha, min_partition_size))
 
 
@@ -127,19 +137,44 @@ def validate_partitioning(
             f"{num_partitions} clients but only {num_samples} training samples: every client needs"
             f" at least one sample; use at most {num_samples} clients (num-supernodes)"
         )
-    if scheme == "dirichlet":
-        if not alpha > 0:
-            raise ValueError(f"dirichlet-alpha must be > 0, got {alpha}")
-        if min_partition_size < 0 or min_partition_size * num_partitions > num_samples:
-            raise ValueError(
-                f"min-partition-size={min_partition_size} is impossible for {num_partitions} clients"
-                f" and {num_samples} samples; valid range: 0 to {num_samples // num_partitions}"
-            )
+    if scheme in ("dirichlet", "dirichlet-sized") and not alpha > 0:
+        raise ValueError(f"dirichlet-alpha must be > 0, got {alpha}")
+    too_large = min_partition_size < 0 or min_partition_size * num_partitions > num_samples
+    if scheme == "dirichlet" and too_large:
+        raise ValueError(
+            f"min-partition-size={min_partition_size} is impossible for {num_partitions} clients"
+            f" and {num_samples} samples; valid range: 0 to {num_samples // num_partitions}"
+        )
     if scheme == "pathological" and not 1 <= classes_per_client <= num_classes:
         raise ValueError(
             f"classes-per-client must be between 1 and {num_classes} (the number of classes),"
             f" got {classes_per_client}"
         )
+
+
+def _dirichlet_sized(
+    labels: np.ndarray, num_partitions: int, seed: int, alpha: float, size: int
+) -> list[np.ndarray]:
+    """``dirichlet-sized`` (module docstring): client by client, counts ~ Multinomial(size,
+    Dir(alpha)) over the classes present, each class's samples taken from its shuffled queue,
+    refilled with a fresh shuffle of the whole class when it runs dry."""
+    rng = np.random.default_rng(seed)
+    classes = np.unique(labels)
+    members = [np.flatnonzero(labels == k) for k in classes]
+    queues = [rng.permutation(m) for m in members]
+    parts = []
+    for _ in range(num_partitions):
+        counts = rng.multinomial(size, rng.dirichlet(np.full(len(classes), float(alpha))))
+        part = []
+        for c, count in enumerate(counts):
+            while count > 0:
+                if len(queues[c]) == 0:
+                    queues[c] = rng.permutation(members[c])
+                taken, queues[c] = queues[c][:count], queues[c][count:]
+                part.append(taken)
+                count -= len(taken)
+        parts.append(rng.permutation(np.concatenate(part)).astype(np.int64))
+    return parts
 
 
 def _iid(num_samples: int, num_partitions: int, seed: int) -> list[np.ndarray]:
