@@ -1,7 +1,8 @@
 """flowerbed's ServerApp: run config -> run context -> the protocol's phases -> results on disk.
 
 1. parse and check the run config against every declared key (``flowerbed.catalog``): a bad
-   value stops here, before any data is loaded;
+   value stops here, before any data is loaded; in a simulation, the existing Ray cluster the
+   backend joins must answer (``ray_cluster``), else Ray would wait minutes without a word;
 2. start the run (``runtime.context.start_run``): data, the protocol's global model,
    handshake, partition table, run folder, seeds;
 3. run the protocol's phases in order (``protocols.phase.Protocol``); each logs and writes
@@ -15,7 +16,7 @@ It names no algorithm: what ``strategy=<name>`` runs is the registered protocol'
 from __future__ import annotations
 
 import logging
-from logging import ERROR
+from logging import ERROR, INFO
 from pathlib import Path
 
 from flwr.app import Context
@@ -23,6 +24,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
 from .catalog import get_protocol, parse_run_config
+from .ray_cluster import check_ray_cluster, in_flower_simulation
 from .runtime.context import start_run
 from .runtime.outcome import CLEAR_ERRORS, OneLineErrors, one_line, recorded_outcome
 from .settings import RunConfig
@@ -34,7 +36,10 @@ logging.getLogger("flwr").addFilter(OneLineErrors())  # flowerbed's errors: one 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     try:
-        run_protocol(grid, parse_run_config(context.run_config))
+        config = parse_run_config(context.run_config)
+        if in_flower_simulation() and (cluster := check_ray_cluster()):
+            log(INFO, "flowerbed: clients run on the Ray cluster at %s (from %s)", *cluster)
+        run_protocol(grid, config)
     except CLEAR_ERRORS as error:
         log(ERROR, "flowerbed: run failed: %s", one_line(error))
         raise
