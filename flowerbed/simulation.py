@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .ray_cluster import check_ray_cluster
+from .runtime.device import check_client_gpus
 
 APP_DIR = Path(__file__).resolve().parent.parent  # the app: pyproject.toml + flowerbed/
 
@@ -140,6 +141,7 @@ def flwr_run_command(
     flwr_home: Path,
     app_dir: Path = APP_DIR,
     ray_address: str | None = None,
+    num_gpus_per_client: float = 0.0,
 ) -> tuple[list[str], dict[str, str]]:
     """The ``flwr run`` command line and environment of one isolated simulation (module doc)."""
     env = {
@@ -153,6 +155,8 @@ def flwr_run_command(
         env["RAY_ADDRESS"] = ray_address
     flwr = str(Path(sys.executable).with_name("flwr"))
     federation = f"num-supernodes={num_supernodes} client-resources-num-cpus={num_cpus_per_client}"
+    if num_gpus_per_client:
+        federation += f" client-resources-num-gpus={num_gpus_per_client}"
     command = [flwr, "run", str(app_dir), "--stream", "--federation-config", federation]
     if run_config:
         command += ["--run-config", format_run_config(run_config)]
@@ -198,17 +202,28 @@ def simulate(
     flwr_home: Path | None = None,
     app_dir: Path = APP_DIR,
     ray_address: str | None = None,
+    num_gpus_per_client: float = 0.0,
 ) -> SimulationResult:
     """Run one simulation of the app in ``app_dir`` and return its log and results folder.
 
     ``ray_address`` (``host:port`` of a Ray head, or ``ray://host:port``) runs it on that
     existing cluster, after checking that the head answers (``ConfigError`` if not, before
-    anything starts); None leaves ``RAY_ADDRESS`` as this process's environment has it."""
+    anything starts); None leaves ``RAY_ADDRESS`` as this process's environment has it.
+    ``num_gpus_per_client``: Ray's ``client-resources-num-gpus`` (a fraction shares a GPU);
+    more than this machine has is a ``ConfigError`` before anything starts."""
     if ray_address is not None:
         check_ray_cluster({"RAY_ADDRESS": ray_address})
+    elif num_gpus_per_client:
+        check_client_gpus(num_gpus_per_client)
     home = Path(tempfile.mkdtemp(prefix="flwr-home-")) if flwr_home is None else Path(flwr_home)
     command, env = flwr_run_command(
-        run_config, num_supernodes, num_cpus_per_client, home, app_dir, ray_address
+        run_config,
+        num_supernodes,
+        num_cpus_per_client,
+        home,
+        app_dir,
+        ray_address,
+        num_gpus_per_client,
     )
     started = time.perf_counter()
     try:

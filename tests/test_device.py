@@ -15,9 +15,10 @@ import torch
 from flowerbed.catalog import parse_run_config
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import build_model
-from flowerbed.runtime.device import device_of, resolve_device, to_device_of
+from flowerbed.runtime.device import check_client_gpus, device_of, resolve_device, to_device_of
 from flowerbed.runtime.results import save_model
 from flowerbed.settings import ConfigError
+from flowerbed.simulation import simulate
 from flowerbed.training.loops import features_of, predict
 
 
@@ -119,3 +120,18 @@ def test_the_run_device_gives_the_cpu_run(tmp_path, one_thread, overrides):
         for key in ("central_accuracy", "accuracy", "kt_acc"):
             if isinstance(row_cpu.get(key), float):
                 assert abs(row_cpu[key] - row_gpu[key]) <= 0.05, (key, row_cpu, row_gpu)
+
+
+def test_more_gpus_per_client_than_the_machine_has_is_refused_before_anything_starts(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    check_client_gpus(0.25)
+    check_client_gpus(1)
+    with pytest.raises(ConfigError, match=r"client-resources-num-gpus=2: this machine has 1 GPU"):
+        simulate({}, num_gpus_per_client=2, flwr_home=tmp_path / "home")
+    assert not (tmp_path / "home").exists()  # refused before any Flower home was made
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"=0.5: this machine has 0 GPU\(s\)"):
+        check_client_gpus(0.5)

@@ -31,7 +31,7 @@ import os
 import torch
 from torch import Tensor, nn
 
-from ..settings import RunConfig, Setting
+from ..settings import ConfigError, RunConfig, Setting
 
 AUTO = "auto"
 
@@ -66,6 +66,18 @@ SETTINGS = (
         check=_device_problem,
     ),
 )
+
+
+def check_client_gpus(num_gpus: float) -> None:
+    """``ConfigError`` unless this machine has the GPUs that one client asks Ray for
+    (``client-resources-num-gpus``; a fraction shares one). With more than there are, Ray
+    could place no client and Flower stops with "ActorPool is empty"."""
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if num_gpus < 0 or num_gpus > available:
+        raise ConfigError(
+            f"client-resources-num-gpus={num_gpus}: this machine has {available} GPU(s); use a"
+            f" value from 0 to {available} (a fraction such as 0.25 lets clients share a GPU)"
+        )
 
 
 def resolve_device(value: str = AUTO) -> torch.device:
