@@ -11,6 +11,24 @@ Every run is the real ServerApp job with the real ClientApp handlers in this pro
 (``run_in_process``); clients train one after another, so a round's seconds are the sum of the
 clients' work plus the evaluations. Results accumulate in ``<out>/runs.json`` (a rerun skips
 what is there); ``<out>/quantum_fl.md`` and ``<out>/quantum_fl.png`` are rewritten at the end.
+
+Regimes (``--regime``):
+
+* ``default``: the comparison above (10 clients, 4 layers, Adam at 0.05, a few rounds).
+* ``paper``: the QFedFisher paper's setting (Sec. IV: 100 clients of 500 samples drawn with a
+  Dirichlet(0.5) label distribution, 5 % of them per round, 60 Kaiming-initialised layers,
+  Adam at 1e-3, E = 1, B = 32, 300 rounds), scaled to a 2-core machine: ``PAPER_CLIENTS``
+  clients of ``samples-per-client`` samples (``partitioner='dirichlet-sized'``: digits has
+  1,437 training images, so clients share samples once a class is used up), 10 % of them per
+  round, ``vqc-layers`` from ``PAPER``, as many rounds as about an hour allows for 3 seeds; on
+  digits, and on MNIST when its files are in ``--data-dir``. Reports QFedAvg, QFedAdam and
+  QFedFisher with and without the client rule, with the kept and substituted fractions.
+* ``sweep``: QFedFisher's threshold on the default digits setting: delta from 0.001 to 0.9 and
+  the quantile form (top q of each layer), final accuracy against the mean kept fraction.
+
+    python benchmarks/quantum_fl.py --regime paper            # about an hour, resumable
+    python benchmarks/quantum_fl.py --regime paper --quick    # 2 rounds, 1 seed: a smoke run
+    python benchmarks/quantum_fl.py --regime sweep
 """
 
 from __future__ import annotations
@@ -19,6 +37,7 @@ import argparse
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +61,19 @@ DATASETS = {
     # Dir(0.1) over 10 clients leaves some clients (almost) empty on 455 samples: no minimum
     "breast-cancer": {"dataset": "breast-cancer", "dirichlet-alpha": 0.1, "min-partition-size": 0},
 }
+# The paper's Sec. IV, scaled (module docstring): the values that differ from COMMON
+PAPER_CLIENTS = 40
+PAPER = {
+    **COMMON,
+    "learning-rate": 1e-3,
+    "vqc-layers": 20,
+    "vqc-init": "kaiming-uniform",
+    "partitioner": "dirichlet-sized",
+    "dirichlet-alpha": 0.5,
+    "samples-per-client": 160,
+    "fraction-train": 0.1,
+}
+PAPER_DATASETS = {"digits": {"dataset": "digits"}, "mnist": {"dataset": "mnist"}}
 VARIANTS = {
     "qfedavg": {"strategy": "qfedavg"},
     "qfedadam": {"strategy": "qfedadam"},
@@ -50,26 +82,78 @@ VARIANTS = {
     "qfedfisher-training": {"strategy": "qfedfisher", "qfedfisher-fisher-pass": "training"},
     # server rule only, without the client-side rule of Fig. 3
     "qfedfisher-server-only": {"strategy": "qfedfisher", "qfedfisher-client-rule": False},
+    # the threshold sweep: delta, then the quantile form
+    **{
+        f"delta={delta:g}": {"strategy": "qfedfisher", "qfedfisher-delta": delta}
+        for delta in (0.001, 0.01, 0.05, 0.1, 0.3, 0.6, 0.9)
+    },
+    **{
+        f"top-{q:g}": {
+            "strategy": "qfedfisher",
+            "qfedfisher-threshold": "quantile",
+            "qfedfisher-quantile": q,
+        }
+        for q in (0.05, 0.2, 0.5, 0.8)
+    },
 }
 
 
-def run_one(dataset: str, variant: str, seed: int, rounds: int, out: Path) -> dict:
+@dataclass(frozen=True)
+class Regime:
+    common: dict
+    datasets: dict[str, dict]
+    variants: tuple[str, ...]
+    rounds: dict[str, int]
+    clients: int
+
+
+REGIMES = {
+    "default": Regime(
+        COMMON,
+        DATASETS,
+        ("qfedavg", "qfedadam", "qfedfisher", "qfedfisher-training"),
+        {"digits": 5, "breast-cancer": 8},
+        10,
+    ),
+    "paper": Regime(
+        PAPER,
+        PAPER_DATASETS,
+        ("qfedavg", "qfedadam", "qfedfisher", "qfedfisher-server-only"),
+        {"digits": 30, "mnist": 30},
+        PAPER_CLIENTS,
+    ),
+    "sweep": Regime(
+        COMMON,
+        {"digits": DATASETS["digits"]},
+        tuple(v for v in VARIANTS if v.startswith(("delta=", "top-"))),
+        {"digits": 5},
+        10,
+    ),
+}
+
+
+def run_one(
+    regime: str, dataset: str, variant: str, seed: int, rounds: int, out: Path, data_dir: str
+) -> dict:
     from flowerbed.inprocess import run_in_process
 
+    setting = REGIMES[regime]
     overrides = {
-        **COMMON,
-        **DATASETS[dataset],
+        **setting.common,
+        **setting.datasets[dataset],
         **VARIANTS[variant],
         "seed": seed,
         "num-server-rounds": rounds,
+        "data-dir": data_dir,
         "output-dir": str(out / "runs"),
-        "run-name": f"{variant}-{dataset}-seed{seed}",
+        "run-name": f"{regime}-{variant}-{dataset}-seed{seed}",
     }
     start, cpu_start = time.perf_counter(), time.process_time()
-    run_dir = run_in_process(overrides, num_clients=10)
+    run_dir = run_in_process(overrides, num_clients=setting.clients)
     cpu = time.process_time() - cpu_start
     history = json.loads((run_dir / "history.json").read_text())
     return {
+        "regime": regime,
         "dataset": dataset,
         "variant": variant,
         "seed": seed,
@@ -83,25 +167,54 @@ def run_one(dataset: str, variant: str, seed: int, rounds: int, out: Path) -> di
         "seconds": [row["seconds"] for row in history[1:]],
         "bytes_received": [row["bytes_received"] for row in history[1:]],
         "bytes_sent": [row["bytes_sent"] for row in history[1:]],
+        # QFedFisher only: per round, the clients' mean share of entries kept by the client
+        # rule, and the server's share of entries that took the FedAvg value
+        "kept": [row.get("client_fisher_kept_fraction_mean") for row in history[1:]],
+        "substituted": [row.get("server_fisher_substituted_fraction") for row in history[1:]],
     }
 
 
-def summarise(runs: list[dict], variants: list[str]) -> str:
+def mean_fraction(values: list) -> float | None:
+    """Mean over the rounds that report it (the kept fraction from round 2: a client has no
+    previous round in round 1)."""
+    numbers = [v for v in values if v is not None]
+    return float(np.mean(numbers)) if numbers else None
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _title(regime: Regime, dataset: str, rounds: int) -> str:
+    options = {**regime.common, **regime.datasets[dataset]}
+    sized = options.get("partitioner") == "dirichlet-sized"
+    size = f" x {options['samples-per-client']} samples" if sized else ""
+    sampled = (
+        f", {options['fraction-train']:.0%} per round" if options["fraction-train"] < 1 else ""
+    )
+    return (
+        f"{dataset}, Dirichlet({options['dirichlet-alpha']}), {regime.clients} clients{size}"
+        f"{sampled}, {options['vqc-layers']} layers, lr {options['learning-rate']:g},"
+        f" {rounds} rounds"
+    )
+
+
+def summarise(runs: list[dict], variants: tuple[str, ...], regime: Regime) -> str:
     lines = []
-    for dataset in DATASETS:
+    for dataset in regime.datasets:
         rows = [r for r in runs if r["dataset"] == dataset]
         if not rows:
             continue
         rounds = rows[0]["rounds"]
-        alpha = DATASETS[dataset]["dirichlet-alpha"]
         lines += [
-            f"### {dataset}, Dirichlet({alpha}), 10 clients, {rounds} rounds",
+            f"### {_title(regime, dataset, rounds)}",
             "",
             (
                 "| strategy | seeds | final accuracy (%) | final loss | wall s / round |"
                 " CPU s / round | time vs qfedavg (wall / CPU) | KB received / round |"
+                " kept (%, rounds 2+) | substituted (%) |"
             ),
-            "|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         base = None
         for variant in variants:
@@ -120,10 +233,12 @@ def summarise(runs: list[dict], variants: list[str]) -> str:
                 else ""
             )
             kb = np.mean([np.mean(r["bytes_received"]) for r in vr]) / 1e3
+            kept = mean_fraction([mean_fraction(r.get("kept", [])[1:]) for r in vr])
+            substituted = mean_fraction([mean_fraction(r.get("substituted", [])) for r in vr])
             lines.append(
                 f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * acc.std():.1f}"
                 f" | {loss.mean():.3f} ± {loss.std():.3f} | {sec:.2f} | {cpu:.2f} | {rel}"
-                f" | {kb:.1f} |"
+                f" | {kb:.1f} | {_percent(kept)} | {_percent(substituted)} |"
             )
         lines += [
             "",
@@ -146,13 +261,13 @@ def summarise(runs: list[dict], variants: list[str]) -> str:
     return "\n".join(lines)
 
 
-def plot(runs: list[dict], variants: list[str], path: Path) -> None:
+def plot(runs: list[dict], variants: tuple[str, ...], regime: Regime, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    datasets = [d for d in DATASETS if any(r["dataset"] == d for r in runs)]
+    datasets = [d for d in regime.datasets if any(r["dataset"] == d for r in runs)]
     fig, axes = plt.subplots(2, len(datasets), figsize=(5.5 * len(datasets), 7), squeeze=False)
     for col, dataset in enumerate(datasets):
         for variant in variants:
@@ -167,10 +282,51 @@ def plot(runs: list[dict], variants: list[str], path: Path) -> None:
                 axes[row, col].fill_between(x, mean - std, mean + std, alpha=0.2)
                 axes[row, col].set_xlabel("round")
                 axes[row, col].set_ylabel(f"test {metric}")
-        axes[0, col].set_title(f"{dataset}, Dir({DATASETS[dataset]['dirichlet-alpha']})")
+        rounds = next(r["rounds"] for r in runs if r["dataset"] == dataset)
+        axes[0, col].set_title(_title(regime, dataset, rounds), fontsize=8)
         axes[0, col].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def sweep_report(runs: list[dict], variants: tuple[str, ...], path: Path) -> str:
+    """Final accuracy against the mean kept / substituted fractions, per threshold."""
+    lines = [
+        (
+            "| threshold | seeds | final accuracy (%) | kept by the client rule (%, rounds 2+) |"
+            " substituted by the server (%) |"
+        ),
+        "|---|---|---|---|---|",
+    ]
+    points = []
+    for variant in variants:
+        vr = [r for r in runs if r["variant"] == variant]
+        if not vr:
+            continue
+        acc = np.array([r["accuracy"][-1] for r in vr])
+        kept = mean_fraction([mean_fraction(r["kept"][1:]) for r in vr])
+        substituted = mean_fraction([mean_fraction(r["substituted"]) for r in vr])
+        points.append((variant, kept, acc.mean(), acc.std()))
+        lines.append(
+            f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * acc.std():.1f} |"
+            f" {_percent(kept)} | {_percent(substituted)} |"
+        )
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for variant, kept, mean, std in points:
+        if kept is not None:
+            marker = "o" if variant.startswith("delta") else "s"
+            ax.errorbar(100 * kept, 100 * mean, yerr=100 * std, fmt=marker, capsize=3)
+            ax.annotate(variant, (100 * kept, 100 * mean), fontsize=7)
+    ax.set_xlabel("kept by the client rule (% of entries, mean of rounds 2+)")
+    ax.set_ylabel("final test accuracy (%)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return "\n".join(lines) + "\n"
 
 
 def client_overhead(dataset: str, repeats: int) -> str:
@@ -241,17 +397,13 @@ def client_overhead(dataset: str, repeats: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--regime", choices=list(REGIMES), default="default")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument(
-        "--rounds", type=int, nargs=2, default=[5, 8], metavar=("DIGITS", "BREAST_CANCER")
-    )
-    parser.add_argument(
-        "--variants",
-        nargs="+",
-        default=["qfedavg", "qfedadam", "qfedfisher", "qfedfisher-training"],
-        choices=list(VARIANTS),
-    )
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--rounds", type=int, help="rounds for every data set (else the regime's)")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS))
+    parser.add_argument("--datasets", nargs="+")
+    parser.add_argument("--data-dir", default="~/.flowerbed/data", help="where MNIST is read")
+    parser.add_argument("--quick", action="store_true", help="2 rounds, 1 seed, into --out")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/quantum_fl"))
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument(
@@ -265,47 +417,70 @@ def main() -> None:
     import flowerbed.inprocess  # noqa: F401 - configures Flower's logger, then quiet it
 
     logging.getLogger("flwr").setLevel(logging.WARNING)
+    regime = REGIMES[args.regime]
+    variants = tuple(args.variants or regime.variants)
+    datasets = [d for d in (args.datasets or regime.datasets) if d in regime.datasets]
+    rounds = {d: args.rounds or regime.rounds[d] for d in datasets}
+    if args.quick:
+        args.seeds, rounds = 1, {d: 2 for d in datasets}
+    if args.regime == "paper" and "mnist" in datasets:
+        from flowerbed.data.datasets import DataNotFoundError, load_dataset
+
+        try:
+            load_dataset("mnist", Path(args.data_dir).expanduser())
+        except DataNotFoundError as error:
+            print(f"MNIST left out: {error}")
+            datasets.remove("mnist")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.client_overhead:
-        report = "\n".join(client_overhead(d, args.client_overhead) for d in args.datasets)
+        report = "\n".join(client_overhead(d, args.client_overhead) for d in datasets)
         (args.out / "client_overhead.md").write_text(report)
         print(report)
         return
     store = args.out / "runs.json"
     runs = json.loads(store.read_text()) if store.exists() else []
-    rounds = dict(zip(DATASETS, args.rounds))
+
+    def wanted(run: dict) -> bool:
+        return (
+            run.get("regime", "default") == args.regime
+            and run["dataset"] in datasets
+            and run["rounds"] == rounds[run["dataset"]]
+            and run["variant"] in variants
+            and run["seed"] < args.seeds
+        )
+
     if not args.report_only:
         for seed in range(args.seeds):
-            for dataset in args.datasets:
-                for variant in args.variants:
-                    if any(
-                        r["dataset"] == dataset
-                        and r["variant"] == variant
-                        and r["seed"] == seed
-                        and r["rounds"] == rounds[dataset]
-                        for r in runs
-                    ):
+            for dataset in datasets:
+                for variant in variants:
+                    key = {"dataset": dataset, "variant": variant, "seed": seed}
+                    if any(wanted(r) and all(r[k] == v for k, v in key.items()) for r in runs):
                         continue
-                    run = run_one(dataset, variant, seed, rounds[dataset], args.out)
+                    run = run_one(
+                        args.regime,
+                        dataset,
+                        variant,
+                        seed,
+                        rounds[dataset],
+                        args.out,
+                        args.data_dir,
+                    )
                     runs.append(run)
                     store.write_text(json.dumps(runs, indent=1))
                     print(
-                        f"{dataset} {variant} seed {seed}: final accuracy"
+                        f"{args.regime} {dataset} {variant} seed {seed}: final accuracy"
                         f" {run['accuracy'][-1]:.3f}, {np.mean(run['seconds']):.2f} s/round,"
                         f" {run['wall_seconds']:.0f} s",
                         flush=True,
                     )
-    runs = [
-        r
-        for r in runs
-        if r["rounds"] == rounds[r["dataset"]]
-        and r["variant"] in args.variants
-        and r["dataset"] in args.datasets
-        and r["seed"] < args.seeds
-    ]
-    report = summarise(runs, args.variants)
-    (args.out / "quantum_fl.md").write_text(report)
-    plot(runs, args.variants, args.out / "quantum_fl.png")
+    runs = [r for r in runs if wanted(r)]
+    name = "quantum_fl" if args.regime == "default" else args.regime
+    if args.regime == "sweep":
+        report = sweep_report(runs, variants, args.out / f"{name}.png")
+    else:
+        report = summarise(runs, variants, regime)
+        plot(runs, variants, regime, args.out / f"{name}.png")
+    (args.out / f"{name}.md").write_text(report)
     print(report)
 
 
