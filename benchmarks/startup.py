@@ -5,25 +5,27 @@ offline ``flwr run`` environment of ``flowerbed.simulation.simulate``):
 
 * **bare**: a numpy-only Flower app generated into a temporary folder (its own pyproject.toml,
   ServerApp and ClientApp): Flower's ``FedAvg`` on one float32 vector, clients that send it
-  back with a small change and evaluate nothing; the floor of any Flower app on Ray;
-* **flowerbed**: flowerbed's default run (``fedavg`` on ``digits``, model ``cnn``) for one round.
+  back with a small change; the floor of any Flower app on Ray;
+* **flowerbed**: flowerbed's default run (``fedavg`` on ``digits``, model ``cnn``, 2 local
+  epochs) for one round, from the copy this interpreter imports (``simulation.APP_DIR``);
+* with ``--compare DIR``, the same run of another copy of flowerbed (say, a checkout of the
+  code before a change: ``git archive <commit> | tar -x -C DIR``), in the same sequence, so
+  before and after are measured under the same load.
 
-The two runs alternate, ``--repeats`` times each (default 3, ``--quick`` 1); the table has
-the median wall time of each and their ratio, and the median over 5 fresh interpreters of the
-time to import each app's ClientApp and ServerApp module. A second table says where a
-flowerbed Ray actor's first seconds go (import torch, the rest of ``flowerbed.client_app``,
-loading digits, the first torch optimizer), each timed in a fresh interpreter. The 1-minute
-load average before every run is recorded (this machine is shared: quote ratios, not seconds).
+The runs alternate, ``--repeats`` times each (default 3, ``--quick`` 1); the table has the
+median wall time of each and its ratio to the bare app, and the median over 5 fresh
+interpreters of the time to import each app's ClientApp and ServerApp module. A second table
+says where a flowerbed Ray actor's first seconds go (import torch, the rest of
+``flowerbed.client_app``, loading digits, the first torch optimizer), each timed in a fresh
+interpreter. The 1-minute load average before every run is recorded (the machine is shared:
+quote ratios, not seconds).
 
-The flowerbed measured is the one this interpreter imports (``flowerbed.simulation.APP_DIR``),
-so the same script measures another copy of the package::
-
-    python benchmarks/startup.py                    # the worktree's flowerbed
-    python benchmarks/startup.py --quick            # one run each
-    PYTHONPATH=/path/to/other/copy python benchmarks/startup.py --out /tmp/before
+    python benchmarks/startup.py                                   # 3 runs of each
+    python benchmarks/startup.py --quick                           # 1 run of each
+    python benchmarks/startup.py --compare /tmp/before --compare-label "before"
 
 Outputs under ``--out`` (default ``benchmarks/results/startup``; ``--quick``: ``<out>/quick``):
-``startup.md`` (the table, also printed) and ``startup.csv`` (one row per run).
+``startup.md`` (the tables, also printed) and ``startup.csv`` (one row per run).
 """
 
 from __future__ import annotations
@@ -110,43 +112,9 @@ def evaluate(msg: Message, context: Context) -> Message:
 """,
 }
 
-# What each app's processes import first: ClientApp in every Ray actor, ServerApp once.
-IMPORTS = {
-    "bare": ("bareapp.client_app", "bareapp.server_app"),
-    "flowerbed": ("flowerbed.client_app", "flowerbed.server_app"),
-}
-
-
-def write_bare_app(folder: Path) -> Path:
-    for name, text in BARE_APP.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return folder
-
-
-def fresh_interpreter_seconds(code: str, app_dir: Path) -> list[dict[str, float]]:
-    """Run ``code`` (it prints one JSON object of timings) in ``IMPORT_REPEATS`` fresh
-    interpreters with ``app_dir`` first on the path, as in a ``flwr run``."""
-    env = {**os.environ, "PYTHONPATH": str(app_dir), "OMP_NUM_THREADS": "1"}
-    return [
-        json.loads(
-            subprocess.run(
-                [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-            ).stdout.splitlines()[-1]
-        )
-        for _ in range(IMPORT_REPEATS)
-    ]
-
-
-def import_seconds(module: str, app_dir: Path) -> float:
-    """Median seconds of ``import module`` in a fresh interpreter (its start excluded)."""
-    code = (
-        "import json, time; t = time.perf_counter(); import " + module + ";"
-        " print(json.dumps({'s': time.perf_counter() - t}))"
-    )
-    return statistics.median(row["s"] for row in fresh_interpreter_seconds(code, app_dir))
-
+# What each app's processes import first: the ClientApp in every Ray actor, the ServerApp once.
+BARE_MODULES = ("bareapp.client_app", "bareapp.server_app")
+FLOWERBED_MODULES = ("flowerbed.client_app", "flowerbed.server_app")
 
 # What a flowerbed Ray actor does for the first time, in order, each timed on its own: the
 # seconds that a bare Flower app does not spend.
@@ -155,7 +123,7 @@ import json, time
 seconds = {}
 t = time.perf_counter()
 import flwr.clientapp, numpy
-seconds["import flwr.clientapp + numpy (the bare app's)"] = time.perf_counter() - t
+seconds["import flwr.clientapp + numpy (all the bare app imports)"] = time.perf_counter() - t
 t = time.perf_counter()
 import torch
 seconds["import torch"] = time.perf_counter() - t
@@ -173,6 +141,39 @@ print(json.dumps(seconds))
 """
 
 
+def write_bare_app(folder: Path) -> Path:
+    for name, text in BARE_APP.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return folder
+
+
+def fresh_interpreter_seconds(code: str, app_dir: Path) -> list[dict[str, float]]:
+    """Run ``code`` (it prints one JSON object of timings) in ``IMPORT_REPEATS`` fresh
+    interpreters with ``app_dir`` first on the path, as in a ``flwr run`` (``python -c`` puts
+    its working folder first: it runs in ``app_dir``)."""
+    env = {**os.environ, "PYTHONPATH": str(app_dir), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-c", code]
+    return [
+        json.loads(
+            subprocess.run(
+                command, env=env, cwd=app_dir, capture_output=True, text=True, check=True
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(IMPORT_REPEATS)
+    ]
+
+
+def import_seconds(module: str, app_dir: Path) -> float:
+    """Median seconds of ``import module`` in a fresh interpreter (its start excluded)."""
+    code = (
+        "import json, time; t = time.perf_counter(); import " + module + ";"
+        " print(json.dumps({'s': time.perf_counter() - t}))"
+    )
+    return statistics.median(row["s"] for row in fresh_interpreter_seconds(code, app_dir))
+
+
 def actor_stage_seconds(app_dir: Path) -> dict[str, float]:
     rows = fresh_interpreter_seconds(ACTOR_STAGES, app_dir)
     return {stage: statistics.median(row[stage] for row in rows) for stage in rows[0]}
@@ -180,7 +181,7 @@ def actor_stage_seconds(app_dir: Path) -> dict[str, float]:
 
 def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
     run_config = {"num-server-rounds": ROUNDS}
-    if app == "flowerbed":
+    if app != "bare":
         run_config["output-dir"] = str(output_dir)
     load = os.getloadavg()[0]
     result = simulate(
@@ -193,36 +194,40 @@ def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
 
 
 def report(
-    runs: list[dict], imports: dict[str, float], stages: dict[str, float], repeats: int
+    apps: dict[str, Path],
+    runs: list[dict],
+    imports: dict[str, tuple[float, float]],
+    stages: dict[str, dict[str, float]],
+    repeats: int,
 ) -> str:
-    wall = {
-        app: statistics.median(r["seconds"] for r in runs if r["app"] == app) for app in IMPORTS
-    }
+    wall = {app: statistics.median(r["seconds"] for r in runs if r["app"] == app) for app in apps}
     loads = [r["load_1min"] for r in runs]
+    copies = "; ".join(f"{app} from {apps[app]}" for app in stages)
     setup = (
         f"`flwr run`, {CLIENTS} SuperNodes, {ROUNDS} round, client-resources-num-cpus="
         f"{CPUS_PER_CLIENT}, {os.cpu_count()} CPUs; median of {repeats} alternating runs;"
-        f" import: median of {IMPORT_REPEATS} fresh interpreters. flowerbed from {APP_DIR};"
-        f" 1-minute load average before the runs {min(loads):.2f} to {max(loads):.2f}."
+        f" imports: median of {IMPORT_REPEATS} fresh interpreters; {copies}; 1-minute load"
+        f" average before the runs {min(loads):.2f} to {max(loads):.2f}."
     )
     lines = [
         setup,
         "",
         "| app | wall s | ratio to bare | import ClientApp s | import ServerApp s |",
         "|---|---|---|---|---|",
-    ]
-    for app, (client, server) in IMPORTS.items():
-        lines.append(
+        *(
             f"| {app} | {wall[app]:.1f} | {wall[app] / wall['bare']:.2f} |"
-            f" {imports[client]:.2f} | {imports[server]:.2f} |"
-        )
-    lines += [
+            f" {imports[app][0]:.2f} | {imports[app][1]:.2f} |"
+            for app in apps
+        ),
         "",
-        f"What a flowerbed Ray actor does first (fresh interpreter, median of {IMPORT_REPEATS}):",
+        f"A flowerbed Ray actor's first steps, seconds (median of {IMPORT_REPEATS} interpreters):",
         "",
-        "| stage | s |",
-        "|---|---|",
-        *(f"| {stage} | {seconds:.2f} |" for stage, seconds in stages.items()),
+        "| stage | " + " | ".join(stages) + " |",
+        "|---|" + "---|" * len(stages),
+        *(
+            f"| {stage} | " + " | ".join(f"{stages[app][stage]:.2f}" for app in stages) + " |"
+            for stage in next(iter(stages.values()))
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -233,6 +238,8 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one run of each app")
+    parser.add_argument("--compare", type=Path, help="another copy of flowerbed to run too")
+    parser.add_argument("--compare-label", default="flowerbed (compared)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/startup"))
     args = parser.parse_args()
     repeats = 1 if args.quick else args.repeats
@@ -240,20 +247,24 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="flowerbed-startup-") as tmp:
-        dirs = {"bare": write_bare_app(Path(tmp) / "bare"), "flowerbed": APP_DIR}
+        apps = {"bare": write_bare_app(Path(tmp) / "bare"), "flowerbed": APP_DIR}
+        if args.compare:
+            apps[args.compare_label] = args.compare.resolve()
         imports = {
-            module: import_seconds(module, dirs[app])
-            for app, modules in IMPORTS.items()
-            for module in modules
+            app: tuple(
+                import_seconds(module, folder)
+                for module in (BARE_MODULES if app == "bare" else FLOWERBED_MODULES)
+            )
+            for app, folder in apps.items()
         }
-        stages = actor_stage_seconds(APP_DIR)
+        stages = {app: actor_stage_seconds(folder) for app, folder in apps.items() if app != "bare"}
         runs = [
-            {"repeat": repeat, **one_run(app, dirs[app], Path(tmp) / "runs")}
+            {"repeat": repeat, **one_run(app, folder, Path(tmp) / "runs")}
             for repeat in range(1, repeats + 1)
-            for app in IMPORTS
+            for app, folder in apps.items()
         ]
 
-    text = report(runs, imports, stages, repeats)
+    text = report(apps, runs, imports, stages, repeats)
     print("\n" + text)
     (out / "startup.md").write_text(text)
     with open(out / "startup.csv", "w", newline="") as f:

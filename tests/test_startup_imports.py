@@ -69,6 +69,7 @@ def loaded() -> dict[str, list[str]]:
     proc = subprocess.run(
         [sys.executable, "-c", STAGES, ",".join(WATCHED)],
         env=env,
+        cwd=ROOT,  # python -c puts its working folder first on the path
         capture_output=True,
         text=True,
         timeout=600,
