@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from flowerbed.data import image_cache
-from flowerbed.data.image_cache import cached_images, write_images, write_labels
+from flowerbed.data.image_cache import ImageWriter, cached_images, write_images, write_labels
 from flowerbed.settings import ConfigError
 
 
@@ -36,7 +36,7 @@ class Builder:
         self.calls += 1
         images = np.load(self.source).transpose(0, 3, 1, 2)
         for split, rows in (("train", images[:-4]), ("test", images[-4:])):
-            write_images(folder, split, rows.shape)[:] = rows
+            write_images(folder, split, rows)
             write_labels(folder, split, np.arange(len(rows)) % 3)
 
 
@@ -96,8 +96,9 @@ def test_a_failed_build_leaves_no_folder(tmp_path):
     source = source_file(tmp_path / "source.npy")
 
     def failing(folder):
-        write_images(folder, "train", (2, 1, 3, 3))
-        raise ValueError("source unreadable")
+        with ImageWriter(folder, "train", (2, 1, 3, 3)) as writer:
+            writer.write(np.zeros((1, 1, 3, 3), dtype=np.uint8))
+            raise ValueError("source unreadable")
 
     with pytest.raises(ValueError, match="source unreadable"):
         cached_images(tmp_path / "cache", "toy", [source], failing)
@@ -105,7 +106,7 @@ def test_a_failed_build_leaves_no_folder(tmp_path):
 
     def labels_missing(folder):
         for split in ("train", "test"):
-            write_images(folder, split, (2, 1, 3, 3))
+            write_images(folder, split, np.zeros((2, 1, 3, 3), dtype=np.uint8))
             write_labels(folder, split, [0])  # one label for two images
 
     with pytest.raises(ValueError, match="do not match"):
@@ -163,7 +164,7 @@ BUILD_IN_A_PROCESS = textwrap.dedent(
         time.sleep(1.0)  # long enough for the other process to arrive and wait
         images = np.load(source).transpose(0, 3, 1, 2)
         for split, rows in (("train", images[:-4]), ("test", images[-4:])):
-            write_images(folder, split, rows.shape)[:] = rows
+            write_images(folder, split, rows)
             write_labels(folder, split, np.arange(len(rows)) % 3)
 
     (meeting / f"ready-{os.getpid()}").touch()  # imports done: start together
@@ -203,3 +204,21 @@ def test_concurrent_builders_give_one_valid_folder(tmp_path):
     folder = outputs[0][0].split()[0]
     assert {tuple(out.split()) for out, _ in outputs} == {(folder, str(total))}
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [Path(folder).name, "toy.lock"]
+
+
+def test_the_image_writer_takes_exactly_the_rows_it_announced(tmp_path):
+    rows = np.arange(2 * 3 * 4 * 4, dtype=np.uint8).reshape(2, 3, 4, 4)
+    with ImageWriter(tmp_path, "train", (2, 3, 4, 4)) as writer:
+        writer.write(rows[:1])
+        writer.write(rows[1:])
+    assert np.array_equal(np.load(tmp_path / "x_train.npy"), rows)
+    writer = ImageWriter(tmp_path, "test", (2, 3, 4, 4))
+    with pytest.raises(
+        ValueError, match=r"takes uint8 rows of \(3, 4, 4\), got uint8 \(1, 3, 4, 5\)"
+    ):
+        writer.write(np.zeros((1, 3, 4, 5), np.uint8))
+    with pytest.raises(ValueError, match="holds 2 rows, got more"):
+        writer.write(np.zeros((3, 3, 4, 4), np.uint8))
+    writer.write(rows[:1])
+    with pytest.raises(ValueError, match="1 of 2 rows written"):
+        writer.close()

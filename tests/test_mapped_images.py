@@ -26,7 +26,7 @@ def test_batches_equal_the_whole_array_standardisation(fl):
     assert np.array_equal(same[order[:8]].numpy(), old_train[order[:8].numpy()])
     assert np.array_equal(mapped(test, old_mean, old_std)[:].numpy(), old_test)
     # with the cache's exact statistics: within the former float32 reductions' rounding
-    mean, std = channel_statistics(np.ascontiguousarray(train.transpose(0, 3, 1, 2)))
+    mean, std = channel_statistics([np.ascontiguousarray(train.transpose(0, 3, 1, 2))])
     x_train, x_test = mapped(train, mean, std), mapped(test, mean, std)
     assert x_train[:].dtype == torch.float32
     np.testing.assert_allclose(x_train[:].numpy(), old_train, atol=1e-5, rtol=0)
@@ -44,14 +44,14 @@ def test_statistics_stay_exact_where_float32_sums_lose_the_mean():
     n = 2**25 // (32 * 32)
     images = np.zeros((n, 1, 32, 32), dtype=np.uint8)
     images[::2] = 255  # half black, half white: mean 0.5, std 0.5
-    mean, std = channel_statistics(images)
+    mean, std = channel_statistics([images])
     assert mean.tolist() == [0.5] and std.tolist() == [0.5]
 
 
 def test_channel_statistics_are_exact_and_a_constant_channel_keeps_std_one():
     images = images_nhwc(n=50, channels=2, seed=3).transpose(0, 3, 1, 2).copy()
     images[:, 1] = 7  # a constant channel
-    mean, std = channel_statistics(images)
+    mean, std = channel_statistics([images[:20], images[20:]])  # in two chunks
     values = images.astype(np.float32) / np.float32(255)  # the float32 pixel values
     expected_mean = values.astype(np.float64).mean(axis=(0, 2, 3))
     assert mean.dtype == np.float32 and std.dtype == np.float32

@@ -40,7 +40,14 @@ import numpy as np
 import torch
 
 from ..settings import ConfigError
-from .image_cache import CachedImages, cached_images, write_images, write_labels
+from .image_cache import (
+    CachedImages,
+    ImageWriter,
+    cached_images,
+    read_npy_header,
+    write_images,
+    write_labels,
+)
 from .mapped_images import MappedImages
 from .pointclouds import NUM_POINTS, POINT_CLOUD_DATASETS, augment_point_batch, load_point_clouds
 from .simulations import GENERATED_DATASETS, SimulationOptions, generate
@@ -324,13 +331,7 @@ def _unpack_medmnist(path: Path, image_size: int, folder: Path) -> None:
 def _stream_images(member, path: Path, image_size: int, folder: Path, split: str) -> None:
     """One ``<split>_images.npy`` member, uint8 (N, H, W[, C]), into the cache as (N, C, H, W).
     numpy reads the header; the rows are copied by hand (numpy has no chunked reader)."""
-    version = np.lib.format.read_magic(member)
-    if version == (1, 0):
-        shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(member)
-    elif version == (2, 0):
-        shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(member)
-    else:
-        raise ValueError(f"{split}_images.npy has npy format {version}, expected 1.0 or 2.0")
+    shape, fortran_order, dtype = read_npy_header(member)
     if dtype != np.uint8 or fortran_order or len(shape) not in (3, 4):
         raise ValueError(
             f"{split}_images.npy is {dtype} {shape}{' (Fortran order)' * fortran_order},"
@@ -343,15 +344,14 @@ def _stream_images(member, path: Path, image_size: int, folder: Path, split: str
     count, row_shape = shape[0], shape[1:]
     row_bytes = int(np.prod(row_shape))
     channels = 1 if len(shape) == 3 else shape[3]
-    images = write_images(folder, split, (count, channels, image_size, image_size))
     rows = max(1, _STREAM_CHUNK_BYTES // row_bytes)
-    for start in range(0, count, rows):
-        stop = min(start + rows, count)
-        data = member.read((stop - start) * row_bytes)
-        if len(data) != (stop - start) * row_bytes:
-            raise ValueError(f"{split}_images.npy ends after {start} of {count} images")
-        images[start:stop] = _nchw(np.frombuffer(data, np.uint8).reshape(-1, *row_shape))
-    images.flush()
+    with ImageWriter(folder, split, (count, channels, image_size, image_size)) as writer:
+        for start in range(0, count, rows):
+            size = min(rows, count - start) * row_bytes
+            data = member.read(size)
+            if len(data) != size:
+                raise ValueError(f"{split}_images.npy ends after {start} of {count} images")
+            writer.write(_nchw(np.frombuffer(data, np.uint8).reshape(-1, *row_shape)))
 
 
 def _load_torchvision(name: str, data_dir: Path, download: bool, cache_dir: str) -> CachedImages:
@@ -373,7 +373,7 @@ def _unpack_torchvision(name: str, data_dir: Path, folder: Path) -> None:
     """Both splits into the cache folder (torchvision holds them in memory as uint8: 150 MB
     for CIFAR-10, 55 MB for MNIST)."""
     for split, (images, labels) in _torchvision_splits(name, data_dir, download=False).items():
-        write_images(folder, split, _nchw(images).shape)[:] = _nchw(images)
+        write_images(folder, split, _nchw(images))
         write_labels(folder, split, labels)
 
 
