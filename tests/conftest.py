@@ -176,6 +176,41 @@ def trained_mlp(classes, num_classes=4, epochs=30, seed=0):
     return model.eval()
 
 
+def write_medmnist_npz(path, n_train=12, n_test=6, shape=(28, 28, 3), classes=8, seed=0):
+    """A MedMNIST file as the ``medmnist`` package ships it: an npz of uint8 ``<split>_images``
+    (N, H, W[, C]) and ``<split>_labels`` (N, 1) for train, val and test. Returns the arrays."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for split, n in (("train", n_train), ("val", 4), ("test", n_test)):
+        arrays[f"{split}_images"] = rng.integers(0, 256, (n, *shape), dtype=np.uint8)
+        arrays[f"{split}_labels"] = (np.arange(n) % classes).reshape(n, 1).astype(np.uint8)
+    np.savez_compressed(path, **arrays)
+    return arrays
+
+
+def whole_array_standardised(train_images: np.ndarray, test_images: np.ndarray, exact=False):
+    """The former in-memory loader, as reference: uint8 (N, H, W[, C]) -> float32 NCHW in
+    [0, 1], standardised per channel with float32 statistics of the whole training array.
+    ``exact``: the same in float64 (the statistics the former float32 reductions approximate).
+    Returns (x_train, x_test, mean, std) as numpy arrays."""
+    dtype = np.float64 if exact else np.float32
+
+    def nchw(images):
+        images = (images.astype(np.float32) / 255.0).astype(dtype)
+        return images[:, None] if images.ndim == 3 else images.transpose(0, 3, 1, 2)
+
+    x_train, x_test = nchw(train_images), nchw(test_images)
+    mean = x_train.mean(axis=(0, 2, 3), keepdims=True)
+    std = x_train.std(axis=(0, 2, 3), keepdims=True)
+    std[std == 0] = 1.0
+    return (
+        ((x_train - mean) / std).astype(dtype),
+        ((x_test - mean) / std).astype(dtype),
+        mean.reshape(-1),
+        std.reshape(-1),
+    )
+
+
 @pytest.fixture
 def fl():
     """The helpers above, for tests of server rules and client steps."""
@@ -192,4 +227,6 @@ def fl():
         random_like=random_like,
         clusters=clusters,
         trained_mlp=trained_mlp,
+        write_medmnist_npz=write_medmnist_npz,
+        whole_array_standardised=whole_array_standardised,
     )

@@ -1,4 +1,4 @@
-"""Dataset loaders: every data set becomes in-memory tensors with a fixed train/test split.
+"""Dataset loaders: every data set becomes tensors (or mapped images) with a fixed train/test split.
 
 Supported names (see ``DATASETS``):
 
@@ -14,9 +14,16 @@ Supported names (see ``DATASETS``):
 * ``shapes`` (generated offline, fixed whatever the seed), ``modelnet40``, ``modelnet10`` (from
   ``<data-dir>``): point clouds (``pointclouds.py``).
 
-Images are returned as float32 ``(N, C, H, W)``, tabular data as ``(N, D)``; features are
+Images are read as float32 ``(N, C, H, W)``, tabular data as ``(N, D)``; features are
 standardised with statistics of the training split only. Point clouds are ``(N, points, 3)``,
 each cloud centred and scaled into the unit sphere, not standardised.
+
+MedMNIST, CIFAR-10 and MNIST (uint8 sources) are not held in memory: their images are written
+once, as uint8, into the image cache under ``cache_dir`` (``image_cache.py``) and every process
+memory-maps the same files; ``x_train``/``x_test`` are then ``MappedImages``, which standardise
+the rows they read, per channel with training statistics, into float32 tensors. A MedMNIST file
+is streamed from its npz into the cache in chunks, so no process ever holds a whole split, not
+even as uint8. The small sets (scikit-learn, generated, point clouds) stay in-memory tensors.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +39,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..settings import ConfigError
+from .image_cache import (
+    CachedImages,
+    ImageWriter,
+    cached_images,
+    read_npy_header,
+    write_images,
+    write_labels,
+)
+from .mapped_images import MappedImages
 from .pointclouds import NUM_POINTS, POINT_CLOUD_DATASETS, augment_point_batch, load_point_clouds
 from .simulations import GENERATED_DATASETS, SimulationOptions, generate
 
@@ -38,6 +56,8 @@ SKLEARN_DATASETS = ("digits", "breast-cancer")
 TORCHVISION_DATASETS = ("cifar10", "mnist")
 MEDMNIST_SIZES = (28, 64, 128, 224)
 _TEST_SPLIT_SEED = 0  # fixed: the held-out test set must not change with the run's seed
+CACHE_SUBFOLDER = "flowerbed-cache"  # the image cache's default place: <data-dir>/flowerbed-cache
+_STREAM_CHUNK_BYTES = 64 << 20  # MedMNIST images are copied into the cache this much at a time
 
 
 # The 2D single-label MedMNIST flags (3D volumes and multi-label ChestMNIST excluded), in
@@ -87,16 +107,18 @@ class DataFileError(ValueError):
 class DatasetSplits:
     """A data set as tensors: training pool (to be partitioned) and held-out test split.
 
-    ``train_nodes``/``test_nodes``: for data sets with their own nodes (``ctl-gaussian``), the
+    ``x_train``/``x_test``: float32 tensors, or ``MappedImages`` for the cached image sets
+    (indexing one gives float32 tensors; ``mapped_images.take`` selects rows of either kind
+    without copying mapped images). ``train_nodes``/``test_nodes``: for data sets with their own nodes (``ctl-gaussian``), the
     node (0 to ``num_nodes`` - 1) of every training and test sample; None for the others.
     ``augment``: applied by local training (``training.loops.train_local``) to every training
     mini-batch, never to evaluation.
     """
 
     name: str
-    x_train: torch.Tensor
+    x_train: torch.Tensor | MappedImages
     y_train: torch.Tensor
-    x_test: torch.Tensor
+    x_test: torch.Tensor | MappedImages
     y_test: torch.Tensor
     num_classes: int
     train_nodes: torch.Tensor | None = None
@@ -130,19 +152,22 @@ def load_dataset(
     seed: int = 0,
     simulation: SimulationOptions | None = None,
     num_points: int = NUM_POINTS,
+    cache_dir: str | Path = "",
 ) -> DatasetSplits:
     """Load ``name``; cached per process so every Ray actor reads its files once.
 
     ``seed`` and ``simulation`` (the ``sim-*`` keys) are read by generated data sets only; the
     others ignore them and are loaded once per process whatever the seed. ``num_points``:
-    points per shape of the point-cloud sets.
+    points per shape of the point-cloud sets. ``cache_dir``: the image cache of MedMNIST,
+    CIFAR-10 and MNIST ("" = ``<data_dir>/flowerbed-cache``).
     """
     if name in GENERATED_DATASETS:
         options = (simulation or SimulationOptions()).for_dataset(name)
         return _generate_cached(name, int(seed), options)
     if name in POINT_CLOUD_DATASETS:
         return _load_point_clouds_cached(name, str(data_dir), int(num_points))
-    return _load_cached(name, str(data_dir), bool(download), int(image_size))
+    cache = Path(cache_dir or Path(data_dir) / CACHE_SUBFOLDER).expanduser()
+    return _load_cached(name, str(data_dir), bool(download), int(image_size), str(cache))
 
 
 @functools.lru_cache(maxsize=4)
@@ -170,20 +195,29 @@ def _generate_cached(name: str, seed: int, options: SimulationOptions) -> Datase
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(name: str, data_dir: str, download: bool, image_size: int) -> DatasetSplits:
+def _load_cached(
+    name: str, data_dir: str, download: bool, image_size: int, cache_dir: str
+) -> DatasetSplits:
     if name in SKLEARN_DATASETS:
-        x_train, y_train, x_test, y_test = _load_sklearn(name)
-    elif name in TORCHVISION_DATASETS:
-        x_train, y_train, x_test, y_test = _load_torchvision(name, Path(data_dir), download)
-    elif name in medmnist_flags():
-        x_train, y_train, x_test, y_test = _load_medmnist(
-            name, Path(data_dir), download, image_size
-        )
-    else:
-        raise ValueError(
-            f"unknown dataset {name!r}; valid choices: {', '.join(available_datasets())}"
-        )
-    return _as_splits(name, x_train, y_train, x_test, y_test)
+        return _as_splits(name, *_load_sklearn(name))
+    if name in TORCHVISION_DATASETS:
+        return _mapped_splits(name, _load_torchvision(name, Path(data_dir), download, cache_dir))
+    if name in medmnist_flags():
+        cached = _load_medmnist(name, Path(data_dir), download, image_size, cache_dir)
+        return _mapped_splits(name, cached)
+    raise ValueError(f"unknown dataset {name!r}; valid choices: {', '.join(available_datasets())}")
+
+
+def _mapped_splits(name: str, cached: CachedImages) -> DatasetSplits:
+    """The cache folder's maps as a data set (labels as int64 tensors)."""
+    return DatasetSplits(
+        name=name,
+        x_train=MappedImages(cached.x_train, cached.mean, cached.std),
+        y_train=torch.from_numpy(cached.y_train),
+        x_test=MappedImages(cached.x_test, cached.mean, cached.std),
+        y_test=torch.from_numpy(cached.y_test),
+        num_classes=int(max(cached.y_train.max(), cached.y_test.max())) + 1,
+    )
 
 
 def _as_splits(
@@ -233,9 +267,8 @@ def _load_sklearn(name: str):
     return x_train, y_train, x_test, y_test
 
 
-def _images_to_nchw(images: np.ndarray) -> np.ndarray:
-    """uint8 (N, H, W) or (N, H, W, C) -> float32 (N, C, H, W) in [0, 1]."""
-    images = images.astype(np.float32) / 255.0
+def _nchw(images: np.ndarray) -> np.ndarray:
+    """(N, H, W) or (N, H, W, C) -> (N, C, H, W) (a view; the dtype is kept)."""
     if images.ndim == 3:
         return images[:, None, :, :]
     return images.transpose(0, 3, 1, 2)
@@ -247,8 +280,9 @@ def medmnist_file(flag: str, data_dir: Path, image_size: int = 28) -> Path:
     return data_dir / f"{flag}{suffix}.npz"
 
 
-def _load_medmnist(flag: str, data_dir: Path, download: bool, image_size: int):
-    import medmnist
+def _load_medmnist(
+    flag: str, data_dir: Path, download: bool, image_size: int, cache_dir: str
+) -> CachedImages:
     from medmnist import INFO
 
     if image_size not in MEDMNIST_SIZES:
@@ -256,36 +290,116 @@ def _load_medmnist(flag: str, data_dir: Path, download: bool, image_size: int):
             f"image-size {image_size} is not a MedMNIST size; valid choices: {MEDMNIST_SIZES}"
         )
     path = medmnist_file(flag, data_dir, image_size)
-    if not download and not path.is_file():
+    if download:
+        _download_medmnist(INFO[flag], path, image_size)
+    if not path.is_file():
         raise DataNotFoundError(
             f"MedMNIST file {path} not found. Put {path.name} (from https://zenodo.org/records/10519652)"
             f' into {data_dir}, or run with --run-config "download=true" on a machine with internet.'
         )
-    data_dir.mkdir(parents=True, exist_ok=True)
-    dataset_class = getattr(medmnist, INFO[flag]["python_class"])
-    size = None if image_size == 28 else image_size  # medmnist wants size=None for 28
-    splits = {}
-    for split in ("train", "test"):
-        # medmnist reads the npz with np.load's default allow_pickle=False.
-        try:
-            ds = dataset_class(split=split, root=str(data_dir), download=download, size=size)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
-            raise DataFileError(
-                f"{path} is not a readable MedMNIST file ({type(error).__name__}: {error});"
-                " replace it with the one from https://zenodo.org/records/10519652"
-            ) from error
-        splits[split] = (_images_to_nchw(ds.imgs), ds.labels.reshape(-1).astype(np.int64))
-    return (*splits["train"], *splits["test"])
+    return cached_images(
+        Path(cache_dir),
+        path.stem,
+        [path],
+        lambda folder: _unpack_medmnist(path, image_size, folder),
+    )
 
 
-def _load_torchvision(name: str, data_dir: Path, download: bool):
+def _download_medmnist(info: dict, path: Path, image_size: int) -> None:
+    """What ``medmnist``'s ``download()`` does (torchvision's ``download_url``: fetch unless the
+    file is there with the right MD5), without its loading the whole file into memory."""
+    from torchvision.datasets.utils import download_url
+
+    suffix = "" if image_size == 28 else f"_{image_size}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    url = info[f"url{suffix}"]
+    try:
+        download_url(url, root=str(path.parent), filename=path.name, md5=info[f"MD5{suffix}"])
+    except (OSError, RuntimeError) as error:
+        raise DataNotFoundError(
+            f"downloading {url} into {path} failed ({error}); fetch it on a machine with"
+            f" internet and put it there"
+        ) from error
+
+
+def _unpack_medmnist(path: Path, image_size: int, folder: Path) -> None:
+    """Copy the train and test splits of a MedMNIST npz into the cache folder: images streamed
+    out of the zip member in chunks (``np.load`` of an npz member would decompress the whole
+    split into memory: 13.5 GB for PathMNIST at 224 px), labels read whole."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for split in ("train", "test"):
+                with archive.open(f"{split}_images.npy") as member:
+                    _stream_images(member, path, image_size, folder, split)
+                with archive.open(f"{split}_labels.npy") as member:
+                    write_labels(folder, split, np.lib.format.read_array(member).reshape(-1))
+    except ConfigError:  # the cache folder's problem (cache-dir), not the file's
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zlib.error, zipfile.BadZipFile) as error:
+        raise DataFileError(
+            f"{path} is not a readable MedMNIST file ({type(error).__name__}: {error});"
+            " replace it with the one from https://zenodo.org/records/10519652"
+        ) from error
+
+
+def _stream_images(member, path: Path, image_size: int, folder: Path, split: str) -> None:
+    """One ``<split>_images.npy`` member, uint8 (N, H, W[, C]), into the cache as (N, C, H, W).
+    numpy reads the header; the rows are copied by hand (numpy has no chunked reader)."""
+    shape, fortran_order, dtype = read_npy_header(member)
+    if dtype != np.uint8 or fortran_order or len(shape) not in (3, 4):
+        raise ValueError(
+            f"{split}_images.npy is {dtype} {shape}{' (Fortran order)' * fortran_order},"
+            " expected uint8 (N, H, W) or (N, H, W, C)"
+        )
+    if shape[1:3] != (image_size, image_size):
+        raise ValueError(
+            f"{split}_images.npy holds {shape[1]}x{shape[2]} images, not image-size={image_size}"
+        )
+    count, row_shape = shape[0], shape[1:]
+    row_bytes = int(np.prod(row_shape))
+    channels = 1 if len(shape) == 3 else shape[3]
+    rows = max(1, _STREAM_CHUNK_BYTES // row_bytes)
+    with ImageWriter(folder, split, (count, channels, image_size, image_size)) as writer:
+        for start in range(0, count, rows):
+            size = min(rows, count - start) * row_bytes
+            data = member.read(size)
+            if len(data) != size:
+                raise ValueError(f"{split}_images.npy ends after {start} of {count} images")
+            writer.write(_nchw(np.frombuffer(data, np.uint8).reshape(-1, *row_shape)))
+
+
+def _load_torchvision(name: str, data_dir: Path, download: bool, cache_dir: str) -> CachedImages:
+    folder = data_dir / ("cifar-10-batches-py" if name == "cifar10" else "MNIST/raw")
+    if download and not folder.is_dir():
+        _torchvision_splits(name, data_dir, download=True)  # fetches the files
+    sources = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    if not sources:  # raises DataNotFoundError naming the folder torchvision expects
+        _torchvision_splits(name, data_dir, download=False)
+    return cached_images(
+        Path(cache_dir),
+        name,
+        sources,
+        lambda cache_folder: _unpack_torchvision(name, data_dir, cache_folder),
+    )
+
+
+def _unpack_torchvision(name: str, data_dir: Path, folder: Path) -> None:
+    """Both splits into the cache folder (torchvision holds them in memory as uint8: 150 MB
+    for CIFAR-10, 55 MB for MNIST)."""
+    for split, (images, labels) in _torchvision_splits(name, data_dir, download=False).items():
+        write_images(folder, split, _nchw(images))
+        write_labels(folder, split, labels)
+
+
+def _torchvision_splits(name: str, data_dir: Path, download: bool) -> dict:
+    """``{"train": (images, labels), "test": ...}``, uint8 images as torchvision reads them."""
     from torchvision import datasets
 
     dataset_class = {"cifar10": datasets.CIFAR10, "mnist": datasets.MNIST}[name]
     splits = {}
-    for train in (True, False):
+    for split in ("train", "test"):
         try:
-            ds = dataset_class(root=str(data_dir), train=train, download=download)
+            ds = dataset_class(root=str(data_dir), train=split == "train", download=download)
         except RuntimeError as error:  # torchvision: "Dataset not found or corrupted"
             expected = "cifar-10-batches-py/" if name == "cifar10" else "MNIST/raw/"
             raise DataNotFoundError(
@@ -293,6 +407,5 @@ def _load_torchvision(name: str, data_dir: Path, download: bool):
                 f'Run once with --run-config "download=true" on a machine with internet, or copy '
                 f"that folder there. torchvision said: {error}"
             ) from error
-        images = np.asarray(ds.data)
-        splits[train] = (_images_to_nchw(images), np.asarray(ds.targets, dtype=np.int64))
-    return (*splits[True], *splits[False])
+        splits[split] = (np.asarray(ds.data), np.asarray(ds.targets, dtype=np.int64))
+    return splits

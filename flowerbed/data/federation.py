@@ -3,19 +3,29 @@
 Every function here is a pure function of the run config (and a partition id), so the
 ServerApp and every ClientApp compute the same partition without exchanging any data. Data
 sets and partitions are cached per process: a Ray actor reads its files once (a generated data
-set is generated once per seed and ``sim-*`` values).
+set is generated once per seed and ``sim-*`` values). The image sets (MedMNIST, CIFAR-10,
+MNIST) are memory maps of one cache folder (``cache-dir``) shared by every process; a client's
+share and the server's split are views on them (``mapped_images.take``), not copies.
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig, Setting
-from .datasets import MEDMNIST_SIZES, DatasetSplits, available_datasets, load_dataset
+from .datasets import (
+    CACHE_SUBFOLDER,
+    MEDMNIST_SIZES,
+    DatasetSplits,
+    available_datasets,
+    load_dataset,
+)
+from .mapped_images import MappedImages, take
 from .partition import PARTITIONERS, Partition, partition_data, split_train_test, stratified_take
 from .pointclouds import POINT_CLOUD_DATASETS
 from .pointclouds import SETTINGS as POINT_CLOUD_SETTINGS
@@ -46,6 +56,13 @@ SETTINGS = (
         "data-dir",
         "~/.flowerbed/data",
         "where MedMNIST `.npz` files and torchvision folders are read (and downloaded)",
+    ),
+    Setting(
+        "cache-dir",
+        "",
+        "where MedMNIST, CIFAR-10 and MNIST are kept as uint8 arrays that the ServerApp and every"
+        " client process memory-map (built on first use, rebuilt when the source file changes);"
+        f" empty = `<data-dir>/{CACHE_SUBFOLDER}`",
     ),
     Setting(
         "download", False, "let medmnist / torchvision download missing files (needs internet)"
@@ -128,14 +145,25 @@ def _dataset_key(config: RunConfig) -> tuple:
             dispersion=config.sim_dispersion,
             samples_per_node=config.sim_samples_per_node,
         )
-        return (config.dataset, "", False, 28, config.seed, options.for_dataset(config.dataset), 0)
+        options = options.for_dataset(config.dataset)
+        return (config.dataset, "", False, 28, config.seed, options, 0, "")
     points = config.num_points if config.dataset in POINT_CLOUD_DATASETS else 0
     data_dir = str(config.data_path)
-    return (config.dataset, data_dir, config.download, config.image_size, 0, None, points)
+    cache_dir = str(Path(config.cache_dir).expanduser().resolve()) if config.cache_dir else ""
+    return (
+        config.dataset,
+        data_dir,
+        config.download,
+        config.image_size,
+        0,
+        None,
+        points,
+        cache_dir,
+    )
 
 
 def _load(key: tuple) -> DatasetSplits:
-    name, data_dir, download, image_size, seed, options, points = key
+    name, data_dir, download, image_size, seed, options, points, cache_dir = key
     return load_dataset(
         name,
         data_dir,
@@ -143,6 +171,7 @@ def _load(key: tuple) -> DatasetSplits:
         image_size,
         seed=seed,
         simulation=options,
+        cache_dir=cache_dir,
         **({"num_points": points} if points else {}),
     )
 
@@ -158,14 +187,15 @@ def partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray]:
     return _partition(config, num_partitions).train
 
 
-def server_split(config: RunConfig) -> tuple[torch.Tensor, torch.Tensor]:
+def server_split(config: RunConfig) -> tuple[torch.Tensor | MappedImages, torch.Tensor]:
     """The server's labelled split ``(x, y)``: ``server-fraction`` of every class, in a seeded
-    random order, never in any client's partition; empty when ``server-fraction`` is 0."""
+    random order, never in any client's partition; empty when ``server-fraction`` is 0. ``x``
+    is a view for mapped images."""
     data = load_splits(config)
     indices = torch.from_numpy(
         _server_indices(_dataset_key(config), config.server_fraction, config.seed)
     )
-    return data.x_train[indices], data.y_train[indices]
+    return take(data.x_train, indices), data.y_train[indices]
 
 
 def test_partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray] | None:
@@ -179,12 +209,13 @@ test_partition_for.__test__ = False  # a data function, not a test: pytest must 
 
 def node_split(
     config: RunConfig, num_partitions: int, partition_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor | MappedImages, torch.Tensor, torch.Tensor | MappedImages, torch.Tensor]:
     """A client's local data ``(x_train, y_train, x_test, y_test)``, a pure function of the config.
 
     With a partitioner that splits the held-out test split: the client's part of the training
     pool in full and its part of the test split. Otherwise its partition cut into local train
-    and local test (``local-test-fraction``, seeded by the seed and the partition id).
+    and local test (``local-test-fraction``, seeded by the seed and the partition id). Mapped
+    images give views (``MappedImages``): the client reads its batches from the shared map.
     """
     if not 0 <= partition_id < num_partitions:
         raise ValueError(f"partition id {partition_id} is not in [0, {num_partitions})")
@@ -194,14 +225,14 @@ def node_split(
     if partition.test is not None:
         train_idx = torch.from_numpy(indices)
         test_idx = torch.from_numpy(partition.test[partition_id])
-        x_test, y_test = data.x_test[test_idx], data.y_test[test_idx]
+        x_test, y_test = take(data.x_test, test_idx), data.y_test[test_idx]
     else:
         train, test = split_train_test(
             indices, config.local_test_fraction, seed_for(config.seed, partition_id)
         )
         train_idx, test_idx = torch.from_numpy(train), torch.from_numpy(test)
-        x_test, y_test = data.x_train[test_idx], data.y_train[test_idx]
-    return data.x_train[train_idx], data.y_train[train_idx], x_test, y_test
+        x_test, y_test = take(data.x_train, test_idx), data.y_train[test_idx]
+    return take(data.x_train, train_idx), data.y_train[train_idx], x_test, y_test
 
 
 _SERVER_SPLIT_TAG = 0x5E7E
@@ -252,7 +283,12 @@ def _partition_cached(
     )
     inputs = {}
     if scheme == "kmeans-pca":
-        inputs = {"features": splits.x_train.numpy()[pool], "test_features": splits.x_test.numpy()}
+        # a float32 copy of the pool's features while the partition is computed (sklearn's
+        # scaler, PCA and k-means need them in one array), then dropped
+        inputs = {
+            "features": splits.x_train[torch.from_numpy(pool)].numpy(),
+            "test_features": splits.x_test[:].numpy(),
+        }
     elif scheme == "dataset-nodes":
         if splits.num_nodes is None:
             raise ValueError(

@@ -20,6 +20,7 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from ..data import DatasetSplits
 from ..data.datasets import DataNotFoundError
 from ..data.federation import load_splits, node_split
+from ..data.mapped_images import MappedImages
 from ..models import Classifier, build_model
 from ..runtime.device import run_device
 from ..runtime.seeding import seed_for
@@ -62,9 +63,11 @@ class LocalClient:
     partition_id: int
     num_partitions: int
     data: DatasetSplits
-    x_train: torch.Tensor
+    # tensors, or views on the shared mapped images (``data.mapped_images``): index them
+    # (``x[idx]``, ``x[i:j]``) or use ``materialise`` for whole-array operations
+    x_train: torch.Tensor | MappedImages
     y_train: torch.Tensor
-    x_test: torch.Tensor
+    x_test: torch.Tensor | MappedImages
     y_test: torch.Tensor
 
     @classmethod

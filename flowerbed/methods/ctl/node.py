@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
 from ...data.federation import node_split
+from ...data.mapped_images import MappedImages, materialise
 from ...training.local_client import LocalClient
 from .rules import (
     NUM_CLASSES,
@@ -33,8 +34,8 @@ from .rules import (
 MODEL_KEY = "ctl-model"
 
 
-def as_matrix(x: torch.Tensor) -> np.ndarray:
-    return x.reshape(len(x), -1).numpy().astype(np.float64)
+def as_matrix(x: torch.Tensor | MappedImages) -> np.ndarray:
+    return materialise(x).reshape(len(x), -1).numpy().astype(np.float64)
 
 
 class Node:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
+from ...data.mapped_images import MappedImages, materialise
 from ...kd.loop import distill
 from ...kd.objectives import KDParams
 from ...kd.translator import Translated, Translator
@@ -52,7 +53,8 @@ def private_client(client: LocalClient) -> LocalClient:
     rng = np.random.default_rng(seed_for(client.config.seed, client.partition_id, _PERMUTATION_TAG))
     order = torch.from_numpy(rng.permutation(size))
 
-    def permute(x: torch.Tensor) -> torch.Tensor:
+    def permute(x: torch.Tensor | MappedImages) -> torch.Tensor:
+        x = materialise(x)  # the client's share as one tensor (mapped images: a copy)
         return x.reshape(len(x), size)[:, order].reshape(x.shape)
 
     return dataclasses.replace(
