@@ -25,13 +25,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import torch
+from process_memory import PeakMemory
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.data import split_train_test
@@ -88,62 +87,6 @@ def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
         evaluate(global_model, data.x_test, data.y_test)
         round_seconds.append(time.perf_counter() - started)
     return round_seconds
-
-
-class PeakMemory:
-    """Peak memory of a process tree (a SuperLink and everything it started), sampled in a thread.
-
-    Memory is the sum of PSS (proportional set size: shared library pages split among the
-    processes that map them) over the tree, from /proc/<pid>/smaps_rollup.
-    """
-
-    def __init__(self, find_roots, interval: float = 0.25) -> None:
-        self.find_roots, self.interval, self.peak_bytes = find_roots, interval, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @staticmethod
-    def _tree(roots: list[int]) -> set[int]:
-        children: dict[int, list[int]] = {}
-        out = subprocess.run(
-            ["ps", "-eo", "pid=,ppid="], capture_output=True, text=True, check=False
-        ).stdout
-        for line in out.split("\n"):
-            if line.strip():
-                pid, ppid = map(int, line.split())
-                children.setdefault(ppid, []).append(pid)
-        tree, todo = set(), list(roots)
-        while todo:
-            pid = todo.pop()
-            if pid not in tree:
-                tree.add(pid)
-                todo.extend(children.get(pid, []))
-        return tree
-
-    @staticmethod
-    def _pss_bytes(pid: int) -> int:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = sum(self._pss_bytes(pid) for pid in self._tree(self.find_roots()))
-            self.peak_bytes = max(self.peak_bytes, total)
-            time.sleep(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def main() -> None:

@@ -1,0 +1,101 @@
+"""Peak memory of a process tree (a SuperLink and everything it started), for the benchmarks.
+
+Memory is the sum of PSS (proportional set size: a page shared by n processes counts 1/n in
+each, so shared libraries and shared files are counted once over the tree) from
+/proc/<pid>/smaps_rollup, sampled in a thread. The tree is found by walking /proc (each
+process's parent is field 4 of /proc/<pid>/stat); psutil is not a dependency. Hand-written:
+the standard library has no process-tree or PSS reader.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def parent_of() -> dict[int, int]:
+    """``{pid: parent pid}`` of every process visible in /proc."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # the process ended meanwhile
+            continue
+        # "pid (command) state ppid ...": the command may hold spaces and parentheses
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry.name)] = int(fields[1])
+    return parents
+
+
+def process_tree(roots: list[int]) -> set[int]:
+    """``roots`` and all their descendants."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in parent_of().items():
+        children.setdefault(parent, []).append(pid)
+    tree, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, []))
+    return tree
+
+
+def pss_bytes(pid: int) -> int:
+    """The PSS of one process (0 if it ended or cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class PeakMemory:
+    """The peak of the summed PSS of the trees under ``find_roots()`` (called every sample, so
+    roots that start later, such as a detached SuperLink, are found), sampled every
+    ``interval`` seconds while the ``with`` block runs. ``exclude``: pids left out (the
+    benchmark itself, when it is a root's ancestor)."""
+
+    def __init__(
+        self, find_roots: Callable[[], list[int]], interval: float = 0.25, exclude=()
+    ) -> None:
+        self.find_roots, self.interval = find_roots, interval
+        self.exclude = set(exclude)
+        self.peak_bytes = 0
+        self.peak_processes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> int:
+        pids = process_tree(self.find_roots()) - self.exclude
+        total = sum(pss_bytes(pid) for pid in pids)
+        if total > self.peak_bytes:
+            self.peak_bytes, self.peak_processes = total, len(pids)
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            time.sleep(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def own_children() -> list[int]:
+    """The direct children of this process (a ``flwr run`` started with ``subprocess``)."""
+    me = os.getpid()
+    return [pid for pid, parent in parent_of().items() if parent == me]
