@@ -61,24 +61,33 @@ def pss_bytes(pid: int) -> int:
 class PeakMemory:
     """The peak of the summed PSS of the trees under ``find_roots()`` (called every sample, so
     roots that start later, such as a detached SuperLink, are found), sampled every
-    ``interval`` seconds while the ``with`` block runs. ``exclude``: pids left out (the
-    benchmark itself, when it is a root's ancestor)."""
+    ``interval`` seconds while the ``with`` block runs. With ``kind_of(pid) -> str``, the
+    peak's bytes by kind of process are kept in ``peak_by_kind``."""
 
     def __init__(
-        self, find_roots: Callable[[], list[int]], interval: float = 0.25, exclude=()
+        self,
+        find_roots: Callable[[], list[int]],
+        interval: float = 0.25,
+        kind_of: Callable[[int], str] | None = None,
     ) -> None:
-        self.find_roots, self.interval = find_roots, interval
-        self.exclude = set(exclude)
+        self.find_roots, self.interval, self.kind_of = find_roots, interval, kind_of
         self.peak_bytes = 0
         self.peak_processes = 0
+        self.peak_by_kind: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> int:
-        pids = process_tree(self.find_roots()) - self.exclude
-        total = sum(pss_bytes(pid) for pid in pids)
+        sizes = {pid: pss_bytes(pid) for pid in process_tree(self.find_roots())}
+        total = sum(sizes.values())
         if total > self.peak_bytes:
-            self.peak_bytes, self.peak_processes = total, len(pids)
+            self.peak_bytes, self.peak_processes = total, len(sizes)
+            if self.kind_of is not None:
+                by_kind: dict[str, int] = {}
+                for pid, size in sizes.items():
+                    kind = self.kind_of(pid)
+                    by_kind[kind] = by_kind.get(kind, 0) + size
+                self.peak_by_kind = by_kind
         return total
 
     def _run(self) -> None:
