@@ -104,17 +104,23 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
         "output-dir": str(workdir),
         "run-name": f"scale-{num_clients}",
     }
-    home = Path(tempfile.mkdtemp(prefix="flwr-home-"))
-    with PeakMemory(
-        lambda: local_superlink_pids(home) + own_children(), interval=0.5, kind_of=kind_of
-    ) as peak:
-        result = simulate(
-            run_config,
-            num_supernodes=num_clients,
-            num_cpus_per_client=1,
-            flwr_home=home,
-            timeout=timeout,
-        )
+    for _attempt in range(3):  # Flower gives its local SuperLink 15 s to start: on a loaded
+        home = Path(tempfile.mkdtemp(prefix="flwr-home-"))  # machine that can be too short
+        with PeakMemory(
+            lambda home=home: local_superlink_pids(home) + own_children(),
+            interval=0.5,
+            kind_of=kind_of,
+        ) as peak:
+            result = simulate(
+                run_config,
+                num_supernodes=num_clients,
+                num_cpus_per_client=1,
+                flwr_home=home,
+                timeout=timeout,
+            )
+        if "Failed to start local SuperLink" not in result.log:
+            break
+        print("  the local SuperLink did not start within Flower's 15 s; again", flush=True)
     if result.returncode != 0 or result.run_dir is None:
         raise SystemExit(f"{num_clients} clients: flwr run failed:\n{result.log[-3000:]}")
     rows = result.history[1:]

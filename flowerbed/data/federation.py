@@ -235,9 +235,9 @@ def _partition_cached(
 ) -> Partition:
     """The partition of the clients' pool, mapped back to indices into the training pool."""
     splits = _load(data_key)
-    pool = np.setdiff1d(
-        np.arange(len(splits.y_train)), _server_indices(data_key, server_fraction, seed)
-    )
+    in_pool = np.ones(len(splits.y_train), dtype=bool)  # a mask, not np.setdiff1d: numpy's
+    in_pool[_server_indices(data_key, server_fraction, seed)] = False  # unique takes ~10 s
+    pool = np.flatnonzero(in_pool)  # on millions of samples
     inputs = {}
     if scheme == "kmeans-pca":
         inputs = {"features": splits.x_train.numpy()[pool], "test_features": splits.x_test.numpy()}
