@@ -166,6 +166,19 @@ def test_sizes_are_50_plus_the_floor_of_lognormal_4_2():
     assert sizes.max() > 100 * np.median(sizes)
 
 
+def test_the_rows_can_be_written_into_files_that_other_processes_map(tmp_path):
+    def to_file(name, shape, dtype):
+        return np.lib.format.open_memmap(tmp_path / f"{name}.npy", "w+", dtype, shape)
+
+    in_memory = generate_synthetic(7, 9)
+    on_disk = generate_synthetic(7, 9, allocate=to_file)
+    for name in ("x_train", "y_train", "x_test", "y_test", "train_nodes", "test_nodes"):
+        assert isinstance(getattr(on_disk, name), np.memmap)
+        getattr(on_disk, name).flush()
+        mapped = np.load(tmp_path / f"{name}.npy", mmap_mode="r")  # as another process would
+        assert np.array_equal(mapped, getattr(in_memory, name))
+
+
 def test_generation_refuses_no_clients_and_negative_heterogeneity():
     with pytest.raises(ValueError, match="at least one client, got 0"):
         generate_synthetic(0, 0)

@@ -49,12 +49,14 @@ Where this departs from the reference code (litian96/FedProx,
   other data sets are.
 
 Generation is one pass per client of vectorised numpy writing into preallocated float32 arrays:
-memory is the data set itself (about 240 bytes per sample) plus one client's temporaries, and
-10,000 clients take seconds.
+memory is the data set itself (256 bytes per sample: 60 float32 features, an int64 label and
+node) plus one client's temporaries; 10,000 clients (4.3 million samples) take about 10 s on one
+core here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,10 +136,29 @@ class SyntheticFederation:
     biases: np.ndarray  # (clients, 10) b_k
 
 
+Allocate = Callable[[str, tuple[int, ...], type], np.ndarray]
+
+
+def in_memory(name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """The default ``allocate``: an array in this process's memory."""
+    return np.empty(shape, dtype=dtype)
+
+
 def generate_synthetic(
-    seed: int, num_clients: int, alpha: float = 1.0, beta: float = 1.0, iid: bool = False
+    seed: int,
+    num_clients: int,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    iid: bool = False,
+    allocate: Allocate = in_memory,
 ) -> SyntheticFederation:
-    """Synthetic(alpha, beta), or Synthetic-IID with ``iid=True`` (alpha, beta ignored)."""
+    """Synthetic(alpha, beta), or Synthetic-IID with ``iid=True`` (alpha, beta ignored).
+
+    ``allocate(name, shape, dtype)`` gives the arrays the rows are written into (``x_train``,
+    ``y_train``, ``x_test``, ``y_test``, ``train_nodes``, ``test_nodes``): memory by default;
+    a file-backed ``np.lib.format.open_memmap`` writes the set once into files that every
+    process can map (one copy in memory instead of one per process).
+    """
     if num_clients < 1:
         raise ValueError(f"the synthetic data set needs at least one client, got {num_clients}")
     if alpha < 0 or beta < 0:
@@ -147,10 +168,16 @@ def generate_synthetic(
     sizes = np.array([draw_size(rng) for rng in streams], dtype=np.int64)
     train_sizes = np.array([train_size(n) for n in sizes], dtype=np.int64)
     test_sizes = sizes - train_sizes
-    x_train = np.empty((train_sizes.sum(), d), dtype=np.float32)
-    x_test = np.empty((test_sizes.sum(), d), dtype=np.float32)
-    y_train = np.empty(len(x_train), dtype=np.int64)
-    y_test = np.empty(len(x_test), dtype=np.int64)
+    num_train, num_test = int(train_sizes.sum()), int(test_sizes.sum())
+    x_train = allocate("x_train", (num_train, d), np.float32)
+    x_test = allocate("x_test", (num_test, d), np.float32)
+    y_train = allocate("y_train", (num_train,), np.int64)
+    y_test = allocate("y_test", (num_test,), np.int64)
+    clients = np.arange(num_clients)
+    train_nodes = allocate("train_nodes", (num_train,), np.int64)
+    test_nodes = allocate("test_nodes", (num_test,), np.int64)
+    train_nodes[:] = np.repeat(clients, train_sizes)
+    test_nodes[:] = np.repeat(clients, test_sizes)
     u, B = np.zeros(num_clients), np.zeros(num_clients)
     means = np.zeros((num_clients, d))
     weights, biases = np.empty((num_clients, d, c)), np.empty((num_clients, c))
@@ -177,14 +204,13 @@ def generate_synthetic(
         y_train[train_start[k] : train_start[k + 1]] = y[:cut]
         x_test[test_start[k] : test_start[k + 1]] = x[cut:]
         y_test[test_start[k] : test_start[k + 1]] = y[cut:]
-    clients = np.arange(num_clients)
     return SyntheticFederation(
         x_train=x_train,
         y_train=y_train,
         x_test=x_test,
         y_test=y_test,
-        train_nodes=np.repeat(clients, train_sizes),
-        test_nodes=np.repeat(clients, test_sizes),
+        train_nodes=train_nodes,
+        test_nodes=test_nodes,
         sizes=sizes,
         u=u,
         B=B,
