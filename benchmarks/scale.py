@@ -20,7 +20,8 @@ Per N it reports:
   over rounds 2.. (round 1 also starts the second Ray actor, which generates its copy of the
   data set);
 * start-up: wall time minus the rounds; the data set's size (one copy; every process that
-  loads it holds one).
+  loads it holds one); the machine's 5-minute load average (mean of before and after the run:
+  on a shared machine, the seconds are only comparable at similar load).
 
 Then a least-squares line through the points: how memory and seconds per round grow per 1,000
 clients. Writes ``runs.csv``, ``table.md`` to ``--out`` (default
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import re
 import statistics
 import tempfile
@@ -104,6 +106,7 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
         "output-dir": str(workdir),
         "run-name": f"scale-{num_clients}",
     }
+    load_before = os.getloadavg()[1]
     for _attempt in range(3):  # Flower gives its local SuperLink 15 s to start: on a loaded
         home = Path(tempfile.mkdtemp(prefix="flwr-home-"))  # machine that can be too short
         with PeakMemory(
@@ -141,6 +144,7 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
         "peak_gib": peak.peak_bytes / 2**30,
         "processes": peak.peak_processes,
         "data_gib": data_gib(num_clients),
+        "load": (load_before + os.getloadavg()[1]) / 2,  # 5-minute load average, before/after
         **{f"peak_{kind}": gib / 2**30 for kind, gib in peak.peak_by_kind.items()},
     }
 
@@ -161,13 +165,14 @@ def table(results: list[dict]) -> str:
     )
     header = (
         "| clients | data set (one copy) GiB | peak PSS GiB | s/round (median, rounds 2..) |"
-        " rounds (s) | start-up s | handshake s |"
+        " rounds (s) | start-up s | handshake s | load |"
     )
-    lines = [title, "", header, "|---|---|---|---|---|---|---|"]
+    lines = [title, "", header, "|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(
             f"| {r['clients']:,} | {r['data_gib']:.2f} | {r['peak_gib']:.2f} | {r['round_s']:.1f} |"
             f" {r['all_rounds_s']} | {r['startup_s']:.0f} | {r['handshake_s']:.1f} |"
+            f" {r['load']:.1f} |"
         )
     x = [r["clients"] for r in results]
     memory, memory_at_0 = slope_per_thousand(x, [r["peak_gib"] for r in results])
