@@ -13,6 +13,8 @@ from flowerbed.models import MODELS, Classifier, build_model
         ("cnn", (3, 32, 32)),
         ("cnn", (1, 28, 28)),
         ("mlp-small", (30,)),
+        ("logreg", (60,)),
+        ("logreg", (1, 8, 8)),
         ("cnn-small", (1, 8, 8)),
         ("cnn-small", (3, 32, 32)),
         ("cnn-bn", (1, 8, 8)),
@@ -33,6 +35,16 @@ def test_models_give_one_logit_per_class_and_split_features_from_head(name, shap
     assert torch.allclose(model.head(features), logits, atol=1e-6)
     # the head is the last linear layer: its input width is the feature width
     assert model.head.in_features == features.shape[1]
+
+
+def test_logreg_is_one_affine_map_of_the_flattened_input():
+    torch.manual_seed(0)
+    model = build_model("logreg", (60,), 10)
+    assert sum(p.numel() for p in model.parameters()) == 60 * 10 + 10
+    x = torch.randn(5, 60)
+    weight, bias = model.head.weight.detach(), model.head.bias.detach()
+    assert torch.allclose(model(x), x @ weight.T + bias, atol=1e-6)
+    assert torch.equal(model.features(x), x)  # no hidden layer: the features are the input
 
 
 def test_resnet18_is_torchvisions_with_a_small_image_stem():

@@ -3,7 +3,9 @@ import pytest
 
 from flowerbed.data.partition import (
     PARTITIONERS,
+    format_label_table,
     label_counts,
+    members,
     partition_data,
     partition_indices,
     split_train_test,
@@ -369,3 +371,30 @@ def test_dirichlet_sized_reuses_a_class_once_it_is_used_up():
     joined = np.concatenate(parts)
     assert joined.min() >= 0 and joined.max() < 30
     assert len(np.unique(joined)) == 30  # every sample was used before any was drawn again
+
+
+@pytest.mark.parametrize("num_groups", [1, 3, 50])
+def test_members_are_each_group_s_ascending_indices_in_one_sort(num_groups):
+    groups = np.random.default_rng(num_groups).integers(0, num_groups + 2, 2000)  # some >= K
+    found = members(groups, num_groups)
+    assert len(found) == num_groups
+    for g, indices in enumerate(found):
+        assert indices.tolist() == np.flatnonzero(groups == g).tolist()  # the scan it replaces
+    assert members(np.array([], dtype=np.int64), 2)[1].tolist() == []
+
+
+def test_dataset_nodes_scales_to_ten_thousand_nodes():
+    nodes = np.repeat(np.arange(10_000), 3)[::-1].copy()  # 30,000 samples, nodes descending
+    parts = partition_data(np.zeros(30_000, dtype=np.int64), 10_000, "dataset-nodes", nodes=nodes)
+    assert parts.train[0].tolist() == [29_997, 29_998, 29_999]
+    assert parts.train[9_999].tolist() == [0, 1, 2]
+
+
+def test_the_logged_label_table_can_stop_after_some_clients():
+    counts = np.arange(12).reshape(6, 2)
+    full = format_label_table(counts).splitlines()
+    assert len(full) == 7 and full[1].split() == ["0", "0", "1", "1"]
+    short = format_label_table(counts, max_rows=2).splitlines()
+    assert short[:3] == full[:3]
+    assert short[3] == "... 4 more clients (partitions.csv has them all)" and len(short) == 4
+    assert format_label_table(counts, max_rows=6) == format_label_table(counts)

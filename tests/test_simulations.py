@@ -196,12 +196,12 @@ def test_only_generated_sets_read_the_seed_and_the_sim_keys():
     "overrides, message",
     [
         ({"sim-shifts": 0}, r"sim-shifts must be in \[1, 3000\], got 0"),
-        ({"sim-nodes": 0}, r"sim-nodes must be in \[1, 1000\], got 0"),
+        ({"sim-nodes": 0}, r"sim-nodes must be in \[1, 100000\], got 0"),
         ({"sim-spread": -1.0}, "sim-spread must be >= 0, got -1.0"),
         ({"sim-dispersion": -0.5}, "sim-dispersion must be >= 0, got -0.5"),
         ({"sim-samples-per-node": 4}, "sim-samples-per-node must be at least 5, got 4"),
         (
-            {"sim-nodes": 1000, "sim-samples-per-node": 5000},
+            {"dataset": "ctl-gaussian", "sim-nodes": 1000, "sim-samples-per-node": 5000},
             (
                 "sim-samples-per-node=5000 x sim-nodes=1000 = 5000000 samples; ctl-gaussian"
                 " allows at most 2000000"
@@ -211,7 +211,7 @@ def test_only_generated_sets_read_the_seed_and_the_sim_keys():
             {"partitioner": "dataset-nodes"},
             (
                 r"partitioner='dataset-nodes' needs a data set with its own nodes"
-                r" \(ctl-gaussian\); dataset='digits' has none"
+                r" \(ctl-gaussian, synthetic, synthetic-iid\); dataset='digits' has none"
             ),
         ),
     ],

@@ -10,7 +10,8 @@ Supported names (see ``DATASETS``):
 * ``cifar10``, ``mnist``: through torchvision, from ``<data-dir>`` (downloaded when asked).
 * ``breast-cancer-shifted``, ``ctl-gaussian``: generated from the run's seed and the ``sim-*``
   keys (``simulations.py``, the CTL paper's two simulations); ``ctl-gaussian`` records the node
-  of every sample (``DatasetSplits.train_nodes``/``test_nodes``).
+  of every sample (``DatasetSplits.train_nodes``/``test_nodes``); so do ``synthetic`` and
+  ``synthetic-iid`` (the FedProx paper's, ``fedprox_synthetic.py``; not standardised).
 * ``shapes`` (generated offline, fixed whatever the seed), ``modelnet40``, ``modelnet10`` (from
   ``<data-dir>``): point clouds (``pointclouds.py``).
 
@@ -191,7 +192,9 @@ def _generate_cached(name: str, seed: int, options: SimulationOptions) -> Datase
             "test_nodes": torch.from_numpy(data.test_nodes.astype(np.int64)),
         }
     )
-    return _as_splits(name, data.x_train, data.y_train, data.x_test, data.y_test, **nodes)
+    return _as_splits(
+        name, data.x_train, data.y_train, data.x_test, data.y_test, data.standardise, **nodes
+    )
 
 
 @functools.lru_cache(maxsize=4)

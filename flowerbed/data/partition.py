@@ -28,7 +28,8 @@ Schemes:
   Held-out test samples go through the training pool's scaler and PCA and to the nearest
   centre. Reads the features (images flattened), not the labels.
 * ``dataset-nodes``: client k holds node k of a data set that has its own nodes
-  (``ctl-gaussian``), training and test samples; clients = the data set's nodes.
+  (``ctl-gaussian``, ``synthetic``, ``synthetic-iid``), training and test samples; clients = the
+  data set's nodes.
 
 The last two also split the held-out test split (``TEST_PARTITIONERS``); every client must get
 at least one training and one test sample, else a ``ValueError`` names the client.
@@ -278,8 +279,8 @@ def _kmeans_pca(labels, features, test_features, num_partitions: int, seed: int)
         # data (data_scaler.fit_transform(val_data)), a bug that moves the test points relative
         # to the training clusters; fixed here.
         test_clusters = kmeans.predict(pca.transform(scaler.transform(x_test)))
-        test_parts = [np.flatnonzero(test_clusters == k) for k in range(num_partitions)]
-    return Partition([np.flatnonzero(clusters == k) for k in range(num_partitions)], test_parts)
+        test_parts = members(test_clusters, num_partitions)
+    return Partition(members(clusters, num_partitions), test_parts)
 
 
 def _dataset_nodes(labels, nodes, test_nodes, num_partitions: int) -> Partition:
@@ -300,8 +301,18 @@ def _dataset_nodes(labels, nodes, test_nodes, num_partitions: int) -> Partition:
     test_parts = None
     if test_nodes is not None:
         test_nodes = np.asarray(test_nodes).reshape(-1)
-        test_parts = [np.flatnonzero(test_nodes == k) for k in range(num_partitions)]
-    return Partition([np.flatnonzero(nodes == k) for k in range(num_partitions)], test_parts)
+        test_parts = members(test_nodes, num_partitions)
+    return Partition(members(nodes, num_partitions), test_parts)
+
+
+def members(groups: np.ndarray, num_groups: int) -> list[np.ndarray]:
+    """For each group g in [0, ``num_groups``), the ascending indices i with groups[i] == g
+    (``np.flatnonzero(groups == g)``), from one stable sort: O(N log N), where a scan per group
+    is O(N x groups), minutes for 10,000 nodes and millions of samples."""
+    groups = np.asarray(groups).reshape(-1)
+    counts = np.bincount(groups, minlength=num_groups)[:num_groups]  # groups must be >= 0
+    order = np.argsort(groups, kind="stable")[: counts.sum()]  # groups >= num_groups sort last
+    return np.split(order, np.cumsum(counts)[:-1])
 
 
 def _nonempty(partition: Partition, scheme: str) -> Partition:
@@ -327,14 +338,18 @@ def label_counts(labels: np.ndarray, partitions: list[np.ndarray], num_classes: 
     return np.stack([np.bincount(labels[idx], minlength=num_classes) for idx in partitions])
 
 
-def format_label_table(counts: np.ndarray) -> str:
-    """Compact per-client label-count table for the log."""
+def format_label_table(counts: np.ndarray, max_rows: int | None = None) -> str:
+    """Compact per-client label-count table for the log; with ``max_rows``, the first
+    ``max_rows`` clients and one line saying how many more there are."""
     num_classes = counts.shape[1]
     header = "client " + " ".join(f"{c:>5}" for c in range(num_classes)) + "  total"
+    shown = counts if max_rows is None else counts[:max_rows]
     rows = [
         f"{pid:>6} " + " ".join(f"{n:>5}" for n in row) + f" {row.sum():>6}"
-        for pid, row in enumerate(counts)
+        for pid, row in enumerate(shown)
     ]
+    if len(shown) < len(counts):
+        rows.append(f"... {len(counts) - len(shown)} more clients (partitions.csv has them all)")
     return "\n".join([header, *rows])
 
 

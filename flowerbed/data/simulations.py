@@ -1,5 +1,7 @@
-"""Generated data sets of the CTL paper (Casey et al., "Distributed Collaborative Learning with
-Representative Knowledge Sharing", Mathematics 2025), seeded by the run's ``seed``.
+"""Generated data sets, seeded by the run's ``seed``: the CTL paper's two simulations (Casey et
+al., "Distributed Collaborative Learning with Representative Knowledge Sharing", Mathematics
+2025), below, and the FedProx paper's ``synthetic`` / ``synthetic-iid`` (``fedprox_synthetic``,
+registered here: ``sim-nodes`` clients, each its own node).
 
 * ``breast-cancer-shifted`` (Simulation 1, Sec. 4.1): ``sim-shifts`` shifted copies of
   scikit-learn's breast cancer data (569 x 30). Copy s moves feature j by c_{s,j} sigma_j, with
@@ -18,9 +20,9 @@ Representative Knowledge Sharing", Mathematics 2025), seeded by the run's ``seed
   ``sim-samples-per-node`` samples, 20 % of them held out as its test part; the node of every
   sample is recorded (partitioner ``dataset-nodes`` gives each client one node).
 
-Every draw comes from one ``np.random.default_rng(seed)``: the same seed gives the same arrays.
-Features are float32 (N, 30) in raw units (the loader standardises them with training
-statistics, like every data set), labels int64 in {0, 1}.
+Every draw of the CTL sets comes from one ``np.random.default_rng(seed)``: the same seed gives
+the same arrays. Features are float32 (N, 30) in raw units (the loader standardises them with
+training statistics, like every data set), labels int64 in {0, 1}.
 """
 
 from __future__ import annotations
@@ -30,24 +32,45 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from ..settings import Setting
+from ..settings import RunConfig, Setting
+from .fedprox_synthetic import SETTINGS as SYNTHETIC_SETTINGS
+from .fedprox_synthetic import generate_synthetic
 
-GENERATED_DATASETS = ("breast-cancer-shifted", "ctl-gaussian")
-NODE_DATASETS = ("ctl-gaussian",)  # generated sets that come with their own nodes
+FEDPROX_DATASETS = ("synthetic", "synthetic-iid")
+GENERATED_DATASETS = ("breast-cancer-shifted", "ctl-gaussian", *FEDPROX_DATASETS)
+# generated sets that come with their own nodes
+NODE_DATASETS = ("ctl-gaussian", *FEDPROX_DATASETS)
 TEST_FRACTION = 0.2
 NUM_FEATURES = 30  # ctl-gaussian; breast cancer has 30 features too
 MAX_GAUSSIAN_ROWS = 2_000_000
+MAX_NODES = 100_000
 
 
 @dataclass(frozen=True)
 class SimulationOptions:
-    """The ``sim-*`` run-config keys; ``for_dataset`` keeps only those a data set reads."""
+    """The ``sim-*`` and ``synthetic-*`` run-config keys; ``for_dataset`` keeps only those a
+    data set reads."""
 
     shifts: int = 300
     nodes: int = 10
     spread: float = 3.0
     dispersion: float = 0.5
     samples_per_node: int = 500
+    alpha: float = 1.0
+    beta: float = 1.0
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> SimulationOptions:
+        """The options of a run config."""
+        return cls(
+            shifts=config.sim_shifts,
+            nodes=config.sim_nodes,
+            spread=config.sim_spread,
+            dispersion=config.sim_dispersion,
+            samples_per_node=config.sim_samples_per_node,
+            alpha=config.synthetic_alpha,
+            beta=config.synthetic_beta,
+        )
 
     def for_dataset(self, name: str) -> SimulationOptions:
         """These options with the keys ``name`` does not read set to their defaults (a cache
@@ -55,6 +78,8 @@ class SimulationOptions:
         used = {
             "breast-cancer-shifted": ("shifts",),
             "ctl-gaussian": ("nodes", "spread", "dispersion", "samples_per_node"),
+            "synthetic": ("nodes", "alpha", "beta"),
+            "synthetic-iid": ("nodes",),
         }.get(name, ())
         default = SimulationOptions()
         return replace(
@@ -65,7 +90,7 @@ class SimulationOptions:
 
 def _rows_check(value: int, config) -> str | None:
     rows = value * int(config["sim-nodes"])
-    if rows > MAX_GAUSSIAN_ROWS:
+    if config["dataset"] == "ctl-gaussian" and rows > MAX_GAUSSIAN_ROWS:
         return (
             f"sim-samples-per-node={value} x sim-nodes={config['sim-nodes']} = {rows} samples;"
             f" ctl-gaussian allows at most {MAX_GAUSSIAN_ROWS}"
@@ -85,10 +110,11 @@ SETTINGS = (
     Setting(
         "sim-nodes",
         _DEFAULT.nodes,
-        "ctl-gaussian: nodes, each with its own feature mean and label model (CTL paper,"
-        " Simulation 2); `partitioner='dataset-nodes'` needs this many SuperNodes",
+        "ctl-gaussian, synthetic, synthetic-iid: nodes (clients), each with its own data"
+        " (`partitioner='dataset-nodes'` needs this many SuperNodes); ctl-gaussian: each with"
+        " its own feature mean and label model (CTL paper, Simulation 2)",
         low=1,
-        high=1000,
+        high=MAX_NODES,
     ),
     Setting(
         "sim-spread",
@@ -110,6 +136,7 @@ SETTINGS = (
         low=5,
         check=_rows_check,
     ),
+    *SYNTHETIC_SETTINGS,
 )
 
 
@@ -123,6 +150,7 @@ class Generated:
     y_test: np.ndarray
     train_nodes: np.ndarray | None = None
     test_nodes: np.ndarray | None = None
+    standardise: bool = True  # False: the loader keeps the features as generated
 
 
 def generate(name: str, seed: int, options: SimulationOptions = _DEFAULT) -> Generated:
@@ -132,6 +160,19 @@ def generate(name: str, seed: int, options: SimulationOptions = _DEFAULT) -> Gen
     if name == "ctl-gaussian":
         return ctl_gaussian(
             seed, options.nodes, options.spread, options.dispersion, options.samples_per_node
+        )
+    if name in FEDPROX_DATASETS:
+        data = generate_synthetic(
+            seed, options.nodes, options.alpha, options.beta, iid=name == "synthetic-iid"
+        )
+        return Generated(
+            data.x_train,
+            data.y_train,
+            data.x_test,
+            data.y_test,
+            data.train_nodes,
+            data.test_nodes,
+            standardise=False,  # raw, as the FedProx code feeds them to logistic regression
         )
     raise ValueError(
         f"unknown generated dataset {name!r}; valid choices: {', '.join(GENERATED_DATASETS)}"

@@ -9,7 +9,7 @@ from ..runtime.device import run_device
 from ..settings import Setting
 from .classifier import Classifier
 from .cnn import build_cnn, build_cnn_bn, build_cnn_small
-from .mlp import build_mlp, build_mlp_small
+from .mlp import build_logistic_regression, build_mlp, build_mlp_small
 from .pointnet import build_pointnet, build_pointnet2, build_pointnet2_small
 from .resnet import build_resnet18
 from .vqc import SETTINGS as VQC_SETTINGS
@@ -26,6 +26,7 @@ MODELS: dict[str, Callable[..., Classifier]] = {
     "pointnet": build_pointnet,  # point clouds (N, 3)
     "pointnet2": build_pointnet2,  # PointNet++ SSG: the FL + KD benchmark's teacher
     "pointnet2-small": build_pointnet2_small,  # its compact student
+    "logreg": build_logistic_regression,  # multinomial logistic regression (FedProx synthetic)
 }
 
 SETTINGS = (
@@ -38,7 +39,8 @@ SETTINGS = (
         " small-image stem), `vqc` (PennyLane variational quantum classifier, see"
         " [Quantum FL](#quantum-fl)), `pointnet`, `pointnet2` (PointNet++ SSG),"
         " `pointnet2-small` (its compact student; point clouds `(N, 3)`: `shapes`,"
-        " `modelnet40`, `modelnet10`)",
+        " `modelnet40`, `modelnet10`), `logreg` (multinomial logistic regression: the FedProx"
+        " paper's model on `synthetic`)",
         choices=lambda: tuple(MODELS),  # read when checked: models registered later count
     ),
     *VQC_SETTINGS,

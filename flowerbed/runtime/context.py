@@ -4,9 +4,10 @@
 
 1. load the data set (a missing file stops here, naming the path) and build the protocol's
    global model once, seeded (a model that does not fit the data stops here);
-2. handshake with the nodes: each reports its partition id and the number of partitions; the
-   partition (more clients than samples, impossible minimum sizes...) is computed and its
-   label-count table logged and saved;
+2. handshake with the nodes: each reports its partition id and the number of partitions
+   (``handshake='lazy'``: one node does, for large federations); the partition (more clients
+   than samples, impossible minimum sizes...) is computed and its label-count table logged
+   (the first rows) and saved;
 3. make the run folder, write ``config.json`` and the partition table;
 4. seed Python's ``random`` (Flower samples clients with it) and torch for what follows.
 
@@ -78,6 +79,17 @@ SETTINGS = (
         low_open=True,
     ),
     Setting(
+        "handshake",
+        "all",
+        "`all`: before round 1 every node reports its partition id, so client sampling is"
+        " reproducible from `seed`; `lazy`: one node is asked (for the number of partitions),"
+        " the others' partition ids are learnt from their replies, and client sampling follows"
+        " Flower's random node ids (not reproducible). Flower's simulation engine checks every"
+        " pending message for every node, so asking all N nodes costs about N^2 checks: use"
+        " `lazy` for thousands of nodes (see `benchmarks/scale.py`)",
+        choices=("all", "lazy"),
+    ),
+    Setting(
         "max-failed-rounds",
         0,
         "rounds in which no client succeeded that a run survives; one more fails it",
@@ -85,6 +97,7 @@ SETTINGS = (
     ),
 )
 
+LOGGED_TABLE_ROWS = 50  # clients of the label table in the log; partitions.csv has them all
 ModelBuilder = Callable[[RunConfig, tuple[int, ...], int], Classifier]
 
 
@@ -133,7 +146,10 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     recording = RecordingGrid(grid)
     try:
         nodes = recording.handshake(
-            config.min_available_clients, config.wait_timeout, config.round_timeout
+            config.min_available_clients,
+            config.wait_timeout,
+            config.round_timeout,
+            ask_all=config.handshake == "all",
         )
     except TimeoutError as error:
         raise RunFailed(str(error)) from None
@@ -163,7 +179,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         config.dataset,
         num_partitions,
         config.partitioner,
-        format_label_table(counts),
+        format_label_table(counts, max_rows=LOGGED_TABLE_ROWS),
     )
 
     name = config.run_name or f"{config.strategy}-{config.dataset}-seed{config.seed}"

@@ -17,6 +17,14 @@ Reproducibility: node ids are random per run, so the wrapper lists nodes in part
 failures in that order. With Python's ``random`` seeded, Flower's client sampling, the
 floating-point order of aggregation and the history are then the same in every run with the
 same seed, whatever order the replies arrive in.
+
+Large federations: the handshake asks every node, and Flower's simulation engine scans every
+node's queue for every pending message (a pass costs nodes x pending messages), so asking all
+N nodes at once costs on the order of N^2 checks: minutes at 1,000 nodes, hours at 10,000.
+``handshake(..., ask_all=False)`` asks one node (for the number of partitions) and learns the
+others' partition ids from their replies (the ``partition-id`` metric of train and evaluate
+replies); nodes are then listed by node id, so client sampling follows Flower's random node ids
+and is not reproducible from the seed. Replies are still recorded in partition order.
 """
 
 from __future__ import annotations
@@ -79,6 +87,7 @@ class RecordingGrid:
     def __init__(self, grid) -> None:
         self._grid = grid
         self.partition_of: dict[int, int] = {}
+        self.nodes_in_partition_order = True  # False after a handshake that asked one node
         self.current_round = 1
         self.rounds: dict[int, RoundTraffic] = {1: RoundTraffic()}
 
@@ -87,14 +96,20 @@ class RecordingGrid:
 
     # --- federation membership -----------------------------------------------------------------
     def handshake(
-        self, min_nodes: int, wait_timeout: float, reply_timeout: float, report_every: float = 30.0
+        self,
+        min_nodes: int,
+        wait_timeout: float,
+        reply_timeout: float,
+        report_every: float = 30.0,
+        ask_all: bool = True,
     ) -> dict[int, tuple[int, int]]:
-        """Ask every connected node for (partition-id, num-partitions); wait for ``min_nodes``.
+        """Ask every connected node (``ask_all``; else the one with the smallest id) for
+        (partition-id, num-partitions); wait for ``min_nodes`` first.
 
         While fewer nodes are connected it says so every ``report_every`` seconds (how many are
         connected, how many it waits for) and gives up after ``wait_timeout`` seconds with
         ``TimeoutError``. Returns ``{node_id: (partition_id, num_partitions)}`` for the nodes
-        that answered.
+        that answered. Round 1's clock starts when it returns.
         """
         started = time.monotonic()
         last_report = started
@@ -117,11 +132,13 @@ class RecordingGrid:
                     wait_timeout,
                 )
             time.sleep(1)
+        asked_nodes = node_ids if ask_all else [min(node_ids)]
         messages = [
             Message(content=RecordDict(), message_type=MessageType.QUERY, dst_node_id=node_id)
-            for node_id in node_ids
+            for node_id in asked_nodes
         ]
         info = {}
+        asked = time.monotonic()
         for reply in self._grid.send_and_receive(messages, timeout=reply_timeout):
             node = reply.metadata.src_node_id
             if reply.has_error():
@@ -130,10 +147,24 @@ class RecordingGrid:
             metrics = reply.content.metric_records["info"]
             info[node] = (int(metrics["partition-id"]), int(metrics["num-partitions"]))
         self.partition_of = {node: pid for node, (pid, _) in info.items()}
+        self.nodes_in_partition_order = ask_all
+        log(
+            INFO,
+            "flowerbed: %d of %d asked nodes answered the handshake in %.1f s (%d connected)",
+            len(info),
+            len(asked_nodes),
+            time.monotonic() - asked,
+            len(node_ids),
+        )
+        self.rounds[self.current_round] = RoundTraffic()  # round 1's clock starts now
         return info
 
     def get_node_ids(self) -> list[int]:
-        """Connected nodes, in partition order (unknown nodes last, by id)."""
+        """Connected nodes, in partition order (unknown nodes last, by id); by id alone after a
+        handshake that asked one node (an order that does not change as partitions are
+        learnt)."""
+        if not self.nodes_in_partition_order:
+            return sorted(self._grid.get_node_ids())
         unknown = 1 << 62
         return sorted(
             self._grid.get_node_ids(), key=lambda n: (self.partition_of.get(n, unknown), n)
@@ -150,6 +181,8 @@ class RecordingGrid:
         kind = messages[0].metadata.message_type.split(".")[0]
         sent = {m.metadata.dst_node_id: m for m in messages}
         replies = [self._drop_if_nonfinite(reply, sent, traffic) for reply in replies]
+        for reply in replies:
+            self._learn_partition(reply)
         # recorded in partition order, not arrival order: the history is the same every run
         for reply in sorted(replies, key=self._partition_order):
             if reply.has_error():
@@ -168,6 +201,14 @@ class RecordingGrid:
             traffic.clients_failed += missing
             traffic.failures.append(f"{missing} node(s) did not reply within the timeout")
         return sorted(replies, key=self._reply_order)
+
+    def _learn_partition(self, reply: Message) -> None:
+        """Note the partition a reply reports (``partition-id`` in its metrics), if any."""
+        if reply.has_error():
+            return
+        metrics = reply.content.metric_records.get("metrics")
+        if metrics is not None and "partition-id" in metrics:
+            self.partition_of.setdefault(reply.metadata.src_node_id, int(metrics["partition-id"]))
 
     def describe(self, reply: Message) -> str:
         """``partition 3`` (or ``node <id>`` before the handshake has named it)."""

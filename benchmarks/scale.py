@@ -1,0 +1,244 @@
+"""Scale: 1,000 / 5,000 / 10,000 simulated clients through ``flwr run``, 100 trained per round.
+
+Every client is a SuperNode of Flower's Ray simulation (``flowerbed.simulation.simulate``,
+``num-supernodes`` = N) holding its natural partition of the FedProx paper's Synthetic(1, 1)
+(``dataset='synthetic'``, ``sim-nodes`` = N, ``partitioner='dataset-nodes'``: about 450
+samples per client, 60 features, 10 classes). Model ``logreg`` (multinomial logistic
+regression, 610 parameters: the paper's model), plain SGD (learning rate 0.01, batch 10, one
+local epoch), FedAvg with ``fraction-train`` = 100 / N and no client-side evaluation (the
+server evaluates the global model on the held-out test split every round), 1 CPU per client
+(two Ray actors on two cores), ``handshake='lazy'`` (one node is asked at start; asking all N
+costs on the order of N^2 in Flower's simulation engine, see the README).
+
+Per N it reports:
+
+* peak memory: the largest sum of PSS over the whole process tree (the detached SuperLink and
+  everything it started: SuperExec, the simulation process that runs the ServerApp, Ray's
+  processes and actors; plus the ``flwr run`` client), sampled every 0.5 s from
+  /proc/<pid>/smaps_rollup, with the share of each kind of process at that peak;
+* seconds per round: the history's ``seconds`` (round 1 starts after the handshake), median
+  over rounds 2.. (round 1 also starts the second Ray actor, which generates its copy of the
+  data set);
+* start-up: wall time minus the rounds; the data set's size (one copy; every process that
+  loads it holds one); the machine's 5-minute load average (mean of before and after the run:
+  on a shared machine, the seconds are only comparable at similar load).
+
+Then a least-squares line through the points: how memory and seconds per round grow per 1,000
+clients. Writes ``runs.csv``, ``table.md`` to ``--out`` (default
+``benchmarks/results/scale``). Refuses to start a run when less than ``--min-free-gib`` of
+memory is available (this machine is shared).
+
+    python benchmarks/scale.py                 # 1,000, 5,000, 10,000 clients, 3 rounds
+    python benchmarks/scale.py --quick         # 200 and 1,000 clients, 2 rounds
+    python benchmarks/scale.py --nodes 200 1000 --handshake all --out benchmarks/results/scale-handshake-all
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from process_memory import PeakMemory, own_children
+
+from flowerbed.data.fedprox_synthetic import NUM_FEATURES, client_sizes
+from flowerbed.simulation import local_superlink_pids, simulate
+
+PER_ROUND = 100
+SEED = 42
+KINDS = (  # (kind, a substring of the command line), first match wins
+    ("flwr run (CLI)", "bin/flwr run"),
+    ("SuperLink", "flower-superlink"),
+    ("SuperExec", "flower-superexec"),
+    ("simulation + ServerApp", "flwr-simulation"),
+    ("Ray actors (ClientApps)", "ClientAppActor"),
+    ("Ray actors (ClientApps)", "default_worker.py"),
+    ("Ray actors (ClientApps)", "ray::"),
+    ("Ray services", "ray"),
+)
+
+
+def kind_of(pid: int) -> str:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "gone"
+    return next((kind for kind, marker in KINDS if marker in command), "other")
+
+
+def available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+def data_gib(num_clients: int) -> float:
+    """One copy of Synthetic(1, 1) for ``num_clients`` clients: float32 features, int64 labels
+    and node ids, training and test rows."""
+    rows = client_sizes(SEED, num_clients).sum()
+    return rows * (NUM_FEATURES * 4 + 8 + 8) / 2**30
+
+
+def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeout: float) -> dict:
+    run_config = {
+        "dataset": "synthetic",
+        "partitioner": "dataset-nodes",
+        "sim-nodes": num_clients,
+        "model": "logreg",
+        "optimizer": "sgd",
+        "momentum": 0.0,
+        "learning-rate": 0.01,
+        "batch-size": 10,
+        "local-epochs": 1,
+        "num-server-rounds": rounds,
+        "fraction-train": PER_ROUND / num_clients,
+        "fraction-evaluate": 0.0,
+        "min-available-clients": num_clients,
+        "handshake": handshake,
+        "seed": SEED,
+        "output-dir": str(workdir),
+        "run-name": f"scale-{num_clients}",
+    }
+    load_before = os.getloadavg()[1]
+    for _attempt in range(3):  # Flower gives its local SuperLink 15 s to start: on a loaded
+        home = Path(tempfile.mkdtemp(prefix="flwr-home-"))  # machine that can be too short
+        with PeakMemory(
+            lambda home=home: local_superlink_pids(home) + own_children(),
+            interval=0.5,
+            kind_of=kind_of,
+        ) as peak:
+            result = simulate(
+                run_config,
+                num_supernodes=num_clients,
+                num_cpus_per_client=1,
+                flwr_home=home,
+                timeout=timeout,
+            )
+        if "Failed to start local SuperLink" not in result.log:
+            break
+        print("  the local SuperLink did not start within Flower's 15 s; again", flush=True)
+    if result.returncode != 0 or result.run_dir is None:
+        raise SystemExit(f"{num_clients} clients: flwr run failed:\n{result.log[-3000:]}")
+    rows = result.history[1:]
+    seconds = [row["seconds"] for row in rows]
+    assert all(row["clients_trained"] == PER_ROUND for row in rows), [
+        r["clients_trained"] for r in rows
+    ]
+    handshake_seconds = re.findall(r"answered the handshake in ([0-9.]+) s", result.log)
+    return {
+        "clients": num_clients,
+        "handshake": handshake,
+        "rounds": rounds,
+        "wall_s": result.seconds,
+        "startup_s": result.seconds - sum(seconds),
+        "handshake_s": float(handshake_seconds[-1]) if handshake_seconds else float("nan"),
+        "round_s": statistics.median(seconds[1:] if len(seconds) > 1 else seconds),
+        "all_rounds_s": " ".join(f"{s:.1f}" for s in seconds),
+        "peak_gib": peak.peak_bytes / 2**30,
+        "processes": peak.peak_processes,
+        "data_gib": data_gib(num_clients),
+        "load": (load_before + os.getloadavg()[1]) / 2,  # 5-minute load average, before/after
+        **{f"peak_{kind}": gib / 2**30 for kind, gib in peak.peak_by_kind.items()},
+    }
+
+
+def slope_per_thousand(x: list[float], y: list[float]) -> tuple[float, float]:
+    """Least-squares line y = a + b x: (b per 1,000 clients, a)."""
+    if len(x) < 2:
+        return float("nan"), float("nan")
+    b, a = np.polyfit(np.asarray(x, dtype=float), np.asarray(y, dtype=float), 1)
+    return 1000 * b, a
+
+
+def table(results: list[dict]) -> str:
+    kinds = sorted({k for r in results for k in r if k.startswith("peak_") and k != "peak_gib"})
+    title = (
+        f"FedAvg on Synthetic(1, 1), logreg, {PER_ROUND} clients trained per round, flwr run"
+        f" (Ray, 2 CPUs, 1 per client), handshake={results[0]['handshake']}"
+    )
+    header = (
+        "| clients | data set (one copy) GiB | peak PSS GiB | s/round (median, rounds 2..) |"
+        " rounds (s) | start-up s | handshake s | load |"
+    )
+    lines = [title, "", header, "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(
+            f"| {r['clients']:,} | {r['data_gib']:.2f} | {r['peak_gib']:.2f} | {r['round_s']:.1f} |"
+            f" {r['all_rounds_s']} | {r['startup_s']:.0f} | {r['handshake_s']:.1f} |"
+            f" {r['load']:.1f} |"
+        )
+    x = [r["clients"] for r in results]
+    memory, memory_at_0 = slope_per_thousand(x, [r["peak_gib"] for r in results])
+    seconds, seconds_at_0 = slope_per_thousand(x, [r["round_s"] for r in results])
+    data, _ = slope_per_thousand(x, [r["data_gib"] for r in results])
+    fit = (
+        f"Least-squares lines: peak memory {memory_at_0:.2f} GiB + {memory:.3f} GiB per 1,000"
+        f" clients (the data set alone: {data:.3f} GiB per 1,000 clients per copy);"
+        f" seconds per round {seconds_at_0:.1f} + {seconds:.2f} per 1,000 clients."
+    )
+    lines += [
+        "",
+        fit,
+        "",
+        "Peak PSS by process kind (GiB):",
+        "",
+        "| clients | " + " | ".join(k.removeprefix("peak_") for k in kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for r in results:
+        cells = " | ".join(f"{r.get(k, 0.0):.2f}" for k in kinds)
+        lines.append(f"| {r['clients']:,} | {cells} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="200 and 1,000 clients, 2 rounds")
+    parser.add_argument("--handshake", choices=("lazy", "all"), default="lazy")
+    parser.add_argument("--out", default="benchmarks/results/scale")
+    parser.add_argument("--min-free-gib", type=float, default=8.0)
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    args = parser.parse_args()
+    nodes, rounds = ([200, 1000], 2) if args.quick else (args.nodes, args.rounds)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="flowerbed-scale-"))
+    results = []
+    for num_clients in nodes:
+        free = available_gib()
+        if free < args.min_free_gib:
+            raise SystemExit(
+                f"only {free:.1f} GiB available, --min-free-gib={args.min_free_gib}: not starting"
+                f" the {num_clients}-client run"
+            )
+        started = time.perf_counter()
+        print(f"{num_clients} clients ({free:.1f} GiB available) ...", flush=True)
+        results.append(run_one(num_clients, rounds, args.handshake, workdir, args.timeout))
+        print(
+            f"  done in {time.perf_counter() - started:.0f} s: peak {results[-1]['peak_gib']:.2f}"
+            f" GiB, {results[-1]['round_s']:.1f} s/round",
+            flush=True,
+        )
+        columns = sorted({k for r in results for k in r}, key=lambda k: (k.startswith("peak_"), k))
+        with open(out / "runs.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns, restval="")
+            writer.writeheader()
+            writer.writerows(results)
+        (out / "table.md").write_text(table(results) + "\n")
+    print()
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
