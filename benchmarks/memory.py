@@ -7,8 +7,9 @@ Writes ``pathmnist_64.npz`` in the MedMNIST layout into a temporary data folder:
 (89,996 / 10,004 / 7,180). The pixels are random, hence incompressible: the npz is as large
 as its arrays (real images compress, which changes the file, not a run's memory). Each run:
 FedAvg, model ``cnn``, iid partition, 10 SuperNodes with one CPU each (two Ray actors on two
-cores), one round of one local epoch in which 20 % of the clients train and evaluate (every
-actor still loads the data set), and the ServerApp's central evaluation on the test split.
+cores), one round of one local epoch in which every client trains and evaluates (so both
+actors load the data set: with a fraction of the clients, Ray may hand them all to one actor),
+and the ServerApp's central evaluation on the test split.
 Memory: PSS and RSS summed over the SuperLink and every process it starts, sampled every
 0.25 s (``process_memory.PeakMemory``; RSS counts a shared page once per process that maps it).
 
@@ -89,8 +90,8 @@ def measure(code: str, app_dir: Path, data_dir: Path, train_images: int, cache: 
         "partitioner": "iid",
         "num-server-rounds": 1,
         "local-epochs": 1,
-        "fraction-train": 0.2,
-        "fraction-evaluate": 0.2,
+        "fraction-train": 1.0,
+        "fraction-evaluate": 1.0,
         "output-dir": str(out),
     }
     previous = os.environ.get("PYTHONPATH")
@@ -392,7 +393,7 @@ def flwr_runs(args, small: list[int], full: int, work: Path) -> tuple[str, list[
     npz_bytes = (data_dir / f"pathmnist_{SIZE}.npz").stat().st_size
     setting = (
         f"PathMNIST-like at {SIZE} px (random uint8 pixels), {CLIENTS}-client `flwr run`:"
-        " FedAvg, cnn, 1 round, 1 local epoch, 20 % of clients train and evaluate, 2 Ray"
+        " FedAvg, cnn, 1 round, 1 local epoch, every client trains and evaluates, 2 Ray"
         f" actors on {os.cpu_count()} CPUs; test split {TEST:,} images. npz"
         f" {npz_bytes / 2**30:.2f} GiB (written in {generated:.0f} s), image cache"
         f" {cache_bytes / 2**30:.2f} GiB on disk."

@@ -1,6 +1,7 @@
 """Data sets and partitions."""
 
 from .datasets import DataNotFoundError, DatasetSplits, available_datasets, load_dataset
+from .mapped_images import MappedImages
 from .partition import (
     PARTITIONERS,
     TEST_PARTITIONERS,
@@ -19,6 +20,7 @@ __all__ = [
     "TEST_PARTITIONERS",
     "DataNotFoundError",
     "DatasetSplits",
+    "MappedImages",
     "Partition",
     "available_datasets",
     "label_counts",
