@@ -184,8 +184,7 @@ def table(results: list[dict]) -> str:
         f" seconds per round {seconds_at_0:.1f} + {seconds:.2f} per 1,000 clients."
     )
     lines += [
-        "",
-        fit,
+        *(["", fit] if len(results) > 1 else []),
         "",
         "Peak PSS by process kind (GiB):",
         "",
