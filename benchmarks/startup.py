@@ -16,8 +16,8 @@ The runs alternate, ``--repeats`` times each (default 3, ``--quick`` 1); the tab
 median wall time of each and its ratio to the bare app, and the median over 5 fresh
 interpreters of the time to import each app's ClientApp and ServerApp module. A second table
 says where a flowerbed Ray actor's first seconds go (import torch, the rest of
-``flowerbed.client_app``, loading digits, the first torch optimizer), each timed in a fresh
-interpreter. The 1-minute load average before every run is recorded (the machine is shared:
+``flowerbed.client_app``, loading digits, partitioning it, the first torch optimizer), each
+timed in a fresh interpreter. The 1-minute load average before every run is recorded (the machine is shared:
 quote ratios, not seconds).
 
     python benchmarks/startup.py                                   # 3 runs of each
@@ -118,25 +118,35 @@ FLOWERBED_MODULES = ("flowerbed.client_app", "flowerbed.server_app")
 
 # What a flowerbed Ray actor does for the first time, in order, each timed on its own: the
 # seconds that a bare Flower app does not spend.
-ACTOR_STAGES = """
-import json, time
+ACTOR_STAGES = (
+    ("import flwr.clientapp + numpy (all the bare app imports)", "import flwr.clientapp, numpy"),
+    ("import torch", "import torch"),
+    ("import flowerbed.client_app (the rest)", "import flowerbed.client_app"),
+    (
+        "load digits (scikit-learn's load_digits)",
+        (
+            "from flowerbed.data import load_dataset, partition_indices;"
+            " labels = load_dataset('digits').y_train.numpy()"
+        ),
+    ),
+    (
+        "partition digits (dirichlet, 10 clients)",
+        "partition_indices(labels, 10, 'dirichlet', seed=42, alpha=0.5, min_partition_size=10)",
+    ),
+    (
+        "first torch optimizer (torch imports torch._dynamo)",
+        "torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)",
+    ),
+)
+
+# Runs (name, statement) pairs in order; prints {name: [wall s, CPU s]}.
+STAGE_TIMER = """
+import json, sys, time
 seconds = {}
-t = time.perf_counter()
-import flwr.clientapp, numpy
-seconds["import flwr.clientapp + numpy (all the bare app imports)"] = time.perf_counter() - t
-t = time.perf_counter()
-import torch
-seconds["import torch"] = time.perf_counter() - t
-t = time.perf_counter()
-import flowerbed.client_app
-seconds["import flowerbed.client_app (the rest)"] = time.perf_counter() - t
-from flowerbed.data import load_dataset
-t = time.perf_counter()
-load_dataset("digits")
-seconds["load digits (scikit-learn's load_digits)"] = time.perf_counter() - t
-t = time.perf_counter()
-torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
-seconds["first torch optimizer (torch imports torch._dynamo)"] = time.perf_counter() - t
+for name, statement in json.loads(sys.argv[1]):
+    wall, cpu = time.perf_counter(), time.process_time()
+    exec(statement)
+    seconds[name] = [time.perf_counter() - wall, time.process_time() - cpu]
 print(json.dumps(seconds))
 """
 
@@ -149,13 +159,14 @@ def write_bare_app(folder: Path) -> Path:
     return folder
 
 
-def fresh_interpreter_seconds(code: str, app_dir: Path) -> list[dict[str, float]]:
-    """Run ``code`` (it prints one JSON object of timings) in ``IMPORT_REPEATS`` fresh
+def stage_seconds(stages, app_dir: Path) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of every stage, run in order in ``IMPORT_REPEATS`` fresh
     interpreters with ``app_dir`` first on the path, as in a ``flwr run`` (``python -c`` puts
-    its working folder first: it runs in ``app_dir``)."""
+    its working folder first: it runs in ``app_dir``). CPU seconds barely move with the load
+    of a shared machine; wall seconds do."""
     env = {**os.environ, "PYTHONPATH": str(app_dir), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-c", code]
-    return [
+    command = [sys.executable, "-c", STAGE_TIMER, json.dumps(stages)]
+    rows = [
         json.loads(
             subprocess.run(
                 command, env=env, cwd=app_dir, capture_output=True, text=True, check=True
@@ -163,20 +174,15 @@ def fresh_interpreter_seconds(code: str, app_dir: Path) -> list[dict[str, float]
         )
         for _ in range(IMPORT_REPEATS)
     ]
+    return {
+        name: tuple(statistics.median(row[name][i] for row in rows) for i in range(2))
+        for name, _ in stages
+    }
 
 
-def import_seconds(module: str, app_dir: Path) -> float:
-    """Median seconds of ``import module`` in a fresh interpreter (its start excluded)."""
-    code = (
-        "import json, time; t = time.perf_counter(); import " + module + ";"
-        " print(json.dumps({'s': time.perf_counter() - t}))"
-    )
-    return statistics.median(row["s"] for row in fresh_interpreter_seconds(code, app_dir))
-
-
-def actor_stage_seconds(app_dir: Path) -> dict[str, float]:
-    rows = fresh_interpreter_seconds(ACTOR_STAGES, app_dir)
-    return {stage: statistics.median(row[stage] for row in rows) for stage in rows[0]}
+def import_seconds(module: str, app_dir: Path) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of ``import module`` in a fresh interpreter."""
+    return stage_seconds([("import", f"import {module}")], app_dir)["import"]
 
 
 def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
@@ -193,11 +199,15 @@ def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
     return {"app": app, "seconds": round(result.seconds, 3), "load_1min": round(load, 2)}
 
 
+def wall_and_cpu(seconds: tuple[float, float]) -> str:
+    return f"{seconds[0]:.2f} ({seconds[1]:.2f})"
+
+
 def report(
     apps: dict[str, Path],
     runs: list[dict],
-    imports: dict[str, tuple[float, float]],
-    stages: dict[str, dict[str, float]],
+    imports: dict[str, tuple[tuple[float, float], tuple[float, float]]],
+    stages: dict[str, dict[str, tuple[float, float]]],
     repeats: int,
 ) -> str:
     wall = {app: statistics.median(r["seconds"] for r in runs if r["app"] == app) for app in apps}
@@ -212,21 +222,21 @@ def report(
     lines = [
         setup,
         "",
-        "| app | wall s | ratio to bare | import ClientApp s | import ServerApp s |",
+        "| app | wall s | ratio to bare | import ClientApp s (CPU s) | import ServerApp s (CPU s) |",
         "|---|---|---|---|---|",
         *(
             f"| {app} | {wall[app]:.1f} | {wall[app] / wall['bare']:.2f} |"
-            f" {imports[app][0]:.2f} | {imports[app][1]:.2f} |"
+            f" {wall_and_cpu(imports[app][0])} | {wall_and_cpu(imports[app][1])} |"
             for app in apps
         ),
         "",
-        f"A flowerbed Ray actor's first steps, seconds (median of {IMPORT_REPEATS} interpreters):",
+        f"A flowerbed Ray actor's first steps, wall s (CPU s), {IMPORT_REPEATS} interpreters:",
         "",
         "| stage | " + " | ".join(stages) + " |",
         "|---|" + "---|" * len(stages),
         *(
-            f"| {stage} | " + " | ".join(f"{stages[app][stage]:.2f}" for app in stages) + " |"
-            for stage in next(iter(stages.values()))
+            f"| {name} | " + " | ".join(wall_and_cpu(stages[app][name]) for app in stages) + " |"
+            for name, _ in ACTOR_STAGES
         ),
     ]
     return "\n".join(lines) + "\n"
@@ -257,7 +267,11 @@ def main() -> None:
             )
             for app, folder in apps.items()
         }
-        stages = {app: actor_stage_seconds(folder) for app, folder in apps.items() if app != "bare"}
+        stages = {
+            app: stage_seconds(ACTOR_STAGES, folder)
+            for app, folder in apps.items()
+            if app != "bare"
+        }
         runs = [
             {"repeat": repeat, **one_run(app, folder, Path(tmp) / "runs")}
             for repeat in range(1, repeats + 1)
