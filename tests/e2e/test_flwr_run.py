@@ -40,7 +40,7 @@ def test_flwr_run_with_a_bad_value_stops_before_training(tmp_path, fast_run):
         {**fast_run, "partitioner": "zipf"}, num_supernodes=2, flwr_home=tmp_path / "home"
     )
     assert (
-        "unknown partitioner 'zipf'; valid choices: iid, dirichlet, pathological, label-sorted"
+        "unknown partitioner 'zipf'; valid choices: iid, dirichlet, dirichlet-sized, pathological, label-sorted"
         in result.log
     )
     assert "[ROUND 1" not in result.log
