@@ -23,7 +23,7 @@ temporaries while it is standardised; the ServerApp and both actors each hold on
 a shared 24 GB machine can give, so it runs at ``--before-images`` training images (the test
 split keeps its 7,180) and its peak is extrapolated linearly in the number of training images;
 after runs at those counts and at the full one. A second table (``--part load``) has the peak
-RSS of one process loading the data set (the kernel's high-water mark, ``ru_maxrss``): before
+RSS of one process loading the data set (the kernel's high-water mark, ``VmHWM``): before
 at ``--before-load-images`` (extrapolated to the full count), after at those and the full one.
 Results go to ``benchmarks/results/memory/`` (``runs.md``/``.json``, ``load.md``).
 
@@ -121,6 +121,9 @@ def measure(code: str, app_dir: Path, data_dir: Path, train_images: int, cache: 
         status = json.loads((result.run_dir / "status.json").read_text())["status"]
     else:
         status = f"failed (rc {result.returncode}): {result.log[-300:]!r}"
+    # which code ran: only the image cache writes <data-dir>/flowerbed-cache
+    if (data_dir / "flowerbed-cache").exists() != (code == "after"):
+        raise RuntimeError(f"the {code} run did not run the {code} code ({app_dir})")
     return Measurement(
         code,
         train_images,
@@ -248,7 +251,7 @@ def ratios(rows: list[Measurement]) -> str:
 
 
 LOAD_SCRIPT = """
-import resource, sys
+import sys
 import numpy as np
 import torch
 from flowerbed.data import load_dataset
@@ -269,7 +272,10 @@ if mode == "read":  # one pass over a client's share, as its training reads it
             path = line.split()[-1]
         elif line.startswith("Rss:") and path.endswith("x_train.npy"):
             mapped += int(line.split()[1]) * 1024
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, mapped)  # maxrss: KiB
+import flowerbed
+# VmHWM: this process's peak RSS since exec (ru_maxrss would include the parent's RSS at fork)
+peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
+print(flowerbed.__file__, peak, mapped)
 """
 
 
@@ -278,13 +284,16 @@ def process_peak_gib(
 ) -> tuple[float, float]:
     """Peak RSS of one fresh process that imports flowerbed from ``app_dir`` and (``mode``
     ``load`` or ``read``) loads the data set, (``read``) then reads ``share`` random training
-    images in batches: the kernel's high-water mark, so no sample can miss a peak. Also the
-    resident pages of the mapped ``x_train.npy`` at the end (GiB)."""
+    images in batches: the kernel's high-water mark (``VmHWM``), so no sample can miss a
+    peak. Also the resident pages of the mapped ``x_train.npy`` at the end (GiB)."""
     env = {**os.environ, "PYTHONPATH": str(app_dir), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-c", LOAD_SCRIPT, str(data_dir), mode, str(SIZE), str(share)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-    peak, mapped = map(int, done.stdout.split()[-2:])
-    return peak / 2**30, mapped / 2**30
+    # run in app_dir: ``python -c`` puts the working directory first on sys.path
+    done = subprocess.run(command, env=env, cwd=app_dir, capture_output=True, text=True, check=True)
+    imported, peak, mapped = done.stdout.split()[-3:]
+    if not Path(imported).is_relative_to(app_dir):
+        raise RuntimeError(f"flowerbed came from {imported}, not from {app_dir}")
+    return int(peak) / 2**30, int(mapped) / 2**30
 
 
 def load_peaks(before_app: Path, counts: list[int], full: int, work: Path) -> str:
@@ -318,7 +327,7 @@ def load_peaks(before_app: Path, counts: list[int], full: int, work: Path) -> st
         estimate = p1 + (p2 - p1) * (full - n1) / (n2 - n1)
         rows.append(("before", full, "-", estimate, f"linear through {n1:,} and {n2:,}"))
     lines = [
-        "Peak RSS (`ru_maxrss`) of one process that imports flowerbed and loads the data set",
+        "Peak RSS (`VmHWM`) of one process that imports flowerbed and loads the data set",
         "(`load_dataset`): the ServerApp and every Ray actor each pay this before training.",
         "",
         "| code | training images | cache | peak RSS (GiB) | how |",
