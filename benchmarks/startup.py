@@ -34,13 +34,16 @@ import argparse
 import csv
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
-from flowerbed.simulation import APP_DIR, simulate
+from flowerbed.simulation import APP_DIR, local_superlink_pids, simulate
 
 ROUNDS = 1
 CLIENTS = 10
@@ -189,22 +192,89 @@ def import_seconds(module: str, app_dir: Path) -> tuple[float, float]:
     return stage_seconds([("import", f"import {module}")], app_dir)["import"]
 
 
+class TreeCpuSeconds:
+    """CPU seconds (user + system) of a SuperLink and every process it starts (ServerApp
+    process, Ray, actors), sampled from ``/proc`` in a thread: per process, the last value
+    seen before it ended. A process that lives less than one interval is missed, so this is a
+    lower bound; unlike wall time it hardly moves with the load of a shared machine."""
+
+    def __init__(self, flwr_home: Path, interval: float = 0.2) -> None:
+        self.flwr_home, self.interval = flwr_home, interval
+        self.seconds_by_pid: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def _sample(self) -> None:
+        parent, cpu = {}, {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue  # ended meanwhile
+                parent[int(entry)] = int(fields[1])
+                cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / self._tick
+        tree, todo = set(), local_superlink_pids(self.flwr_home)
+        while todo:
+            pid = todo.pop()
+            if pid not in tree:
+                tree.add(pid)
+                todo.extend(child for child, ppid in parent.items() if ppid == pid)
+        self.seconds_by_pid.update({pid: cpu[pid] for pid in tree if pid in cpu})
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            time.sleep(self.interval)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.seconds_by_pid.values())
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
 def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
+    """One ``flwr run``: wall seconds, and CPU seconds of the ``flwr`` command (it is waited
+    for: ``RUSAGE_CHILDREN``) plus those of the SuperLink's process tree."""
     run_config = {"num-server-rounds": ROUNDS}
     if app != "bare":
         run_config["output-dir"] = str(output_dir)
     for _ in range(SUPERLINK_TRIES):
         load = os.getloadavg()[0]
-        result = simulate(
-            run_config, num_supernodes=CLIENTS, num_cpus_per_client=CPUS_PER_CLIENT, app_dir=app_dir
-        )
+        home = Path(tempfile.mkdtemp(prefix="flwr-home-", dir=output_dir.parent))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with TreeCpuSeconds(home) as tree:
+            result = simulate(
+                run_config,
+                num_supernodes=CLIENTS,
+                num_cpus_per_client=CPUS_PER_CLIENT,
+                app_dir=app_dir,
+                flwr_home=home,
+            )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if SUPERLINK_LATE not in result.log:
             break
         print(f"{app}: {SUPERLINK_LATE} (load {load:.2f}); trying again", flush=True)
     if result.returncode != 0:
         raise SystemExit(f"{app}: flwr run failed:\n{result.log[-3000:]}")
-    print(f"{app}: {result.seconds:.1f} s (load {load:.2f})", flush=True)
-    return {"app": app, "seconds": round(result.seconds, 3), "load_1min": round(load, 2)}
+    cli = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = cli + tree.seconds
+    print(f"{app}: {result.seconds:.1f} s, {cpu:.1f} CPU s (load {load:.2f})", flush=True)
+    return {
+        "app": app,
+        "seconds": round(result.seconds, 3),
+        "cpu_seconds": round(cpu, 2),
+        "load_1min": round(load, 2),
+    }
 
 
 def wall_and_cpu(seconds: tuple[float, float]) -> str:
@@ -218,7 +288,10 @@ def report(
     stages: dict[str, dict[str, tuple[float, float]]],
     repeats: int,
 ) -> str:
-    wall = {app: statistics.median(r["seconds"] for r in runs if r["app"] == app) for app in apps}
+    wall, cpu = (
+        {app: statistics.median(r[key] for r in runs if r["app"] == app) for app in apps}
+        for key in ("seconds", "cpu_seconds")
+    )
     loads = [r["load_1min"] for r in runs]
     copies = "; ".join(f"{app} from {apps[app]}" for app in stages)
     setup = (
@@ -230,11 +303,15 @@ def report(
     lines = [
         setup,
         "",
-        "| app | wall s | ratio to bare | import ClientApp s (CPU s) | import ServerApp s (CPU s) |",
-        "|---|---|---|---|---|",
+        (
+            "| app | wall s | ratio to bare | CPU s | ratio to bare | import ClientApp s (CPU s)"
+            " | import ServerApp s (CPU s) |"
+        ),
+        "|---|---|---|---|---|---|---|",
         *(
-            f"| {app} | {wall[app]:.1f} | {wall[app] / wall['bare']:.2f} |"
-            f" {wall_and_cpu(imports[app][0])} | {wall_and_cpu(imports[app][1])} |"
+            f"| {app} | {wall[app]:.1f} | {wall[app] / wall['bare']:.2f} | {cpu[app]:.1f} |"
+            f" {cpu[app] / cpu['bare']:.2f} | {wall_and_cpu(imports[app][0])} |"
+            f" {wall_and_cpu(imports[app][1])} |"
             for app in apps
         ),
         "",
@@ -290,7 +367,9 @@ def main() -> None:
     print("\n" + text)
     (out / "startup.md").write_text(text)
     with open(out / "startup.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["repeat", "app", "seconds", "load_1min"])
+        writer = csv.DictWriter(
+            f, fieldnames=["repeat", "app", "seconds", "cpu_seconds", "load_1min"]
+        )
         writer.writeheader()
         writer.writerows(runs)
     print(f"written: {out / 'startup.md'}, {out / 'startup.csv'}")
