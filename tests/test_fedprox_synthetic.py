@@ -2,6 +2,8 @@
 definition: sizes, Sigma, the heterogeneity parameters, labels from each client's own model;
 the loader and ``dataset-nodes``; bad keys."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -266,3 +268,35 @@ def test_a_federation_on_synthetic_trains_logistic_regression(fast_run):
     run_dir = run_in_process(overrides, num_clients=4)
     history = (run_dir / "history.json").read_text()
     assert '"clients_trained": 4' in history
+
+
+# --- one shared copy in the cache --------------------------------------------------------------
+def test_a_run_maps_one_shared_copy_of_the_generated_set(tmp_path):
+    """Through the run config the rows are written once under cache-dir and mapped: the same
+    values as the in-memory generator, and a second process's load opens the same files."""
+    cfg = config(dataset="synthetic", sim_nodes=6, seed=5, cache_dir=str(tmp_path / "cache"))
+    data = federation.load_splits(cfg)
+    generated = generate_synthetic(5, 6)
+    for split in ("x_train", "y_train", "x_test", "y_test", "train_nodes", "test_nodes"):
+        assert np.array_equal(getattr(data, split).numpy(), getattr(generated, split)), split
+    (folder,) = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert folder.name.startswith("synthetic-6-")
+    mapped = np.load(folder / "x_train.npy", mmap_mode="r")
+    assert np.array_equal(mapped, generated.x_train)
+    # the tensor's memory is the mapping of the file, not a copy in this process
+    assert _mapping_of(data.x_train.data_ptr()) == str(folder / "x_train.npy")
+    # another seed is another folder; the first is kept (a sweep over seeds reuses both)
+    federation.load_splits(
+        config(dataset="synthetic", sim_nodes=6, seed=6, cache_dir=cfg.cache_dir)
+    )
+    assert len([p for p in (tmp_path / "cache").iterdir() if p.is_dir()]) == 2
+
+
+def _mapping_of(address: int) -> str:
+    """The file that this process has mapped at ``address`` ("" if none)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split()
+        start, end = (int(value, 16) for value in fields[0].split("-"))
+        if start <= address < end:
+            return fields[5] if len(fields) > 5 else ""
+    return ""

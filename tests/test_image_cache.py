@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from flowerbed.data import image_cache
+from flowerbed.data.array_cache import build_folder
 from flowerbed.data.image_cache import ImageWriter, cached_images, write_images, write_labels
 from flowerbed.settings import ConfigError
 
@@ -128,7 +129,12 @@ def test_when_another_builder_won_the_rename_its_folder_is_used(tmp_path):
     build = Builder(source)
     first = cached_images(tmp_path / "cache", "toy", [source], build)
     identity = image_cache.fingerprint([source])
-    image_cache._build(first.folder, "toy", identity, build)  # a late second builder
+
+    def build_and_finish(temporary):
+        build(temporary)
+        image_cache._finish(temporary, identity)
+
+    build_folder(first.folder, "toy", build_and_finish, str(source))  # a late second builder
     assert build.calls == 2
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [first.folder.name, "toy.lock"]
     assert np.array_equal(image_cache._open(first.folder).x_train, first.x_train)

@@ -160,11 +160,12 @@ def load_dataset(
     ``seed`` and ``simulation`` (the ``sim-*`` keys) are read by generated data sets only; the
     others ignore them and are loaded once per process whatever the seed. ``num_points``:
     points per shape of the point-cloud sets. ``cache_dir``: the image cache of MedMNIST,
-    CIFAR-10 and MNIST ("" = ``<data_dir>/flowerbed-cache``).
+    CIFAR-10 and MNIST ("" = ``<data_dir>/flowerbed-cache``); for the generated FedProx sets,
+    where they are written once and mapped ("" = generated in this process's memory).
     """
     if name in GENERATED_DATASETS:
         options = (simulation or SimulationOptions()).for_dataset(name)
-        return _generate_cached(name, int(seed), options)
+        return _generate_cached(name, int(seed), options, str(cache_dir))
     if name in POINT_CLOUD_DATASETS:
         return _load_point_clouds_cached(name, str(data_dir), int(num_points))
     cache = Path(cache_dir or Path(data_dir) / CACHE_SUBFOLDER).expanduser()
@@ -182,8 +183,10 @@ def _load_point_clouds_cached(name: str, data_dir: str, num_points: int) -> Data
 
 
 @functools.lru_cache(maxsize=4)
-def _generate_cached(name: str, seed: int, options: SimulationOptions) -> DatasetSplits:
-    data = generate(name, seed, options)
+def _generate_cached(
+    name: str, seed: int, options: SimulationOptions, cache_dir: str
+) -> DatasetSplits:
+    data = generate(name, seed, options, Path(cache_dir) if cache_dir else None)
     nodes = (
         {}
         if data.train_nodes is None

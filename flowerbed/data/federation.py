@@ -29,7 +29,12 @@ from .mapped_images import MappedImages, take
 from .partition import PARTITIONERS, Partition, partition_data, split_train_test, stratified_take
 from .pointclouds import POINT_CLOUD_DATASETS
 from .pointclouds import SETTINGS as POINT_CLOUD_SETTINGS
-from .simulations import GENERATED_DATASETS, NODE_DATASETS, SimulationOptions
+from .simulations import (
+    FEDPROX_DATASETS,
+    GENERATED_DATASETS,
+    NODE_DATASETS,
+    SimulationOptions,
+)
 from .simulations import SETTINGS as SIMULATION_SETTINGS
 
 
@@ -63,8 +68,9 @@ SETTINGS = (
         "cache-dir",
         "",
         "where MedMNIST, CIFAR-10 and MNIST are kept as uint8 arrays that the ServerApp and every"
-        " client process memory-map (built on first use, rebuilt when the source file changes);"
-        f" empty = `<data-dir>/{CACHE_SUBFOLDER}`",
+        " client process memory-map (built on first use, rebuilt when the source file changes),"
+        " and the generated `synthetic` sets (one folder per seed, client count, alpha and beta;"
+        f" about 0.11 GB per 1,000 clients); empty = `<data-dir>/{CACHE_SUBFOLDER}`",
     ),
     Setting(
         "download", False, "let medmnist / torchvision download missing files (needs internet)"
@@ -140,12 +146,15 @@ SETTINGS = (
 def _dataset_key(config: RunConfig) -> tuple:
     """The arguments of ``load_dataset`` that ``config``'s data set reads (a cache key): the seed
     and ``sim-*`` keys for generated sets only, so the others are not reloaded per seed."""
+    cache_dir = str(
+        Path(config.cache_dir or config.data_path / CACHE_SUBFOLDER).expanduser().resolve()
+    )
     if config.dataset in GENERATED_DATASETS:
         options = SimulationOptions.from_config(config).for_dataset(config.dataset)
-        return (config.dataset, "", False, 28, config.seed, options, 0, "")
+        shared = cache_dir if config.dataset in FEDPROX_DATASETS else ""
+        return (config.dataset, "", False, 28, config.seed, options, 0, shared)
     points = config.num_points if config.dataset in POINT_CLOUD_DATASETS else 0
     data_dir = str(config.data_path)
-    cache_dir = str(Path(config.cache_dir).expanduser().resolve()) if config.cache_dir else ""
     return (
         config.dataset,
         data_dir,

@@ -56,13 +56,16 @@ core here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..settings import Setting
+from .array_cache import Allocate
 
+# the version of the generator: bump it when the same seed gives other arrays (cached sets of an
+# older version are then not read)
+FORMAT = 1
 NUM_FEATURES = 60
 NUM_CLASSES = 10
 SIZE_LOG_MEAN, SIZE_LOG_STD = 4.0, 2.0  # n_k - 50 ~ floor(lognormal(4, 2))
@@ -134,9 +137,6 @@ class SyntheticFederation:
     means: np.ndarray  # (clients, 60) v_k
     weights: np.ndarray  # (clients, 60, 10) W_k
     biases: np.ndarray  # (clients, 10) b_k
-
-
-Allocate = Callable[[str, tuple[int, ...], type], np.ndarray]
 
 
 def in_memory(name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:

@@ -28,14 +28,8 @@ set in float32: its std was 0.4 % off on 2,000 random 64 px images, and once a c
 passes 2^24 it stops growing by pixel-sized steps: on 20,000 such images its mean was 0.20
 instead of 0.50.)
 
-Concurrency: N actors may open the same data set at once. A builder holds an exclusive
-``flock`` on ``<cache-dir>/<key>.lock``, builds into a temporary folder and renames it into
-place; the rename is atomic, so a reader sees either no folder or a complete one. The others
-wait on the lock, then open the finished folder. Should ``flock`` not work (some network file
-systems), two builders both build and the second rename fails because the folder exists: the
-loser removes its copy and opens the winner's, so there is still exactly one. A builder that
-was killed leaves ``.<key>.<host>.<pid>.tmp``; the next builder on that host removes it once
-that process is gone.
+Concurrency (N actors opening the same data set at once) and the build into a temporary folder
+that is renamed into place: ``array_cache``.
 
 Opening checks ``meta.json`` and that every array has the recorded shape and dtype (a truncated
 file fails ``np.load``'s size check); the content is not hashed (13.5 GB at 224 px). A folder
@@ -44,31 +38,22 @@ that fails the check is rebuilt, with a warning in the log.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import re
 import shutil
-import socket
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
-from logging import INFO, WARNING
 from pathlib import Path
 
 import numpy as np
-from flwr.common.logger import log
 
 from ..settings import ConfigError
+from .array_cache import CorruptCacheError, cached_folder, digest_of
 
 CACHE_FORMAT = 1  # bump when the layout or the statistics change: old folders are not read
 SPLITS = ("train", "test")
 _CHUNK_BYTES = 64 << 20  # what a build reads or writes at a time
-
-
-class CorruptCacheError(ValueError):
-    """A cache folder is there but does not hold what its ``meta.json`` says."""
 
 
 @dataclass(frozen=True)
@@ -196,76 +181,20 @@ def cached_images(
     ``meta.json`` are added here."""
     cache_dir = Path(cache_dir).expanduser().resolve()
     identity = fingerprint(sources)
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-    folder = cache_dir / f"{key}-{digest}"
-    try:
-        opened = _open(folder)
-    except CorruptCacheError:
-        opened = None  # rebuilt below, under the lock
-    if opened is not None:
-        return opened
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ConfigError(
-            f"cache-dir={str(cache_dir)!r} cannot be created ({error.strerror}); set cache-dir"
-            " to a writable folder"
-        ) from None
-    with _exclusive(cache_dir / f"{key}.lock", key):
-        try:
-            opened = _open(folder)
-        except CorruptCacheError as error:
-            log(WARNING, "flowerbed: rebuilding the data cache %s: %s", folder, error)
-            shutil.rmtree(folder, ignore_errors=True)
-            opened = None
-        if opened is None:
-            _build(folder, key, identity, build)
-            _remove_previous_versions(cache_dir, key, identity, keep=folder)
-            opened = _open(folder)
-    return opened
+    folder = cache_dir / f"{key}-{digest_of(identity)}"
 
-
-@contextmanager
-def _exclusive(lock_path: Path, key: str) -> Iterator[None]:
-    try:
-        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as error:
-        raise ConfigError(
-            f"cache-dir={str(lock_path.parent)!r} is not writable ({error.strerror}); set"
-            " cache-dir to a writable folder"
-        ) from None
-    with open(descriptor, "r+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(INFO, "flowerbed: waiting for another process to build the data cache of %s", key)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _build(folder: Path, key: str, identity: dict, build: Callable[[Path], None]) -> None:
-    cache_dir = folder.parent
-    _remove_dead_builders(cache_dir, key)
-    temporary = cache_dir / f".{key}.{socket.gethostname()}.{os.getpid()}.tmp"
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir()
-    sources = ", ".join(path for path, _, _ in identity["files"])
-    log(INFO, "flowerbed: building the data cache %s from %s (once)", folder, sources)
-    try:
+    def build_and_finish(temporary: Path) -> None:
         build(temporary)
         _finish(temporary, identity)
-        try:
-            os.rename(temporary, folder)
-        except OSError:  # another builder won (no working flock): use its folder
-            if not folder.is_dir():
-                raise
-            shutil.rmtree(temporary, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
+
+    return cached_folder(
+        folder,
+        key,
+        _open,
+        build_and_finish,
+        source=", ".join(path for path, _, _ in identity["files"]),
+        after_build=lambda: _remove_previous_versions(cache_dir, key, identity, keep=folder),
+    )
 
 
 def _finish(folder: Path, identity: dict) -> None:
@@ -289,9 +218,6 @@ def _finish(folder: Path, identity: dict) -> None:
         "std": [float(v) for v in std],
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=1))
-    for path in folder.iterdir():
-        with open(path, "rb") as f:
-            os.fsync(f.fileno())
 
 
 def channel_statistics(chunks: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -363,19 +289,3 @@ def _remove_previous_versions(cache_dir: Path, key: str, identity: dict, keep: P
             continue  # not ours to judge
         if [path for path, _, _ in previous] == paths:
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _remove_dead_builders(cache_dir: Path, key: str) -> None:
-    """Remove temporary folders of ``key`` left on this host by builders that are gone."""
-    host = socket.gethostname()
-    pattern = re.compile(re.escape(f".{key}.{host}.") + r"(\d+)\.tmp")
-    for folder in cache_dir.iterdir():
-        match = pattern.fullmatch(folder.name)
-        if match is None or int(match.group(1)) == os.getpid():
-            continue
-        try:
-            os.kill(int(match.group(1)), 0)
-        except ProcessLookupError:
-            shutil.rmtree(folder, ignore_errors=True)
-        except PermissionError:
-            pass  # alive, another user's

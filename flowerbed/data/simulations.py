@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 import numpy as np
 
 from ..settings import RunConfig, Setting
+from .array_cache import Allocate, cached_arrays
+from .fedprox_synthetic import FORMAT as SYNTHETIC_FORMAT
 from .fedprox_synthetic import SETTINGS as SYNTHETIC_SETTINGS
 from .fedprox_synthetic import generate_synthetic
 
@@ -153,8 +156,12 @@ class Generated:
     standardise: bool = True  # False: the loader keeps the features as generated
 
 
-def generate(name: str, seed: int, options: SimulationOptions = _DEFAULT) -> Generated:
-    """The generated data set ``name`` for the run seed ``seed``."""
+def generate(
+    name: str, seed: int, options: SimulationOptions = _DEFAULT, cache_dir: Path | None = None
+) -> Generated:
+    """The generated data set ``name`` for the run seed ``seed``. With ``cache_dir`` the FedProx
+    sets are written there once and memory-mapped (``array_cache``): every process of a run then
+    shares one copy (1.1 GB at 10,000 clients) instead of generating its own."""
     if name == "breast-cancer-shifted":
         return breast_cancer_shifted(seed, options.shifts)
     if name == "ctl-gaussian":
@@ -162,16 +169,15 @@ def generate(name: str, seed: int, options: SimulationOptions = _DEFAULT) -> Gen
             seed, options.nodes, options.spread, options.dispersion, options.samples_per_node
         )
     if name in FEDPROX_DATASETS:
-        data = generate_synthetic(
-            seed, options.nodes, options.alpha, options.beta, iid=name == "synthetic-iid"
-        )
+        iid = name == "synthetic-iid"
+        if cache_dir is None:
+            data = vars(generate_synthetic(seed, options.nodes, options.alpha, options.beta, iid))
+        else:
+            data = _shared_synthetic(name, seed, options, cache_dir)
         return Generated(
-            data.x_train,
-            data.y_train,
-            data.x_test,
-            data.y_test,
-            data.train_nodes,
-            data.test_nodes,
+            *(data[split] for split in ("x_train", "y_train", "x_test", "y_test")),
+            data["train_nodes"],
+            data["test_nodes"],
             standardise=False,  # raw, as the FedProx code feeds them to logistic regression
         )
     raise ValueError(
@@ -300,3 +306,27 @@ def ctl_gaussian(
     x_train, y_train, train_nodes = take(train)
     x_test, y_test, test_nodes = take(test)
     return Generated(x_train, y_train, x_test, y_test, train_nodes, test_nodes)
+
+
+def _shared_synthetic(
+    name: str, seed: int, options: SimulationOptions, cache_dir: Path
+) -> dict[str, np.ndarray]:
+    """The rows of a FedProx set, generated straight into the cache's files on first use."""
+    identity = {
+        "generator": f"{name} {SYNTHETIC_FORMAT}",
+        "seed": seed,
+        "clients": options.nodes,
+        **({} if name == "synthetic-iid" else {"alpha": options.alpha, "beta": options.beta}),
+    }
+
+    def build(allocate: Allocate) -> None:
+        generate_synthetic(
+            seed,
+            options.nodes,
+            options.alpha,
+            options.beta,
+            iid=name == "synthetic-iid",
+            allocate=allocate,
+        )
+
+    return cached_arrays(cache_dir, f"{name}-{options.nodes}", identity, build)
