@@ -22,7 +22,6 @@ ratio measures framework overhead, not parallelism or thread contention.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -37,6 +36,7 @@ from flowerbed.data import split_train_test
 from flowerbed.data.federation import load_splits, partition_for
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import build_model
+from flowerbed.runtime.results import round_seconds
 from flowerbed.runtime.seeding import seed_for
 from flowerbed.settings import RunConfig
 from flowerbed.simulation import local_superlink_pids, simulate
@@ -117,11 +117,11 @@ def main() -> None:
 
     plain = plain_fedavg(config, args.clients)
     run_dir = run_in_process(overrides, num_clients=args.clients)
-    in_process = [row["seconds"] for row in json.loads((run_dir / "history.json").read_text())[1:]]
+    in_process = round_seconds(run_dir)
     flwr = simulate(overrides, num_supernodes=args.clients, num_cpus_per_client=2)
     if flwr.returncode != 0:
         raise SystemExit(f"flwr run failed:\n{flwr.log[-3000:]}")
-    flwr_rounds = [row["seconds"] for row in flwr.history[1:]]
+    flwr_rounds = round_seconds(flwr.run_dir)
     # round 1 includes starting the Ray actors: count it as start-up, use rounds 2.. for the median
     per_round = {
         "plain PyTorch loop": statistics.median(plain[1:]),

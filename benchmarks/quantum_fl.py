@@ -136,6 +136,7 @@ def run_one(
     regime: str, dataset: str, variant: str, seed: int, rounds: int, out: Path, data_dir: str
 ) -> dict:
     from flowerbed.inprocess import run_in_process
+    from flowerbed.runtime.results import round_seconds
 
     setting = REGIMES[regime]
     overrides = {
@@ -164,7 +165,7 @@ def run_one(
         "cpu_seconds_per_round": cpu / rounds,
         "accuracy": [row["central_accuracy"] for row in history],
         "loss": [row["central_loss"] for row in history],
-        "seconds": [row["seconds"] for row in history[1:]],
+        "seconds": round_seconds(run_dir),
         "bytes_received": [row["bytes_received"] for row in history[1:]],
         "bytes_sent": [row["bytes_sent"] for row in history[1:]],
         # QFedFisher only: per round, the clients' mean share of entries kept by the client
@@ -415,6 +416,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     import flowerbed.inprocess  # noqa: F401 - configures Flower's logger, then quiet it
+    from flowerbed.runtime.results import atomic_write
 
     logging.getLogger("flwr").setLevel(logging.WARNING)
     regime = REGIMES[args.regime]
@@ -466,7 +468,7 @@ def main() -> None:
                         args.data_dir,
                     )
                     runs.append(run)
-                    store.write_text(json.dumps(runs, indent=1))
+                    atomic_write(store, lambda f: f.write(json.dumps(runs, indent=1)))
                     print(
                         f"{args.regime} {dataset} {variant} seed {seed}: final accuracy"
                         f" {run['accuracy'][-1]:.3f}, {np.mean(run['seconds']):.2f} s/round,"

@@ -48,6 +48,7 @@ import numpy as np
 from process_memory import PeakMemory, own_children
 
 from flowerbed.data.fedprox_synthetic import NUM_FEATURES, client_sizes
+from flowerbed.runtime.results import round_seconds
 from flowerbed.simulation import local_superlink_pids, simulate
 
 PER_ROUND = 100
@@ -127,7 +128,7 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
     if result.returncode != 0 or result.run_dir is None:
         raise SystemExit(f"{num_clients} clients: flwr run failed:\n{result.log[-3000:]}")
     rows = result.history[1:]
-    seconds = [row["seconds"] for row in rows]
+    seconds = round_seconds(result.run_dir)
     assert all(row["clients_trained"] == PER_ROUND for row in rows), [
         r["clients_trained"] for r in rows
     ]

@@ -64,6 +64,7 @@ def run_one(
     strategy: str, partition: str, seed: int, rounds: int, workdir: Path, extra: dict | None = None
 ) -> dict:
     from flowerbed.inprocess import run_in_process
+    from flowerbed.runtime.results import round_seconds
 
     overrides = {
         **SETTING,
@@ -85,7 +86,7 @@ def run_one(
         "seed": seed,
         "rounds": rounds,
         "accuracy": [row["central_accuracy"] for row in history],
-        "seconds_per_round": statistics.mean(row["seconds"] for row in rounds_rows),
+        "seconds_per_round": statistics.mean(round_seconds(run_dir)),
         "bytes_per_round": statistics.mean(
             row["bytes_sent"] + row["bytes_received"] for row in rounds_rows
         ),

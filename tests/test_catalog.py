@@ -172,6 +172,8 @@ def check_two_rounds(name: str, history: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("name", list(PROTOCOLS))
-def test_protocol_runs_two_rounds(name, tmp_path):
+def test_protocol_runs_two_rounds_and_a_rerun_writes_the_same_history(name, tmp_path):
     run_dir = run_in_process(overrides_for(name, tmp_path), num_clients=4)
     check_two_rounds(name, json.loads((run_dir / "history.json").read_text()))
+    again = run_in_process(overrides_for(name, tmp_path / "again"), num_clients=4)
+    assert (again / "history.json").read_bytes() == (run_dir / "history.json").read_bytes()

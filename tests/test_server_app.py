@@ -16,6 +16,7 @@ from flowerbed.data import DataNotFoundError
 from flowerbed.data.federation import load_splits, partition_for
 from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
 from flowerbed.models import build_model
+from flowerbed.runtime.results import round_seconds
 from flowerbed.server_app import run_protocol
 from flowerbed.strategies.common import aggregate_with_spread
 from flowerbed.training.local_client import LocalClient
@@ -38,6 +39,7 @@ def test_run_writes_every_result_file(fast_run):
         "model.pt",
         "model_best.pt",
         "model_best.json",
+        "timings.csv",
     } <= names
     assert not [n for n in names if n.endswith(".tmp")], "a temporary file was left behind"
     config = json.loads((run_dir / "config.json").read_text())
@@ -49,6 +51,10 @@ def test_run_writes_every_result_file(fast_run):
     assert len(rows) == 3 and float(rows[2]["central_accuracy"]) == pytest.approx(
         history[2]["central_accuracy"]
     )
+    # wall-clock seconds are in timings.csv, not in the history (which a seed reproduces)
+    assert "seconds" not in history[1] and "seconds" not in rows[1]
+    seconds = round_seconds(run_dir)
+    assert len(seconds) == 2 and all(s > 0 for s in seconds)
     # the saved model is the final global model: it reproduces the last central accuracy
     splits = load_splits(parse_run_config(resolve_run_config(fast_run)))
     model = build_model("cnn", splits.input_shape, splits.num_classes)
@@ -84,12 +90,11 @@ def test_training_improves_the_global_model(fast_run):
 
 
 def test_same_config_and_seed_give_the_same_history(fast_run):
-    first = history_of(run_in_process(fast_run, num_clients=4))
-    second = history_of(run_in_process(fast_run, num_clients=4))
-    strip = lambda h: [{k: v for k, v in row.items() if k != "seconds"} for row in h]
-    assert strip(first) == strip(second)
-    other = history_of(run_in_process({**fast_run, "seed": 7}, num_clients=4))
-    assert strip(other) != strip(first)
+    first = (run_in_process(fast_run, num_clients=4) / "history.json").read_bytes()
+    second = (run_in_process(fast_run, num_clients=4) / "history.json").read_bytes()
+    assert first == second
+    other = run_in_process({**fast_run, "seed": 7}, num_clients=4) / "history.json"
+    assert other.read_bytes() != first
 
 
 def test_partial_participation_samples_the_requested_fraction(fast_run):

@@ -9,6 +9,11 @@ seconds). Two accuracies on the held-out test set, never mixed in one column:
 
 ``client_accuracy_mean`` / ``_std`` are the clients' accuracies on their local test splits;
 ``nonlocal_accuracy_mean`` (CTL) the mean accuracy of the clients on other clients' test data.
+
+``history.json`` (and ``history.csv``) hold only what the run config and seed determine, so two
+runs with the same config and seed write byte-identical files (clients in partition order:
+``recording_grid``). The wall-clock seconds of each round, which no seed reproduces, are logged
+and written to ``timings.csv``.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ HISTORY_COLUMNS = (
     "clients_failed",
     "bytes_sent",
     "bytes_received",
-    "seconds",
 )
+TIMING_COLUMNS = ("round", "seconds")  # timings.csv: what differs from run to run
 CLIENT_MODELS_ACCURACY = "client_models_test_accuracy_mean"
 
 
@@ -146,9 +151,12 @@ class History:
     def add(self, row: dict, num_rounds: int, note: str = "") -> None:
         self.rows.append(row)
         log(INFO, format_round(row, num_rounds) + (f" ({note})" if note else ""))
-        write_json(self.run_dir / "history.json", self.rows)
-        columns = [c for c in HISTORY_COLUMNS if any(c in r for r in self.rows)]
-        write_csv(self.run_dir / "history.csv", self.rows, columns)
+        timed = TIMING_COLUMNS[1:]
+        reproducible = [{k: v for k, v in r.items() if k not in timed} for r in self.rows]
+        write_json(self.run_dir / "history.json", reproducible)
+        columns = [c for c in HISTORY_COLUMNS if any(c in r for r in reproducible)]
+        write_csv(self.run_dir / "history.csv", reproducible, columns)
+        write_csv(self.run_dir / "timings.csv", self.rows, TIMING_COLUMNS)
         if row["round"] >= 1 and row.get("clients_trained", 1) == 0:
             self.failed_rounds += 1
             if self.failed_rounds > self.max_failed_rounds:

@@ -70,6 +70,12 @@ def write_csv(path: Path, rows: list[dict], columns: tuple[str, ...] | list[str]
     atomic_write(path, write)
 
 
+def round_seconds(run_dir: Path) -> list[float]:
+    """Wall-clock seconds of rounds 1, 2, ... of a run folder (its ``timings.csv``)."""
+    with open(Path(run_dir) / "timings.csv", newline="") as f:
+        return [float(row["seconds"]) for row in csv.DictReader(f) if row["seconds"]]
+
+
 def make_run_dir(output_dir: Path, name: str) -> Path:
     """A new, unique folder ``<output_dir>/<timestamp>-<name>``."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
