@@ -35,6 +35,7 @@ from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .runtime.context import SETTINGS as RUN_SETTINGS
 from .runtime.device import SETTINGS as DEVICE_SETTINGS
+from .runtime.trackers import SETTINGS as TRACKER_SETTINGS
 from .settings import ConfigError, RunConfig, Setting, index_settings
 from .strategies import STRATEGIES, StrategySpec
 from .training.loops import SETTINGS as TRAINING_SETTINGS
@@ -88,6 +89,7 @@ SETTINGS: dict[str, Setting] = index_settings(
         *RUN_SETTINGS,
         *TRAINING_SETTINGS,
         *DEVICE_SETTINGS,
+        *TRACKER_SETTINGS,
         *MOD_SETTINGS,
         *(s for protocol in PROTOCOLS.values() for s in protocol.settings),
         *kt_metrics.SETTINGS,

@@ -8,7 +8,8 @@
 3. run the protocol's phases in order (``protocols.phase.Protocol``); each logs and writes
    its own history rows and results;
 4. plot the history; ``status.json`` in the run folder says how the run ended
-   (``runtime.outcome``), and flowerbed's own errors are logged as one line.
+   (``runtime.outcome``), and so do the trackers' runs (``runtime.trackers``); flowerbed's own
+   errors are logged as one line.
 
 It names no algorithm: what ``strategy=<name>`` runs is the registered protocol's business.
 """
@@ -27,6 +28,7 @@ from .catalog import get_protocol, parse_run_config
 from .ray_cluster import check_ray_cluster, in_flower_simulation
 from .runtime.context import start_run
 from .runtime.outcome import CLEAR_ERRORS, OneLineErrors, one_line, recorded_outcome
+from .runtime.trackers import closed_with_outcome
 from .settings import RunConfig
 
 app = ServerApp()
@@ -50,7 +52,7 @@ def run_protocol(grid: Grid, config: RunConfig) -> Path:
     ``status.json`` says how the run ended."""
     spec = get_protocol(config.strategy)
     run = start_run(grid, config, spec.build_model)
-    with recorded_outcome(run.run_dir):
+    with recorded_outcome(run.run_dir), closed_with_outcome(run.history.trackers):
         spec.protocol(config).run(run)
         run.history.plot(f"{config.strategy} on {config.dataset} ({run.num_partitions} clients)")
     return run.run_dir

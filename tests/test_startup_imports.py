@@ -27,6 +27,8 @@ WATCHED = (
     "flwr_datasets",
     "pandas",
     "matplotlib",
+    "tensorboard",
+    "mlflow",
 )
 
 STAGES = r"""
@@ -88,7 +90,15 @@ def test_importing_the_apps_and_checking_a_run_config_imports_none_of_them(loade
 def test_the_default_run_imports_scikit_learn_for_digits_and_matplotlib_for_the_plot(loaded):
     # digits is scikit-learn's bundled data (load_digits); the ServerApp plots the history
     assert {"sklearn", "matplotlib"} <= set(loaded["default run"])
-    for unused in ("torchvision", "pennylane", "medmnist", "datasets", "flwr_datasets"):
+    for unused in (
+        "torchvision",
+        "pennylane",
+        "medmnist",
+        "datasets",
+        "flwr_datasets",
+        "tensorboard",
+        "mlflow",
+    ):
         assert unused not in loaded["default run"]
 
 

@@ -2,6 +2,7 @@
 
 ``start_run`` does, in this order, so that bad input fails before any client trains:
 
+0. check that the packages of the chosen trackers are installed (``runtime.trackers``);
 1. load the data set (a missing file stops here, naming the path) and build the protocol's
    global model once, seeded (a model that does not fit the data stops here);
 2. handshake with the nodes: each reports its partition id and the number of partitions
@@ -9,7 +10,8 @@
    than samples, impossible minimum sizes...) is computed and its label-count table logged
    (the first rows) and saved;
 3. make the run folder, write ``config.json`` and the partition table;
-4. seed Python's ``random`` (Flower samples clients with it) and torch for what follows.
+4. seed Python's ``random`` (Flower samples clients with it) and torch for what follows, and
+   open the trackers (live curves; one that cannot start is warned about, never fatal).
 
 The ServerApp side never reads a client's partition: it computes the label-count table from
 the partition function every node applies to the same data set.
@@ -37,6 +39,7 @@ from .history import History
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid
 from .results import make_run_dir, write_json, write_partition_table
+from .trackers import check_trackers, open_trackers
 
 SETTINGS = (
     Setting("num-server-rounds", 5, "federated rounds", low=1),
@@ -133,7 +136,8 @@ def federation_size(nodes: dict[int, tuple[int, int]]) -> int:
 
 
 def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunContext:
-    """Steps 1-4 of the module docstring; returns the context the protocol runs in."""
+    """Steps 0-4 of the module docstring; returns the context the protocol runs in."""
+    check_trackers(config)
     data = load_splits(config)
     torch.manual_seed(config.seed)  # the initial global model is a function of the seed
     try:  # a model that does not fit the data stops here
@@ -190,11 +194,12 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
             f"output-dir={config.output_dir!r}: cannot make a run folder in {config.output_path}"
             f" ({error.strerror or error}); choose a writable folder"
         ) from None
-    write_json(run_dir / "config.json", {**config.to_dict(), "num-partitions": num_partitions})
+    params = {**config.to_dict(), "num-partitions": num_partitions}
+    write_json(run_dir / "config.json", params)
     write_partition_table(run_dir, counts)
     log(INFO, "flowerbed: results go to %s", run_dir)
 
     random.seed(config.seed)  # Flower samples clients with Python's random
     torch.manual_seed(config.seed)
-    history = History(run_dir, config.max_failed_rounds)
+    history = History(run_dir, config.max_failed_rounds, open_trackers(config, run_dir, params))
     return RunContext(config, data, recording, model, num_partitions, run_dir, history)

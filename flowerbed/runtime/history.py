@@ -28,6 +28,7 @@ from flwr.common.logger import log
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid, RoundTraffic
 from .results import plot_accuracy, write_csv, write_json
+from .trackers import Trackers
 
 HISTORY_COLUMNS = (
     "round",
@@ -135,15 +136,19 @@ def format_round(row: dict, num_rounds: int) -> str:
 
 
 class History:
-    """The rows of one run; ``add`` logs a row and rewrites ``history.json``/``.csv``.
+    """The rows of one run; ``add`` logs a row, rewrites ``history.json``/``.csv`` and then
+    hands the row to the run's trackers (``runtime.trackers``: live curves; never fatal).
 
     A round in which no client succeeded fails the run (``RunFailed``) once more than
     ``max_failed_rounds`` such rounds have happened: a run with nothing to aggregate must not
     end looking completed.
     """
 
-    def __init__(self, run_dir: Path, max_failed_rounds: int = 0) -> None:
+    def __init__(
+        self, run_dir: Path, max_failed_rounds: int = 0, trackers: Trackers | None = None
+    ) -> None:
         self.run_dir = run_dir
+        self.trackers = trackers or Trackers()
         self.rows: list[dict] = []
         self.max_failed_rounds = max_failed_rounds
         self.failed_rounds = 0
@@ -157,6 +162,7 @@ class History:
         columns = [c for c in HISTORY_COLUMNS if any(c in r for r in reproducible)]
         write_csv(self.run_dir / "history.csv", reproducible, columns)
         write_csv(self.run_dir / "timings.csv", self.rows, TIMING_COLUMNS)
+        self.trackers.log(row)
         if row["round"] >= 1 and row.get("clients_trained", 1) == 0:
             self.failed_rounds += 1
             if self.failed_rounds > self.max_failed_rounds:
