@@ -16,11 +16,11 @@ Per N it reports:
   everything it started: SuperExec, the simulation process that runs the ServerApp, Ray's
   processes and actors; plus the ``flwr run`` client), sampled every 0.5 s from
   /proc/<pid>/smaps_rollup, with the share of each kind of process at that peak;
-* seconds per round: the history's ``seconds`` (round 1 starts after the handshake), median
-  over rounds 2.. (round 1 also starts the second Ray actor, which generates its copy of the
-  data set);
-* start-up: wall time minus the rounds; the data set's size (one copy; every process that
-  loads it holds one); the machine's 5-minute load average (mean of before and after the run:
+* seconds per round: the run's ``timings.csv`` (round 1 starts after the handshake), median
+  over rounds 2.. (round 1 also starts the second Ray actor);
+* start-up: wall time minus the rounds; the data set's size (written once into a fresh
+  ``cache-dir`` by the first process that needs it and memory-mapped by every process: one copy
+  per machine; the pages a process touches count in its PSS, shared); the machine's 5-minute load average (mean of before and after the run:
   on a shared machine, the seconds are only comparable at similar load).
 
 Then a least-squares line through the points: how memory and seconds per round grow per 1,000
@@ -39,6 +39,7 @@ import argparse
 import csv
 import os
 import re
+import shutil
 import statistics
 import tempfile
 import time
@@ -106,6 +107,8 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
         "seed": SEED,
         "output-dir": str(workdir),
         "run-name": f"scale-{num_clients}",
+        # a fresh cache per run: the first process generates the set into it, the others map it
+        "cache-dir": str(workdir / f"cache-{num_clients}"),
     }
     load_before = os.getloadavg()[1]
     for _attempt in range(3):  # Flower gives its local SuperLink 15 s to start: on a loaded
@@ -181,7 +184,7 @@ def table(results: list[dict]) -> str:
     data, _ = slope_per_thousand(x, [r["data_gib"] for r in results])
     fit = (
         f"Least-squares lines: peak memory {memory_at_0:.2f} GiB + {memory:.3f} GiB per 1,000"
-        f" clients (the data set alone: {data:.3f} GiB per 1,000 clients per copy);"
+        f" clients (the data set itself, one shared copy: {data:.3f} GiB per 1,000 clients);"
         f" seconds per round {seconds_at_0:.1f} + {seconds:.2f} per 1,000 clients."
     )
     lines += [
@@ -236,6 +239,7 @@ def main() -> None:
             writer.writeheader()
             writer.writerows(results)
         (out / "table.md").write_text(table(results) + "\n")
+    shutil.rmtree(workdir, ignore_errors=True)
     print()
     print(table(results))
 
