@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from logging import INFO, WARNING
 
 import numpy as np
-from flwr.app import Error, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, Error, Message, MessageType, RecordDict
 from flwr.common.logger import log
 
 
@@ -90,6 +90,9 @@ class RecordingGrid:
         self.nodes_in_partition_order = True  # False after a handshake that asked one node
         self.current_round = 1
         self.rounds: dict[int, RoundTraffic] = {1: RoundTraffic()}
+        # records added to every message after its bytes are counted: flowerbed's bookkeeping
+        # (the client-state folder of a checkpointing run), not the algorithm's traffic
+        self.bookkeeping: dict[str, ConfigRecord] = {}
 
     def __getattr__(self, name):
         return getattr(self._grid, name)
@@ -175,6 +178,9 @@ class RecordingGrid:
         messages = list(messages)
         traffic = self.rounds[self.current_round]
         traffic.bytes_sent += sum(payload_bytes(m.content) for m in messages)
+        for message in messages:
+            for name, record in self.bookkeeping.items():
+                message.content[name] = record
         replies = list(self._grid.send_and_receive(messages, timeout=timeout))
         if not messages:
             return replies
@@ -236,6 +242,11 @@ class RecordingGrid:
 
     def _reply_order(self, reply: Message):
         return (reply.has_error(), *self._partition_order(reply))
+
+    def continue_after(self, last_round: int) -> None:
+        """Number the next round ``last_round + 1`` (a resumed run); its clock starts now."""
+        self.current_round = last_round + 1
+        self.rounds = {self.current_round: RoundTraffic()}
 
     def end_round(self) -> RoundTraffic:
         """Close the current round (its seconds) and open the next."""
