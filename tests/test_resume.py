@@ -38,7 +38,7 @@ from flowerbed.client_state import (
 from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
 from flowerbed.runtime.checkpoint import (
     NotData,
-    checkpoint_path,
+    checkpointed_round,
     decode,
     encode,
     read_checkpoint,
@@ -80,15 +80,10 @@ def only_run_folder(out: Path) -> Path:
     return folder
 
 
-def checkpointed_round(out: Path) -> int:
-    """The round of the run's checkpoint (-1 while there is none or it is being replaced)."""
+def run_checkpointed_round(out: Path) -> int:
+    """The round of the checkpoint of the one run under ``out`` (-1 while there is none)."""
     folders = list((out / "runs").glob("*")) if (out / "runs").is_dir() else []
-    if not folders or not checkpoint_path(folders[0]).is_file():
-        return -1
-    try:
-        return read_checkpoint(folders[0]).round
-    except Exception:  # noqa: BLE001 - read again on the next poll
-        return -1
+    return checkpointed_round(folders[0]) if folders else -1
 
 
 def run_and_kill_after(run_config: dict, out: Path, after_round: int) -> Path:
@@ -107,7 +102,7 @@ def run_and_kill_after(run_config: dict, out: Path, after_round: int) -> Path:
     )
     try:
         deadline = time.monotonic() + 600
-        while checkpointed_round(out) < after_round:
+        while run_checkpointed_round(out) < after_round:
             assert proc.poll() is None, "the run ended before it could be killed"
             assert time.monotonic() < deadline, "no checkpoint of round 2 within 600 s"
             time.sleep(0.02)

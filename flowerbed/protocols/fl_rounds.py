@@ -95,17 +95,7 @@ class FLRounds(Phase):
             row.update(self.server_metrics())
             run.history.add(row, config.num_server_rounds)
             if config.checkpoint:
-                checkpoint = ServerCheckpoint(
-                    round=server_round,
-                    arrays=arrays,
-                    strategy=strategy_state(self.strategy),
-                    rng=rng_states(),
-                    history=run.history.rows,
-                    failed_rounds=run.history.failed_rounds,
-                    best_accuracy=best_accuracy,
-                    versions=run_versions,
-                )
-                write_checkpoint(run.run_dir, checkpoint)
+                self.save_checkpoint(run, server_round, arrays, best_accuracy, run_versions)
             return MetricRecord({"accuracy": accuracy, "loss": loss})
 
         strategy, evaluate_fn, num_rounds = (
@@ -118,15 +108,10 @@ class FLRounds(Phase):
             initial = ArrayRecord(model.state_dict()) if initial is None else initial
         else:
             initial = resumed.arrays
-            restore_strategy_state(self.strategy, resumed.strategy)
-            run.history.rows = list(resumed.history)
-            run.history.failed_rounds = resumed.failed_rounds
-            run.grid.continue_after(resumed.round)
+            self.restore(run, resumed)
             strategy = ResumedStrategy(self.strategy, resumed.round)
             evaluate_fn = resumed_evaluate_fn(central_evaluate, resumed.round)
             num_rounds -= resumed.round
-            log(INFO, "flowerbed: resuming %s after round %d", run.run_dir, resumed.round)
-            restore_rng_states(resumed.rng)  # last: nothing draws from them before round r + 1
         if config.checkpoint:  # where the clients keep their state (client_state)
             run.grid.bookkeeping[RECORD] = ConfigRecord({RUN_DIR_KEY: str(run.run_dir)})
         try:
@@ -152,6 +137,37 @@ class FLRounds(Phase):
             run.history.rows[-1]["central_accuracy"],
             run.run_dir,
         )
+
+    def save_checkpoint(
+        self,
+        run: RunContext,
+        server_round: int,
+        arrays: ArrayRecord,
+        best_accuracy: float,
+        run_versions: dict[str, str],
+    ) -> None:
+        """The server's checkpoint after ``server_round``'s history row (``runtime.checkpoint``)."""
+        checkpoint = ServerCheckpoint(
+            round=server_round,
+            arrays=arrays,
+            strategy=strategy_state(self.strategy),
+            rng=rng_states(),
+            history=run.history.rows,
+            failed_rounds=run.history.failed_rounds,
+            best_accuracy=best_accuracy,
+            versions=run_versions,
+        )
+        write_checkpoint(run.run_dir, checkpoint)
+
+    def restore(self, run: RunContext, resumed: ServerCheckpoint) -> None:
+        """Everything of the checkpoint but the arrays and the best accuracy (which ``run``
+        takes): the strategy's attributes, the history, the grid's round, the random states."""
+        restore_strategy_state(self.strategy, resumed.strategy)
+        run.history.rows = list(resumed.history)
+        run.history.failed_rounds = resumed.failed_rounds
+        run.grid.continue_after(resumed.round)
+        log(INFO, "flowerbed: resuming %s after round %d", run.run_dir, resumed.round)
+        restore_rng_states(resumed.rng)  # last: nothing draws from them before round r + 1
 
     def server_metrics(self) -> dict[str, float]:
         """The strategy's own metrics of the round just aggregated (``round_metrics``:

@@ -189,6 +189,15 @@ def write_checkpoint(run_dir: Path, checkpoint: ServerCheckpoint) -> None:
     atomic_write(checkpoint_path(run_dir), lambda f: torch.save(content, f), binary=True)
 
 
+def checkpointed_round(run_dir: Path) -> int:
+    """The last round checkpointed in ``run_dir``; -1 while there is no readable checkpoint
+    (for scripts and tests that watch a run)."""
+    try:
+        return int(read_checkpoint(run_dir).round)
+    except (OSError, ValueError, RuntimeError):
+        return -1
+
+
 def read_checkpoint(run_dir: Path) -> ServerCheckpoint:
     """The checkpoint of ``run_dir``; ``ValueError`` for a file that is not one."""
     content = torch.load(checkpoint_path(run_dir), weights_only=True)

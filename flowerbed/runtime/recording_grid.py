@@ -18,6 +18,10 @@ failures in that order. With Python's ``random`` seeded, Flower's client samplin
 floating-point order of aggregation and the history are then the same in every run with the
 same seed, whatever order the replies arrive in.
 
+Bookkeeping: records in ``bookkeeping`` (the run folder of a checkpointing run, for the
+clients' state: ``client_state``) are added to every message after its bytes are counted, so
+``bytes_sent`` is the algorithm's traffic and does not depend on where the run folder is.
+
 Large federations: the handshake asks every node, and Flower's simulation engine scans every
 node's queue for every pending message (a pass costs nodes x pending messages), so asking all
 N nodes at once costs on the order of N^2 checks: minutes at 1,000 nodes, hours at 10,000.
