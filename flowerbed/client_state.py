@@ -10,7 +10,11 @@ ClientApp's ``train`` and ``evaluate`` handlers:
 
 * after handling a message of round t (``server-round`` of its ``config`` record), writes the
   node's whole ``context.state`` atomically to ``<folder>/partition-<id>/round-<t>.npz``
-  and keeps the two latest rounds' files;
+  and keeps the two latest rounds' files. After a training message always; after an
+  evaluation message only if the handler added, removed or replaced a record (evaluation
+  changes no state in any flowerbed algorithm, and a step stores state by assigning a
+  record, so this halves the writes; a step that edits a stored record in place during
+  evaluation would not be saved);
 * before handling a message of round t, if ``context.state`` is empty (a fresh process after
   a kill, or a resumed run's new Flower run) and a file of a round < t exists, loads the
   latest such file into ``context.state``.
@@ -46,7 +50,16 @@ from logging import WARNING
 from pathlib import Path
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.common.logger import log
 
@@ -157,6 +170,16 @@ def saved_rounds(folder: Path) -> dict[int, Path]:
 
 
 # --- the mod ----------------------------------------------------------------------------------
+def is_evaluate(msg: Message) -> bool:
+    return msg.metadata.message_type == MessageType.EVALUATE
+
+
+def same_records(before: dict, state: RecordDict) -> bool:
+    """Whether ``state`` holds exactly the record objects of ``before`` (none added, removed
+    or replaced)."""
+    return before.keys() == state.keys() and all(state[k] is v for k, v in before.items())
+
+
 def keep_client_state(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
     """Load the node's state before, save it after, a message of an FL round (module doc)."""
     folder = state_folder(msg, context)
@@ -169,8 +192,9 @@ def keep_client_state(msg: Message, context: Context, call_next: ClientAppCallab
         if earlier:
             for name, record in load_state(files[max(earlier)]).items():
                 context.state[name] = record
+    before = dict(context.state.items())
     reply = call_next(msg, context)
-    if len(context.state):
+    if len(context.state) and not (is_evaluate(msg) and same_records(before, context.state)):
         save_state(folder / f"round-{server_round}.npz", context.state)
         files = saved_rounds(folder)
         for old in sorted(files)[:-KEPT_ROUNDS]:

@@ -251,12 +251,34 @@ def test_client_state_round_trips_every_record_kind(tmp_path):
     }
 
 
-def client_message(server_round: int, run_dir: Path | None) -> Message:
+def client_message(
+    server_round: int, run_dir: Path | None, message_type: str = MessageType.TRAIN
+) -> Message:
     use_server_identity()
     content = RecordDict({"config": ConfigRecord({"server-round": server_round})})
     if run_dir is not None:
         content[RECORD] = ConfigRecord({RUN_DIR_KEY: str(run_dir)})
-    return Message(content=content, message_type=MessageType.TRAIN, dst_node_id=1)
+    return Message(content=content, message_type=message_type, dst_node_id=1)
+
+
+def reading_step(msg: Message, context: Context) -> Message:
+    """An evaluation that reads the state and changes nothing."""
+    assert "seen" in context.state
+    return Message(RecordDict(), reply_to=msg)
+
+
+def test_an_evaluation_that_changes_no_record_writes_nothing(tmp_path):
+    context = node()
+    keep_client_state(client_message(1, tmp_path), context, counting_step)
+    keep_client_state(client_message(2, tmp_path, MessageType.EVALUATE), context, reading_step)
+    assert sorted(saved_rounds(tmp_path / "client-state" / "partition-1")) == [1]
+    # one that replaces a record is saved
+    keep_client_state(client_message(2, tmp_path, MessageType.EVALUATE), context, counting_step)
+    assert sorted(saved_rounds(tmp_path / "client-state" / "partition-1")) == [1, 2]
+    # a fresh process evaluating at round 3 finds round 2's state
+    fresh = node()
+    keep_client_state(client_message(3, tmp_path, MessageType.EVALUATE), fresh, reading_step)
+    assert fresh.state["seen"]["n"] == 2
 
 
 def node(partition: int = 1, **node_config) -> Context:
