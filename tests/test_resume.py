@@ -383,6 +383,12 @@ def test_bad_resumes_stop_with_one_line_and_change_nothing(interrupted, tmp_path
         parent,
     )
     resume_fails({**base, "kt-metrics": True, "resume": str(interrupted)}, "cannot resume", parent)
+    # checkpoint=false would leave the clients without their saved state
+    resume_fails(
+        {**base, "checkpoint": False, "resume": str(interrupted)},
+        r"checkpoint=True \(given False\)",
+        parent,
+    )
     # a checkpoint of other versions
     checkpoint = read_checkpoint(interrupted)
     checkpoint.versions = {**checkpoint.versions, "torch": "0.0.1"}
@@ -402,6 +408,9 @@ def test_a_resume_at_the_last_checkpoint_only_finishes_the_run(interrupted, tmp_
     before = (interrupted / "history.json").read_bytes()
     (interrupted / "model.pt").unlink()
     base = overrides("fedavg", tmp_path / "first", **{"num-server-rounds": 2})
-    assert run_in_process({**base, "resume": str(interrupted)}, num_clients=4) == interrupted
+    # the keys that only name a new run's folder may differ: no new folder is made
+    elsewhere = {"output-dir": str(tmp_path / "elsewhere"), "run-name": "other"}
+    resumed = run_in_process({**base, **elsewhere, "resume": str(interrupted)}, num_clients=4)
+    assert resumed == interrupted and not (tmp_path / "elsewhere").exists()
     assert (interrupted / "history.json").read_bytes() == before
     assert (interrupted / "model.pt").is_file() and status(interrupted) == "completed"

@@ -203,7 +203,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         log(INFO, "flowerbed: results go to %s", run_dir)
     else:
         run_dir = resumed.folder
-        log(INFO, "flowerbed: resuming; results go to %s", run_dir)
+        log(INFO, "flowerbed: results go to %s (a resumed run)", run_dir)
 
     random.seed(config.seed)  # Flower samples clients with Python's random
     torch.manual_seed(config.seed)

@@ -9,9 +9,10 @@ each refusal is one ``ConfigError`` line naming the folder:
 * the checkpoint's flwr, torch, numpy and flowerbed versions must be this process's;
 * the run config must equal the folder's ``config.json`` except for ``RESUME_FREE_KEYS``:
   ``resume`` itself, ``output-dir`` and ``run-name`` (which only name a new run's folder:
-  a resumed run goes on in the ``resume`` folder), ``wait-timeout`` (how long to wait for the
-  nodes to connect) and ``checkpoint`` (whether the rest of the run keeps writing
-  checkpoints). Every other key can change the numbers, so a difference names the keys.
+  a resumed run goes on in the ``resume`` folder) and ``wait-timeout`` (how long to wait for
+  the nodes to connect). Every other key can change the numbers, so a difference names the
+  keys. ``checkpoint`` stays ``true``: the clients find their saved state through the run
+  folder that checkpointing messages carry.
 
 The federation's size is checked after the handshake (``runtime.context``): a resumed run
 needs the partitions the run had.
@@ -36,7 +37,7 @@ SETTINGS = (
         " run. See [Resume](#resume)",
     ),
 )
-RESUME_FREE_KEYS = ("resume", "output-dir", "run-name", "wait-timeout", "checkpoint")
+RESUME_FREE_KEYS = ("resume", "output-dir", "run-name", "wait-timeout")
 FEDERATION_KEY = "num-partitions"  # written by start_run beside the run config
 
 

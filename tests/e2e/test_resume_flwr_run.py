@@ -22,7 +22,11 @@ CONFIG = {
     "model": "mlp",
     "local-epochs": 1,
     "num-server-rounds": ROUNDS,
-    "fraction-train": 0.75,  # 3 of 4 clients: sampling and skipped clients' state
+    # every client every round: Flower's ServerApp runtime draws from Python's global random in
+    # a heartbeat thread (every ~20 s) and in retry jitter, at times no seed controls, so which
+    # clients Flower samples under fraction-train < 1 can differ between two long `flwr run`s,
+    # resumed or not (the in-process tests cover sampling and skipped clients' state)
+    "fraction-train": 1.0,
 }
 
 
