@@ -28,13 +28,14 @@ from .data import federation
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
-from .protocols import distill, kt_metrics
+from .protocols import distill, fl_rounds, kt_metrics
 from .protocols.distill import OFF, Distill
 from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .runtime.context import SETTINGS as RUN_SETTINGS
 from .runtime.device import SETTINGS as DEVICE_SETTINGS
+from .runtime.resume import SETTINGS as RESUME_SETTINGS
 from .runtime.trackers import SETTINGS as TRACKER_SETTINGS
 from .settings import ConfigError, RunConfig, Setting, index_settings
 from .strategies import STRATEGIES, StrategySpec
@@ -87,6 +88,8 @@ SETTINGS: dict[str, Setting] = index_settings(
         *federation.SETTINGS,
         *MODEL_SETTINGS,
         *RUN_SETTINGS,
+        *fl_rounds.SETTINGS,
+        *RESUME_SETTINGS,
         *TRAINING_SETTINGS,
         *DEVICE_SETTINGS,
         *TRACKER_SETTINGS,
@@ -106,6 +109,12 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
             f"distill-objective={config.distill_objective!r} distils the global model of a"
             f" multi-round strategy; strategy={config.strategy!r} is not one (valid choices:"
             f" {', '.join(STRATEGIES)})"
+        )
+    if config.resume and not PROTOCOLS[config.strategy].protocol(config).resumable:
+        raise ConfigError(
+            f"resume={config.resume!r}: strategy={config.strategy!r} cannot resume; only runs"
+            " made of FL rounds do (the strategies"
+            f" {', '.join(STRATEGIES)}, without kt-metrics or distill-objective)"
         )
     return config
 

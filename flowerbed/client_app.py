@@ -9,7 +9,9 @@
 
 A ``LocalClient`` (config, partition, model helpers) is built from the context per message;
 data sets and partitions are cached per process, so a Ray actor reads its files once.
-Training handlers carry the ``fail_on_purpose`` mod (test-only fault injection).
+Training handlers carry the ``fail_on_purpose`` mod (test-only fault injection); the FL-rounds
+handlers (``train``, ``evaluate``) carry ``keep_client_state``, which checkpoints the node's
+``context.state`` for resumed runs (``client_state``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from .catalog import get_protocol, parse_run_config
+from .client_state import keep_client_state
 from .methods.ctl import ROUND as CTL_ROUND
 from .methods.ctl import SHARE as CTL_SHARE
 from .methods.fedsa import AMALGAMATE as FEDSA_AMALGAMATE
@@ -55,8 +58,8 @@ def _action(message_type: str) -> str:
 
 
 # The table: message type -> handler (every one reaches the phase's client half).
-app.train(mods=[fail_on_purpose])(run_phase_step)
-app.evaluate()(run_phase_step)
+app.train(mods=[keep_client_state, fail_on_purpose])(run_phase_step)
+app.evaluate(mods=[keep_client_state])(run_phase_step)
 app.train(_action(LOCAL_FIT), mods=[fail_on_purpose])(run_phase_step)
 app.train(_action(EXCHANGE), mods=[fail_on_purpose])(run_phase_step)
 app.query(_action(KT_METRICS))(run_phase_step)

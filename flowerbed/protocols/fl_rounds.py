@@ -14,29 +14,59 @@ never a held-out one.
 
 Client half: Flower's default ``train`` and ``evaluate`` messages go to the algorithm's
 client step and evaluation (``StrategySpec.client_train`` / ``client_evaluate``).
+
+Checkpoints and resume (run-config ``checkpoint``, ``resume``): after the history row of every
+round (round 0 included) the server's state is written (``runtime.checkpoint``), and the
+messages carry the run folder so that the clients' mod ``client_state.keep_client_state``
+saves their ``context.state``. A resumed run (``run.checkpoint``) restores the strategy's
+state, the history, the best-round bookkeeping and the random states, and runs the remaining
+rounds through Flower's own loop with true round numbers (``rounds_strategy``, which also
+seeds every round's client sampling).
 """
 
 from __future__ import annotations
 
 from logging import INFO
 
-from flwr.app import ArrayRecord, Message, MessageType, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Strategy
 
+from ..client_state import RECORD, RUN_DIR_KEY
+from ..runtime.checkpoint import (
+    ServerCheckpoint,
+    restore_rng_states,
+    restore_strategy_state,
+    rng_states,
+    strategy_state,
+    versions,
+    write_checkpoint,
+)
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
 from ..runtime.results import save_model, write_json
+from ..settings import Setting
 from ..strategies.common import StrategySpec, flower_kwargs
 from ..training.local_client import LocalClient
 from ..training.loops import evaluate
 from .phase import Handoff, Phase
+from .rounds_strategy import RoundsStrategy, resumed_evaluate_fn
+
+SETTINGS = (
+    Setting(
+        "checkpoint",
+        True,
+        "FL-rounds protocols: checkpoint the server's and the clients' state at the end of every"
+        " round, so that `resume` can finish an interrupted run. See [Resume](#resume)",
+    ),
+)
 
 
 class FLRounds(Phase):
     """``num-server-rounds`` rounds of the algorithm ``spec`` (see the module docstring)."""
 
     MESSAGE_TYPES = (MessageType.TRAIN, MessageType.EVALUATE)
+    RESUMABLE = True
 
     def __init__(self, spec: StrategySpec) -> None:
         self.spec = spec
@@ -47,7 +77,9 @@ class FLRounds(Phase):
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config, data, model = run.config, run.data, run.model
-        best_accuracy = -1.0
+        resumed = run.checkpoint
+        best_accuracy = resumed.best_accuracy if resumed else -1.0
+        run_versions = versions()
 
         def central_evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
             nonlocal best_accuracy
@@ -63,16 +95,34 @@ class FLRounds(Phase):
             row = round_row(server_round, run.grid, central_accuracy=accuracy, central_loss=loss)
             row.update(self.server_metrics())
             run.history.add(row, config.num_server_rounds)
+            if config.checkpoint:
+                self.save_checkpoint(run, server_round, arrays, best_accuracy, run_versions)
             return MetricRecord({"accuracy": accuracy, "loss": loss})
 
-        initial = handoff.arrays if handoff.arrays is not None else ArrayRecord(model.state_dict())
-        result = self.strategy.start(
-            grid=run.grid,
-            initial_arrays=initial,
-            num_rounds=config.num_server_rounds,
-            timeout=config.round_timeout,
-            evaluate_fn=central_evaluate,
-        )
+        strategy = RoundsStrategy(self.strategy, config.seed)
+        evaluate_fn, num_rounds = central_evaluate, config.num_server_rounds
+        if resumed is None:
+            initial = handoff.arrays
+            initial = ArrayRecord(model.state_dict()) if initial is None else initial
+        else:
+            initial = resumed.arrays
+            self.restore(run, resumed)
+            strategy = RoundsStrategy(self.strategy, config.seed, done=resumed.round)
+            evaluate_fn = resumed_evaluate_fn(central_evaluate, resumed.round)
+            num_rounds -= resumed.round
+        if config.checkpoint:  # where the clients keep their state (client_state)
+            run.grid.bookkeeping[RECORD] = ConfigRecord({RUN_DIR_KEY: str(run.run_dir)})
+        try:
+            result = strategy.start(
+                grid=run.grid,
+                initial_arrays=initial,
+                num_rounds=num_rounds,
+                timeout=config.round_timeout,
+                evaluate_fn=evaluate_fn,
+            )
+        finally:
+            run.grid.bookkeeping.pop(RECORD, None)
+            run.grid.seed_sampling(None)
         # Flower's result holds no arrays when no round aggregated anything (every round failed,
         # as max-failed-rounds allows): the global model is then still the initial one.
         arrays = result.arrays if len(result.arrays) else initial
@@ -86,6 +136,37 @@ class FLRounds(Phase):
             run.history.rows[-1]["central_accuracy"],
             run.run_dir,
         )
+
+    def save_checkpoint(
+        self,
+        run: RunContext,
+        server_round: int,
+        arrays: ArrayRecord,
+        best_accuracy: float,
+        run_versions: dict[str, str],
+    ) -> None:
+        """The server's checkpoint after ``server_round``'s history row (``runtime.checkpoint``)."""
+        checkpoint = ServerCheckpoint(
+            round=server_round,
+            arrays=arrays,
+            strategy=strategy_state(self.strategy),
+            rng=rng_states(),
+            history=run.history.rows,
+            failed_rounds=run.history.failed_rounds,
+            best_accuracy=best_accuracy,
+            versions=run_versions,
+        )
+        write_checkpoint(run.run_dir, checkpoint)
+
+    def restore(self, run: RunContext, resumed: ServerCheckpoint) -> None:
+        """Everything of the checkpoint but the arrays and the best accuracy (which ``run``
+        takes): the strategy's attributes, the history, the grid's round, the random states."""
+        restore_strategy_state(self.strategy, resumed.strategy)
+        run.history.rows = list(resumed.history)
+        run.history.failed_rounds = resumed.failed_rounds
+        run.grid.continue_after(resumed.round)
+        log(INFO, "flowerbed: resuming %s after round %d", run.run_dir, resumed.round)
+        restore_rng_states(resumed.rng)  # last: nothing draws from them before round r + 1
 
     def server_metrics(self) -> dict[str, float]:
         """The strategy's own metrics of the round just aggregated (``round_metrics``:

@@ -9,6 +9,9 @@
   messages, reached through the phase's Flower message types (``MESSAGE_TYPES``, e.g.
   ``"train.local_fit"``; the ClientApp registers one handler per type).
 
+``RESUMABLE`` says whether the phase goes on from a checkpoint (run-config ``resume``); a
+protocol resumes when all its phases do (today: the FL-rounds protocols).
+
 ``check(run)`` validates what can only be checked with the data and the federation known
 (architectures, the strategy's own requirements); ``Protocol.run`` calls every phase's check
 before any phase runs, so a bad setting of the last phase stops the run before the first
@@ -45,6 +48,7 @@ class Phase:
     """One step of a protocol (see the module docstring)."""
 
     MESSAGE_TYPES: tuple[str, ...] = ()
+    RESUMABLE = False  # a run of this phase can go on from a checkpoint (run-config resume)
 
     def check(self, run: RunContext) -> None:
         """Raise ``ConfigError`` for what cannot run; called before any phase runs."""
@@ -69,6 +73,10 @@ class Protocol:
         for phase in self.phases:
             phase.run(run, handoff)
         return handoff
+
+    @property
+    def resumable(self) -> bool:
+        return all(phase.RESUMABLE for phase in self.phases)
 
     def phase_for(self, message_type: str) -> Phase:
         """The phase whose client half answers messages of ``message_type``."""

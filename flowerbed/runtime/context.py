@@ -2,14 +2,17 @@
 
 ``start_run`` does, in this order, so that bad input fails before any client trains:
 
-0. check that the packages of the chosen trackers are installed (``runtime.trackers``);
+0. check that the packages of the chosen trackers are installed (``runtime.trackers``); with
+   ``resume`` set, check the run folder to resume (``runtime.resume``): nothing is written
+   before it passes;
 1. load the data set (a missing file stops here, naming the path) and build the protocol's
    global model once, seeded (a model that does not fit the data stops here);
 2. handshake with the nodes: each reports its partition id and the number of partitions
    (``handshake='lazy'``: one node does, for large federations); the partition (more clients
    than samples, impossible minimum sizes...) is computed and its label-count table logged
    (the first rows) and saved;
-3. make the run folder, write ``config.json`` and the partition table;
+3. make the run folder, write ``config.json`` and the partition table (a resumed run goes on
+   in its own folder, whose files stay as they are, once the federation's size is checked);
 4. seed Python's ``random`` (Flower samples clients with it) and torch for what follows, and
    open the trackers (live curves; one that cannot start is warned about, never fatal).
 
@@ -35,10 +38,12 @@ from ..data.partition import format_label_table
 from ..models import Classifier
 from ..mods import failing_partition_ids
 from ..settings import ConfigError, RunConfig, Setting
+from .checkpoint import ServerCheckpoint
 from .history import History
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid
 from .results import make_run_dir, write_json, write_partition_table
+from .resume import FEDERATION_KEY, open_resume
 from .trackers import check_trackers, open_trackers
 
 SETTINGS = (
@@ -115,6 +120,7 @@ class RunContext:
     num_partitions: int
     run_dir: Path
     history: History
+    checkpoint: ServerCheckpoint | None = None  # a resumed run's last checkpoint
 
 
 def federation_size(nodes: dict[int, tuple[int, int]]) -> int:
@@ -138,6 +144,7 @@ def federation_size(nodes: dict[int, tuple[int, int]]) -> int:
 def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunContext:
     """Steps 0-4 of the module docstring; returns the context the protocol runs in."""
     check_trackers(config)
+    resumed = open_resume(config) if config.resume else None
     data = load_splits(config)
     torch.manual_seed(config.seed)  # the initial global model is a function of the seed
     try:  # a model that does not fit the data stops here
@@ -158,6 +165,12 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     except TimeoutError as error:
         raise RunFailed(str(error)) from None
     num_partitions = federation_size(nodes)
+    if resumed is not None and resumed.stored_config.get(FEDERATION_KEY) != num_partitions:
+        raise ConfigError(
+            f"resume={str(config.resume)!r}: the run had"
+            f" {resumed.stored_config.get(FEDERATION_KEY)}"
+            f" partitions, this federation has {num_partitions}; resume with the run's clients"
+        )
     missing = sorted(failing_partition_ids(config) - set(range(num_partitions)))
     if missing:
         raise ConfigError(
@@ -186,20 +199,31 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         format_label_table(counts, max_rows=LOGGED_TABLE_ROWS),
     )
 
+    config_record = {**config.to_dict(), FEDERATION_KEY: num_partitions}
+    if resumed is None:
+        run_dir = new_run_dir(config)
+        write_json(run_dir / "config.json", config_record)
+        write_partition_table(run_dir, counts)
+        log(INFO, "flowerbed: results go to %s", run_dir)
+    else:
+        run_dir = resumed.folder
+        log(INFO, "flowerbed: results go to %s (a resumed run)", run_dir)
+
+    random.seed(config.seed)  # Flower samples clients with Python's random
+    torch.manual_seed(config.seed)
+    trackers = open_trackers(config, run_dir, config_record)
+    history = History(run_dir, config.max_failed_rounds, trackers)
+    checkpoint = resumed.checkpoint if resumed is not None else None
+    return RunContext(config, data, recording, model, num_partitions, run_dir, history, checkpoint)
+
+
+def new_run_dir(config: RunConfig) -> Path:
+    """A new folder for the run under ``output-dir`` (``results.make_run_dir``)."""
     name = config.run_name or f"{config.strategy}-{config.dataset}-seed{config.seed}"
     try:
-        run_dir = make_run_dir(config.output_path, name)
+        return make_run_dir(config.output_path, name)
     except OSError as error:
         raise ConfigError(
             f"output-dir={config.output_dir!r}: cannot make a run folder in {config.output_path}"
             f" ({error.strerror or error}); choose a writable folder"
         ) from None
-    params = {**config.to_dict(), "num-partitions": num_partitions}
-    write_json(run_dir / "config.json", params)
-    write_partition_table(run_dir, counts)
-    log(INFO, "flowerbed: results go to %s", run_dir)
-
-    random.seed(config.seed)  # Flower samples clients with Python's random
-    torch.manual_seed(config.seed)
-    history = History(run_dir, config.max_failed_rounds, open_trackers(config, run_dir, params))
-    return RunContext(config, data, recording, model, num_partitions, run_dir, history)

@@ -18,6 +18,10 @@ failures in that order. With Python's ``random`` seeded, Flower's client samplin
 floating-point order of aggregation and the history are then the same in every run with the
 same seed, whatever order the replies arrive in.
 
+Bookkeeping: records in ``bookkeeping`` (the run folder of a checkpointing run, for the
+clients' state: ``client_state``) are added to every message after its bytes are counted, so
+``bytes_sent`` is the algorithm's traffic and does not depend on where the run folder is.
+
 Large federations: the handshake asks every node, and Flower's simulation engine scans every
 node's queue for every pending message (a pass costs nodes x pending messages), so asking all
 N nodes at once costs on the order of N^2 checks: minutes at 1,000 nodes, hours at 10,000.
@@ -29,13 +33,14 @@ and is not reproducible from the seed. Replies are still recorded in partition o
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
 
 import numpy as np
-from flwr.app import Error, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, Error, Message, MessageType, RecordDict
 from flwr.common.logger import log
 
 
@@ -90,6 +95,10 @@ class RecordingGrid:
         self.nodes_in_partition_order = True  # False after a handshake that asked one node
         self.current_round = 1
         self.rounds: dict[int, RoundTraffic] = {1: RoundTraffic()}
+        # records added to every message after its bytes are counted: flowerbed's bookkeeping
+        # (the client-state folder of a checkpointing run), not the algorithm's traffic
+        self.bookkeeping: dict[str, ConfigRecord] = {}
+        self.sampling_seed: int | None = None  # seed_sampling
 
     def __getattr__(self, name):
         return getattr(self._grid, name)
@@ -159,22 +168,35 @@ class RecordingGrid:
         self.rounds[self.current_round] = RoundTraffic()  # round 1's clock starts now
         return info
 
+    def seed_sampling(self, seed: int | None) -> None:
+        """Reseed Python's ``random`` with ``seed`` whenever the nodes are listed from now on
+        (None: stop): Flower's strategies list the nodes and draw their sample from ``random``
+        right after, so no other thread's draw can fall in between (``rounds_strategy``)."""
+        self.sampling_seed = seed
+
     def get_node_ids(self) -> list[int]:
         """Connected nodes, in partition order (unknown nodes last, by id); by id alone after a
         handshake that asked one node (an order that does not change as partitions are
         learnt)."""
         if not self.nodes_in_partition_order:
-            return sorted(self._grid.get_node_ids())
-        unknown = 1 << 62
-        return sorted(
-            self._grid.get_node_ids(), key=lambda n: (self.partition_of.get(n, unknown), n)
-        )
+            nodes = sorted(self._grid.get_node_ids())
+        else:
+            unknown = 1 << 62
+            nodes = sorted(
+                self._grid.get_node_ids(), key=lambda n: (self.partition_of.get(n, unknown), n)
+            )
+        if self.sampling_seed is not None:
+            random.seed(self.sampling_seed)
+        return nodes
 
     # --- traffic -------------------------------------------------------------------------------
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None):
         messages = list(messages)
         traffic = self.rounds[self.current_round]
         traffic.bytes_sent += sum(payload_bytes(m.content) for m in messages)
+        for message in messages:
+            for name, record in self.bookkeeping.items():
+                message.content[name] = record
         replies = list(self._grid.send_and_receive(messages, timeout=timeout))
         if not messages:
             return replies
@@ -236,6 +258,11 @@ class RecordingGrid:
 
     def _reply_order(self, reply: Message):
         return (reply.has_error(), *self._partition_order(reply))
+
+    def continue_after(self, last_round: int) -> None:
+        """Number the next round ``last_round + 1`` (a resumed run); its clock starts now."""
+        self.current_round = last_round + 1
+        self.rounds = {self.current_round: RoundTraffic()}
 
     def end_round(self) -> RoundTraffic:
         """Close the current round (its seconds) and open the next."""

@@ -51,6 +51,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def as_written(data: Any) -> Any:
+    """``data`` as ``write_json`` writes it and ``json.load`` reads it back."""
+    return json.loads(json.dumps(_jsonable(data)))
+
+
 def write_json(path: Path, data: Any) -> None:
     atomic_write(path, lambda f: json.dump(_jsonable(data), f, indent=2))
 

@@ -1,0 +1,89 @@
+"""What Flower's own round loop runs: the algorithm's strategy, with seeded client sampling and,
+after a checkpoint, the true round numbers.
+
+Seeded sampling. Flower's strategies sample clients with Python's global ``random``
+(``sample_nodes``: ``random.sample(grid.get_node_ids(), k)``), and other threads of Flower's
+ServerApp process draw from the same generator (the heartbeat's jitter, every 20 s or so). One
+seed at the start of the run therefore does not fix the clients of round 10: that depends on
+how many heartbeats fell before it. So before every ``configure_train`` / ``configure_evaluate``
+the wrapper asks the grid to reseed ``random`` with ``seed_for(run seed, round, kind)`` when it
+next lists the nodes (``RecordingGrid.seed_sampling``), right before Flower's ``random.sample``:
+the sample of round t is a function of the seed and t alone.
+
+Resume. Flower's public ``Strategy.start`` always counts rounds from 1. A run resumed after
+round r of N calls ``start`` for N - r rounds on ``RoundsStrategy(strategy, seed, done=r)``:
+every method is delegated to the real strategy with ``server_round + r``, so the messages
+(``server-round``, hence the clients' seeds), the strategy's own round-dependent rules, the
+sampling seeds and the history carry the true round numbers. Only Flower's own "[ROUND k/M]"
+log lines count from 1; flowerbed's round line shows the true round. ``resumed_evaluate_fn``
+does the same for the central evaluation, and skips Flower's call before round 1: the
+checkpoint already holds the row of round r.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from logging import INFO
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from ..runtime.recording_grid import RecordingGrid
+from ..runtime.seeding import seed_for
+
+EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
+_TRAIN_SAMPLE, _EVALUATE_SAMPLE = 11, 12  # purposes of seed_for
+
+
+class RoundsStrategy(Strategy):
+    """``strategy`` with seeded sampling, from round ``done + 1`` on (module docstring)."""
+
+    def __init__(self, strategy: Strategy, seed: int, done: int = 0) -> None:
+        self.strategy = strategy
+        self.seed = seed
+        self.done = done
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        server_round += self.done
+        self._seed_sampling(grid, server_round, _TRAIN_SAMPLE)
+        return self.strategy.configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]):
+        return self.strategy.aggregate_train(server_round + self.done, replies)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        server_round += self.done
+        self._seed_sampling(grid, server_round, _EVALUATE_SAMPLE)
+        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]):
+        return self.strategy.aggregate_evaluate(server_round + self.done, replies)
+
+    def summary(self) -> None:
+        if self.done:
+            log(
+                INFO,
+                "\t├──> %s resumed after round %d (Flower's round numbers below count from 1)",
+                type(self.strategy).__name__,
+                self.done,
+            )
+        self.strategy.summary()
+
+    def _seed_sampling(self, grid: Grid, server_round: int, purpose: int) -> None:
+        if isinstance(grid, RecordingGrid):
+            grid.seed_sampling(seed_for(self.seed, server_round, purpose))
+
+
+def resumed_evaluate_fn(evaluate_fn: EvaluateFn, done: int) -> EvaluateFn:
+    """``evaluate_fn`` with round k as ``k + done``; Flower's call before round 1 is skipped."""
+
+    def shifted(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        return None if server_round == 0 else evaluate_fn(server_round + done, arrays)
+
+    return shifted

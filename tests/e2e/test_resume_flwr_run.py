@@ -1,0 +1,80 @@
+"""Resume through `flwr run`: a SCAFFOLD simulation whose processes are killed (SIGKILL, the
+local SuperLink with everything it started: ServerApp, Ray, ClientApps) after round 2 goes on
+with `resume=<run folder>` in a new `flwr run` and writes the history of an uninterrupted run."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from flowerbed.runtime.checkpoint import checkpointed_round
+from flowerbed.simulation import local_superlink_pids, simulate, with_descendants
+
+pytestmark = pytest.mark.e2e
+
+ROUNDS = 4
+CONFIG = {
+    "strategy": "scaffold",
+    "dataset": "digits",
+    "model": "mlp",
+    "local-epochs": 1,
+    "num-server-rounds": ROUNDS,
+    # 3 of 4 clients per round: the sample of every round is a function of the seed and the
+    # round (rounds_strategy), whatever Flower's heartbeat thread drew from `random` meanwhile,
+    # and a client skipped in round 3 resumes with the state it saved before the kill
+    "fraction-train": 0.75,
+}
+
+
+def kill_after_round(run_config: dict, out, home, after_round: int):
+    """Start the simulation; SIGKILL its whole process tree once round ``after_round`` is
+    checkpointed. Returns the run folder."""
+    thread = threading.Thread(target=simulate, args=(run_config, 4), kwargs={"flwr_home": home})
+    thread.start()
+    deadline = time.monotonic() + 600
+    folders = []
+    while time.monotonic() < deadline and thread.is_alive():
+        folders = list(out.glob("*")) if out.is_dir() else []
+        if folders and checkpointed_round(folders[0]) >= after_round:
+            for pid in with_descendants(local_superlink_pids(home)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            break
+        time.sleep(0.05)
+    thread.join(timeout=300)
+    assert folders, "the run made no folder"
+    return folders[0]
+
+
+def test_scaffold_killed_after_round_2_resumes_through_flwr_run(tmp_path):
+    data = str(tmp_path / "data")
+    reference = simulate(
+        {**CONFIG, "output-dir": str(tmp_path / "reference"), "data-dir": data},
+        num_supernodes=4,
+        flwr_home=tmp_path / "home-reference",
+    )
+    assert reference.returncode == 0 and reference.run_dir is not None, reference.log[-3000:]
+
+    out = tmp_path / "killed"
+    killed_config = {**CONFIG, "output-dir": str(out), "data-dir": data}
+    run_dir = kill_after_round(killed_config, out, tmp_path / "home-killed", after_round=2)
+    status = json.loads((run_dir / "status.json").read_text())["status"]
+    assert status == "running", "the run was not killed before it ended"
+    assert 2 <= checkpointed_round(run_dir) < ROUNDS
+
+    resumed = simulate(
+        {**killed_config, "resume": str(run_dir)},
+        num_supernodes=4,
+        flwr_home=tmp_path / "home-resumed",
+    )
+    assert resumed.returncode == 0 and resumed.run_dir == run_dir, resumed.log[-3000:]
+    assert f"flowerbed round {ROUNDS}/{ROUNDS}" in resumed.log
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
+    assert (run_dir / "history.json").read_bytes() == (
+        reference.run_dir / "history.json"
+    ).read_bytes()

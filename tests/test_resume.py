@@ -1,0 +1,416 @@
+"""Resume: a run killed at any point goes on from its last checkpoint and writes the history an
+uninterrupted run writes; bad resumes stop with one line and change nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
+
+from flowerbed.catalog import parse_run_config
+from flowerbed.client_state import (
+    RECORD,
+    RUN_DIR_KEY,
+    keep_client_state,
+    load_state,
+    save_state,
+    saved_rounds,
+)
+from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
+from flowerbed.runtime.checkpoint import (
+    NotData,
+    checkpointed_round,
+    decode,
+    encode,
+    read_checkpoint,
+    restore_rng_states,
+    restore_strategy_state,
+    rng_states,
+    strategy_state,
+    write_checkpoint,
+)
+from flowerbed.runtime.results import round_seconds
+from flowerbed.settings import ConfigError
+from flowerbed.strategies import STRATEGIES
+
+REPO = Path(__file__).resolve().parent.parent
+ROUNDS = 4
+TINY = {"dataset": "digits", "model": "mlp", "local-epochs": 1, "num-server-rounds": ROUNDS}
+# scaffold samples half the clients: c's |S|/N and clients that skip rounds are exercised
+KILLED = {
+    "fedavg": {},
+    "scaffold": {"fraction-train": 0.5},
+    "fedadam": {},
+    "ditto": {},
+}
+
+
+def overrides(name: str, out: Path, **extra) -> dict:
+    return {
+        **TINY,
+        **KILLED.get(name, {}),
+        "strategy": name,
+        "output-dir": str(out / "runs"),
+        "data-dir": str(out.parent / "data"),
+        **extra,
+    }
+
+
+def only_run_folder(out: Path) -> Path:
+    (folder,) = (out / "runs").iterdir()
+    return folder
+
+
+def run_checkpointed_round(out: Path) -> int:
+    """The round of the checkpoint of the one run under ``out`` (-1 while there is none)."""
+    folders = list((out / "runs").glob("*")) if (out / "runs").is_dir() else []
+    return checkpointed_round(folders[0]) if folders else -1
+
+
+def run_and_kill_after(run_config: dict, out: Path, after_round: int) -> Path:
+    """Run in a subprocess; SIGKILL it as soon as its checkpoint reports ``after_round``."""
+    code = (
+        "import json, sys, torch; torch.set_num_threads(1);"
+        " from flowerbed.inprocess import run_in_process;"
+        " run_in_process(json.loads(sys.argv[1]), num_clients=4)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, json.dumps(run_config)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while run_checkpointed_round(out) < after_round:
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "no checkpoint of round 2 within 600 s"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    return only_run_folder(out)
+
+
+def status(run_dir: Path) -> str:
+    return json.loads((run_dir / "status.json").read_text())["status"]
+
+
+@pytest.mark.parametrize("name", list(KILLED))
+def test_a_killed_run_resumes_to_the_history_of_an_uninterrupted_run(name, tmp_path, one_thread):
+    reference = run_in_process(overrides(name, tmp_path / "reference"), num_clients=4)
+
+    killed = run_and_kill_after(overrides(name, tmp_path / "killed"), tmp_path / "killed", 2)
+    assert status(killed) == "running"  # SIGKILL: nothing could write "interrupted"
+    done = read_checkpoint(killed).round
+    assert 2 <= done < ROUNDS
+    assert not (killed / "model.pt").exists()
+
+    resumed = run_in_process(
+        overrides(name, tmp_path / "killed", resume=str(killed)), num_clients=4
+    )
+    assert resumed == killed  # the same folder, never a new one
+    assert [p.name for p in (tmp_path / "killed" / "runs").iterdir()] == [killed.name]
+    assert status(resumed) == "completed"
+    assert (resumed / "history.json").read_bytes() == (reference / "history.json").read_bytes()
+    assert (resumed / "history.csv").read_bytes() == (reference / "history.csv").read_bytes()
+    assert len(round_seconds(resumed)) == ROUNDS
+    for model in ("model.pt", "model_best.pt"):
+        ours = torch.load(resumed / model, weights_only=True)
+        theirs = torch.load(reference / model, weights_only=True)
+        assert ours.keys() == theirs.keys()
+        for key in ours:
+            assert torch.equal(ours[key], theirs[key]), (model, key)
+    assert (resumed / "model_best.json").read_text() == (reference / "model_best.json").read_text()
+    # the config.json of the run is the one it started with
+    assert json.loads((resumed / "config.json").read_text())["resume"] == ""
+
+
+def test_the_stateful_strategies_keep_what_they_should_in_the_checkpoint(tmp_path, one_thread):
+    """The attributes the module docstring names carry state, and a restored strategy holds
+    exactly the saved values (a round trip through the file)."""
+    expected = {
+        "scaffold": {"c"},
+        "fedadam": {"m_t", "v_t", "current_arrays"},
+        "fedavgm": {"momentum_vector", "current_arrays"},
+        "feddyn": {"h"},
+    }
+    for name, attributes in expected.items():
+        out = tmp_path / name
+        run_dir = run_in_process(overrides(name, out, **{"num-server-rounds": 2}), num_clients=4)
+        checkpoint = read_checkpoint(run_dir)
+        assert checkpoint.round == 2
+        for attribute in attributes:
+            assert decode(checkpoint.strategy[attribute]) is not None, (name, attribute)
+        config = parse_run_config(resolve_run_config(overrides(name, out)))
+        fresh = STRATEGIES[name].build_server(config)
+        restore_strategy_state(fresh, checkpoint.strategy)
+        assert_same(strategy_state(fresh), checkpoint.strategy)
+
+
+def assert_same(a, b) -> None:
+    """Equal encoded trees (tensors by value)."""
+    assert type(a) is type(b)
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for key in a:
+            assert_same(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b)
+    else:
+        assert a == b
+
+
+def test_encode_round_trips_arrays_records_and_numbers():
+    value = {
+        "a": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "b": ArrayRecord({"w": Array(np.ones((2, 2), np.float32))}),
+        "c": [np.float64(0.1), 3, None, "x", (1, 2.5)],
+        7: frozenset({"k", "j"}),
+    }
+    back = decode(encode(value))
+    assert back["a"].dtype == np.int16 and np.array_equal(back["a"], value["a"])
+    assert np.array_equal(back["b"]["w"].numpy(), np.ones((2, 2), np.float32))
+    assert back["c"] == [0.1, 3, None, "x", (1, 2.5)] and isinstance(back["c"][0], np.float64)
+    assert back[7] == frozenset({"j", "k"})
+    with pytest.raises(NotData, match="object"):
+        encode({"x": object()})
+
+
+def test_restored_random_states_repeat_the_same_draws():
+    import random
+
+    states = rng_states()
+    first = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.random(), np.random.rand(), torch.rand(3)  # move on
+    restore_rng_states(decode(encode(states)))
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
+
+
+def test_a_strategy_attribute_that_is_not_data_is_named():
+    class Odd:
+        def __init__(self):
+            self.weights = np.zeros(2)
+            self.rule = lambda x: x  # code: skipped
+            self.cache = object()  # neither: refused
+
+    with pytest.raises(NotData, match=r"Odd\.cache"):
+        strategy_state(Odd())
+
+
+# --- the clients' state -----------------------------------------------------------------------
+
+
+def test_client_state_round_trips_every_record_kind(tmp_path):
+    state = RecordDict(
+        {
+            "w": ArrayRecord(
+                {"a": Array(np.arange(4, dtype=np.float32)), "n": Array(np.array([3], np.int64))}
+            ),
+            "c": ConfigRecord({"s": "x", "i": 2, "f": 0.1, "b": True, "raw": b"\x00\xff"}),
+            "m": MetricRecord({"loss": 0.25, "steps": [1, 2]}),
+        }
+    )
+    save_state(tmp_path / "round-3.npz", state)
+    back = load_state(tmp_path / "round-3.npz")
+    assert list(back.keys()) == ["w", "c", "m"]
+    assert back["w"]["a"].numpy().dtype == np.float32
+    assert np.array_equal(back["w"]["n"].numpy(), [3])
+    assert dict(back["c"]) == {"s": "x", "i": 2, "f": 0.1, "b": True, "raw": b"\x00\xff"}
+    assert isinstance(back["m"], MetricRecord) and dict(back["m"]) == {
+        "loss": 0.25,
+        "steps": [1, 2],
+    }
+
+
+def client_message(
+    server_round: int, run_dir: Path | None, message_type: str = MessageType.TRAIN
+) -> Message:
+    use_server_identity()
+    content = RecordDict({"config": ConfigRecord({"server-round": server_round})})
+    if run_dir is not None:
+        content[RECORD] = ConfigRecord({RUN_DIR_KEY: str(run_dir)})
+    return Message(content=content, message_type=message_type, dst_node_id=1)
+
+
+def reading_step(msg: Message, context: Context) -> Message:
+    """An evaluation that reads the state and changes nothing."""
+    assert "seen" in context.state
+    return Message(RecordDict(), reply_to=msg)
+
+
+def test_an_evaluation_that_changes_no_record_writes_nothing(tmp_path):
+    context = node()
+    keep_client_state(client_message(1, tmp_path), context, counting_step)
+    keep_client_state(client_message(2, tmp_path, MessageType.EVALUATE), context, reading_step)
+    assert sorted(saved_rounds(tmp_path / "client-state" / "partition-1")) == [1]
+    # one that replaces a record is saved
+    keep_client_state(client_message(2, tmp_path, MessageType.EVALUATE), context, counting_step)
+    assert sorted(saved_rounds(tmp_path / "client-state" / "partition-1")) == [1, 2]
+    # a fresh process evaluating at round 3 finds round 2's state
+    fresh = node()
+    keep_client_state(client_message(3, tmp_path, MessageType.EVALUATE), fresh, reading_step)
+    assert fresh.state["seen"]["n"] == 2
+
+
+def node(partition: int = 1, **node_config) -> Context:
+    config = {"partition-id": partition, "num-partitions": 4, **node_config}
+    return Context(run_id=1, node_id=1, node_config=config, state=RecordDict(), run_config={})
+
+
+def counting_step(msg: Message, context: Context) -> Message:
+    """A client step whose state counts the rounds it saw: (last round, number of rounds)."""
+    seen = context.state["seen"]["n"] if "seen" in context.state else 0
+    round_ = msg.content["config"]["server-round"]
+    context.state["seen"] = MetricRecord({"n": seen + 1, "last": round_})
+    return Message(RecordDict(), reply_to=msg)
+
+
+def test_the_mod_keeps_two_rounds_and_a_fresh_node_loads_the_latest_before_its_round(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    context = node()
+    for r in (1, 2, 3, 5):
+        keep_client_state(client_message(r, run_dir), context, counting_step)
+    folder = run_dir / "client-state" / "partition-1"
+    assert sorted(saved_rounds(folder)) == [3, 5]
+    # a fresh process (empty state) at round 5 takes round 3's file, not round 5's own
+    fresh = node()
+    keep_client_state(client_message(5, run_dir), fresh, counting_step)
+    assert dict(fresh.state["seen"]) == {"n": 4, "last": 5}  # 3 messages before, then this one
+    # a node that has state in memory keeps it
+    keep_client_state(client_message(6, run_dir), context, counting_step)
+    assert context.state["seen"]["n"] == 5
+
+
+def test_the_mod_does_nothing_without_the_run_folder_and_uses_the_site_folder(tmp_path):
+    context = node()
+    keep_client_state(client_message(1, None), context, counting_step)
+    assert context.state["seen"]["n"] == 1 and not any(tmp_path.iterdir())
+    # a server path absent here and no state-dir: nothing written
+    keep_client_state(client_message(1, tmp_path / "elsewhere" / "run-a"), node(), counting_step)
+    assert not any(tmp_path.iterdir())
+    site = tmp_path / "site"
+    keep_client_state(
+        client_message(1, tmp_path / "elsewhere" / "run-a"),
+        node(2, **{"state-dir": str(site)}),
+        counting_step,
+    )
+    assert sorted(saved_rounds(site / "run-a" / "partition-2")) == [1]
+    with pytest.raises(ConfigError, match="state-dir='relative' on node 1 must be an absolute"):
+        keep_client_state(
+            client_message(1, tmp_path), node(**{"state-dir": "relative"}), counting_step
+        )
+
+
+# --- bad resumes: one line, nothing changed -----------------------------------------------------
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def interrupted(tmp_path, one_thread) -> Path:
+    """A two-round fedavg run whose status says it was interrupted (its checkpoint: round 2)."""
+    run_dir = run_in_process(
+        overrides("fedavg", tmp_path / "first", **{"num-server-rounds": 2}), num_clients=4
+    )
+    (run_dir / "status.json").write_text(json.dumps({"status": "interrupted", "reason": ""}))
+    return run_dir
+
+
+def resume_fails(run_config: dict, match: str, folder: Path, num_clients: int = 4) -> None:
+    before = snapshot(folder)
+    with pytest.raises(ConfigError, match=match):
+        run_in_process(run_config, num_clients=num_clients)
+    assert snapshot(folder) == before
+
+
+def test_bad_resumes_stop_with_one_line_and_change_nothing(interrupted, tmp_path):
+    base = overrides("fedavg", tmp_path / "first", **{"num-server-rounds": 2})
+    parent = interrupted.parent
+    # a differing key that changes results is named, with both values
+    resume_fails(
+        {**base, "resume": str(interrupted), "learning-rate": 0.5},
+        r"differs from the run's config.json in 1 key\(s\): learning-rate=\S+ \(given 0.5\)",
+        parent,
+    )
+    # another federation size: stopped after the handshake, before anything is written
+    resume_fails(
+        {**base, "resume": str(interrupted)},
+        "the run had 4 partitions, this federation has 3",
+        parent,
+        num_clients=3,
+    )
+    # not a folder; a folder without checkpoint
+    resume_fails({**base, "resume": str(tmp_path / "nowhere")}, "no such run folder", parent)
+    no_checkpoint = run_in_process({**base, "checkpoint": False}, num_clients=4)
+    (no_checkpoint / "status.json").write_text(json.dumps({"status": "failed", "reason": ""}))
+    resume_fails({**base, "resume": str(no_checkpoint)}, "holds no checkpoint", parent)
+    # a protocol that is not FL rounds: at parse time, naming the ones that resume
+    resume_fails(
+        {**base, "strategy": "ensemble", "resume": str(interrupted)},
+        "strategy='ensemble' cannot resume; only runs made of FL rounds do",
+        parent,
+    )
+    resume_fails({**base, "kt-metrics": True, "resume": str(interrupted)}, "cannot resume", parent)
+    # checkpoint=false would leave the clients without their saved state
+    resume_fails(
+        {**base, "checkpoint": False, "resume": str(interrupted)},
+        r"checkpoint=True \(given False\)",
+        parent,
+    )
+    # a checkpoint of other versions
+    checkpoint = read_checkpoint(interrupted)
+    checkpoint.versions = {**checkpoint.versions, "torch": "0.0.1"}
+    write_checkpoint(interrupted, checkpoint)
+    resume_fails({**base, "resume": str(interrupted)}, r"other versions \(torch 0.0.1 -> ", parent)
+
+
+def test_a_completed_run_has_nothing_to_resume(tmp_path, one_thread):
+    base = overrides("fedavg", tmp_path / "done", **{"num-server-rounds": 1})
+    run_dir = run_in_process(base, num_clients=4)
+    resume_fails({**base, "resume": str(run_dir)}, "that run completed", run_dir.parent)
+
+
+def test_a_resume_at_the_last_checkpoint_only_finishes_the_run(interrupted, tmp_path):
+    """Killed after the last round's checkpoint (before status completed): the resume runs no
+    round, writes model.pt and completes, with the same history."""
+    before = (interrupted / "history.json").read_bytes()
+    (interrupted / "model.pt").unlink()
+    base = overrides("fedavg", tmp_path / "first", **{"num-server-rounds": 2})
+    # the keys that only name a new run's folder may differ: no new folder is made
+    elsewhere = {"output-dir": str(tmp_path / "elsewhere"), "run-name": "other"}
+    resumed = run_in_process({**base, **elsewhere, "resume": str(interrupted)}, num_clients=4)
+    assert resumed == interrupted and not (tmp_path / "elsewhere").exists()
+    assert (interrupted / "history.json").read_bytes() == before
+    assert (interrupted / "model.pt").is_file() and status(interrupted) == "completed"
