@@ -69,10 +69,10 @@ def sweep_spec(
     strategies: list[str], partitions: list[str], seeds: list[int], rounds: int, extra: dict
 ) -> SweepSpec:
     return SweepSpec(
-        (
-            Axis.of_key("strategy", strategies),
-            Axis.of_bundles("partition", {p: PARTITIONS[p] for p in partitions}),
+        (  # all strategies of one seed first: partial results stay balanced
             Axis.of_key("seed", seeds),
+            Axis.of_bundles("partition", {p: PARTITIONS[p] for p in partitions}),
+            Axis.of_key("strategy", strategies),
         ),
         fixed={**SETTING, **extra, "num-server-rounds": rounds},
         num_clients=10,
