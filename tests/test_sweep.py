@@ -5,6 +5,7 @@ real sweep through Ray with two workers."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -28,7 +29,9 @@ from flowerbed.sweep import (
     run_sweep,
     write_summary,
 )
+from flowerbed.sweep import command as sweep_command
 from flowerbed.sweep import execute as sweep_execute
+from flowerbed.sweep import progress as sweep_progress
 from flowerbed.sweep.folder import ERROR_FILE, point_dir, prepare, render_spec
 from flowerbed.sweep.grid import MAX_NAME, point_name
 
@@ -374,3 +377,38 @@ def test_a_tiny_sweep_runs_in_process_through_ray_with_two_workers(tmp_path):
     again = run_sweep(spec, sweep, workers=2, progress=False)
     assert [r.run_dir for r in again] == [r.run_dir for r in results]
     assert all(len(list(point_dir(sweep, r.point).glob("2*"))) == 1 for r in results)
+
+
+def test_the_command_line_joins_file_grid_and_set_with_set_winning(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text("num-clients = 3\n[set]\nnum-server-rounds = 2\n[grid]\nseed = [0, 1]\n")
+    args = cli.parser().parse_args(
+        ["sweep", "--out", str(tmp_path / "s"), "--file", str(path), "--grid", "model=mlp,cnn"]
+        + ["--set", "num-server-rounds=4"]
+    )
+    spec = sweep_command.spec_from_args(args)
+    assert [a.name for a in spec.axes] == ["seed", "model"] and spec.num_clients == 3
+    assert spec.fixed == {"num-server-rounds": 4}
+    args.num_clients = 5
+    assert sweep_command.spec_from_args(args).num_clients == 5
+
+
+def test_the_progress_line_counts_points_and_estimates_from_the_median(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(sweep_progress.time, "monotonic", lambda: clock[0])
+    stream = io.StringIO()
+    bar = sweep_progress.Progress(total=10, skipped=2, workers=2, stream=stream)
+    for name, seconds, ok in (("a", 10, True), ("b", 30, False), ("c", 20, True)):
+        bar.start(name)
+        clock[0] += seconds
+        bar.finish(name, ok)
+    bar.start("d")
+    clock[0] += 5
+    # 10 - 2 before - 2 done - 1 failed - 1 running = 4 queued; median 20 s:
+    # (4 x 20 s + the 15 s d has left of it) over 2 workers = 47.5 s
+    assert bar.eta() == pytest.approx(47.5)
+    assert bar.line() == "sweep: 4/10 done (2 before), 1 running, 1 failed, 4 left, about 48s to go"
+    bar.show()
+    clock[0] += 1
+    bar.show()  # only the clock moved: no second line when the output is not a terminal
+    assert stream.getvalue().count("\n") == 1
