@@ -412,3 +412,24 @@ def test_the_progress_line_counts_points_and_estimates_from_the_median(monkeypat
     clock[0] += 1
     bar.show()  # only the clock moved: no second line when the output is not a terminal
     assert stream.getvalue().count("\n") == 1
+
+
+def test_a_failing_point_is_recorded_and_never_raises(tmp_path):
+    """The Ray task's body, called here directly: a run that fails in round 1 leaves its run
+    folder saying so; one that fails before it has a run folder leaves sweep_error.log."""
+    base = {"num-server-rounds": 1, "local-epochs": 1, "model": "mlp"}
+    folder = tmp_path / "points" / "p"
+    failing = {**base, "failing-partitions": "0,1", "data-dir": str(tmp_path / "data")}
+    state = sweep_execute.run_point(str(folder), "p", failing, "inprocess", 2)
+    assert state["status"] == "failed" and state["reason"].startswith(
+        "round 1: no client succeeded"
+    )
+    assert state["run_dir"].parent == folder and not (folder / ERROR_FILE).exists()
+
+    no_data = {**base, "dataset": "bloodmnist", "data-dir": str(tmp_path / "empty")}
+    other = tmp_path / "points" / "q"
+    state = sweep_execute.run_point(str(other), "q", no_data, "inprocess", 2)
+    assert state["status"] == "failed" and state["run_dir"] is None
+    assert "bloodmnist.npz" in state["reason"]
+    assert (other / ERROR_FILE).read_text().startswith(state["reason"] + "\n\nTraceback")
+    assert point_state(other) == PointState("failed", None, state["reason"])

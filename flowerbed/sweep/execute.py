@@ -40,6 +40,7 @@ from .summary import write_summary
 
 VIA = ("inprocess", "flwr")
 POLL_SECONDS = 1.0  # how often the progress line's clock moves
+OBJECT_STORE_BYTES = 100 * 2**20
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,10 @@ def execute(
     own = not ray.is_initialized()
     if own:
         options = {"logging_level": logging.ERROR, "log_to_driver": False}
-        if address == "local":
-            options.update(num_cpus=workers, include_dashboard=False)
+        if address == "local":  # points hand back small dicts: a small object store
+            options.update(
+                num_cpus=workers, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES
+            )
         ray.init(address=address, **options)
     task = ray.remote(num_cpus=1, max_retries=0)(run_point)
     queue, pending, states = list(todo), {}, {}
