@@ -1,7 +1,8 @@
 """``flowerbed sweep``: the grid from the command line and a TOML file, then ``run_sweep``.
 
 Exit status 0 when every point completed, 1 when some did not (they are listed in the
-summary), 2 on bad input (one line, nothing run or written).
+summary), 2 on bad input (one line, nothing run or written), 130 when interrupted (the running
+points say ``interrupted``; the same command redoes them).
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"flowerbed sweep: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(
+            "flowerbed sweep: interrupted; the same command goes on where it stopped",
+            file=sys.stderr,
+        )
+        return 130
     print((out / "summary.md").read_text())
     print(f"written: {out / 'summary.md'}, {out / 'summary.csv'}, {out / 'accuracy.png'}")
     return 0 if ok else 1
