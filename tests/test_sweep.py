@@ -176,6 +176,19 @@ def test_a_folder_holding_another_grid_is_refused_and_left_as_it_was(tmp_path):
     assert (sweep / "sweep.toml").read_bytes() == before
 
 
+def test_the_order_of_fixed_keys_and_bundle_keys_does_not_make_another_grid(tmp_path):
+    bundle = {"partitioner": "dirichlet", "dirichlet-alpha": 0.1}
+    first = SweepSpec(
+        (Axis.of_bundles("partition", {"d": bundle}),), {"local-epochs": 1, "batch-size": 8}
+    )
+    reordered = SweepSpec(
+        (Axis.of_bundles("partition", {"d": dict(reversed(bundle.items()))}),),
+        {"batch-size": 8, "local-epochs": 1},
+    )
+    prepare(tmp_path, first)
+    assert render_spec(prepare(tmp_path, reordered)) == render_spec(first)
+
+
 def test_extend_adds_values_and_keeps_the_grid_a_cross_product(tmp_path):
     sweep = tmp_path / "sweep"
     prepare(sweep, STRATEGY_SEED)

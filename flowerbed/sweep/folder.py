@@ -51,20 +51,24 @@ def _toml_value(value: Value | list | dict) -> str:
 
 
 def render_spec(spec: SweepSpec) -> str:
-    """``sweep.toml``'s text; also a file ``flowerbed sweep --file`` reads."""
+    """``sweep.toml``'s text, also a file ``flowerbed sweep --file`` reads: the same for the
+    same grid (the order of fixed keys and of keys in a bundle does not matter; the order of
+    axes and of their values does: it orders and names the points)."""
     lines = [
         "# flowerbed sweep: the resolved grid of this folder (a rerun must ask for the same;",
         "# flowerbed sweep --extend adds values to its axes)",
         f"num-clients = {spec.num_clients}",
         "",
         "[set]",
-        *(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in spec.fixed.items()),
+        *(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in sorted(spec.fixed.items())),
         "",
         "[grid]",
     ]
     for axis in spec.axes:
         if axis.bundled:
-            value = _toml_value(dict(zip(axis.labels, axis.values)))
+            value = _toml_value(
+                {label: dict(sorted(v.items())) for label, v in zip(axis.labels, axis.values)}
+            )
         else:
             value = _toml_value([v[axis.name] for v in axis.values])
         lines.append(f"{_toml_key(axis.name)} = {value}")
