@@ -16,25 +16,22 @@ fedadagrad (eta 0.05, tau 1e-3), each with ``server-optimizer-buffers`` = ``aver
 ``optimize``; seeds 7, 42, 123. Every run is the real ServerApp/ClientApp code in this process
 (``run_in_process``), one torch thread.
 
-Resumable: every (strategy, buffers, seed, rounds) run writes one JSON under ``<out>/runs``
-(atomically); a rerun skips what exists. Shard by seed (``--seeds 7`` in one process,
-``--seeds 42`` in another), then run without ``--seeds`` for the full table. Outputs under
-``--out`` (default ``benchmarks/results/bn_collapse``; ``--quick``: ``<out>/quick``):
+The runs are one sweep (``flowerbed.sweep``: seed x method, as Ray tasks, up to ``--workers``
+at a time; a method is a strategy with its buffer rule) in ``<out>/runs``; a rerun skips the
+completed points, and asking for more strategies or seeds adds them to the sweep. Outputs
+under ``--out`` (default ``benchmarks/results/bn_collapse``; ``--quick``: ``<out>/quick``):
 ``bn_collapse.md`` (the table, also printed), ``bn_collapse.csv`` (one row per run).
 
 Usage::
 
     python benchmarks/bn_collapse.py --quick        # seed 42, 5 rounds
-    python benchmarks/bn_collapse.py --seeds 7      # one shard of the full grid
-    python benchmarks/bn_collapse.py                # everything, then the table
-    python benchmarks/bn_collapse.py --table-only   # the table from the stored runs
+    python benchmarks/bn_collapse.py --workers 2    # everything, two runs at a time, then the table
+    python benchmarks/bn_collapse.py --table-only   # the table from the sweep's runs
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import math
 import os
 import sys
@@ -47,7 +44,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowerbed.inprocess import run_in_process
+from flowerbed.runtime.results import round_seconds
+from flowerbed.sweep import Axis, SweepSpec, load_history, load_spec, run_sweep
+from flowerbed.sweep.folder import point_dir, point_state
 
 NUM_CLIENTS = 5
 SETTING = {
@@ -81,8 +80,25 @@ def grid(strategies: list[str]) -> list[tuple[str, str | None]]:
     ]
 
 
-def slug(strategy: str, buffers: str | None, seed: int, rounds: int) -> str:
-    return f"{strategy}-{buffers or 'none'}-seed{seed}-r{rounds}"
+def method_label(strategy: str, buffers: str | None) -> str:
+    return f"{strategy}-{buffers}" if buffers else strategy
+
+
+def sweep_spec(pairs, seeds: list[int], rounds: int) -> SweepSpec:
+    """Seed x method; a method is a strategy, its keys and its buffer rule."""
+    methods = {
+        method_label(strategy, buffers): {
+            **STRATEGIES[strategy],
+            **({"server-optimizer-buffers": buffers} if buffers else {}),
+            "strategy": strategy,
+        }
+        for strategy, buffers in pairs
+    }
+    return SweepSpec(
+        (Axis.of_key("seed", seeds), Axis.of_bundles("method", methods)),
+        fixed={**SETTING, "num-server-rounds": rounds},
+        num_clients=NUM_CLIENTS,
+    )
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -92,46 +108,25 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(f.name, path)
 
 
-def run_point(
-    out: Path, workdir: Path, strategy: str, buffers: str | None, seed: int, rounds: int
-) -> dict:
-    """One run, or its stored record."""
-    path = out / "runs" / f"{slug(strategy, buffers, seed, rounds)}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    overrides = {
-        **SETTING,
-        **STRATEGIES[strategy],
-        **({"server-optimizer-buffers": buffers} if buffers else {}),
-        "strategy": strategy,
-        "seed": seed,
-        "num-server-rounds": rounds,
-        "output-dir": str(workdir),
-        "run-name": slug(strategy, buffers, seed, rounds),
-    }
-    started = time.perf_counter()
-    run_dir = run_in_process(overrides, num_clients=NUM_CLIENTS)
-    seconds = time.perf_counter() - started
-    history = json.loads((run_dir / "history.json").read_text())
+def run_record(strategy: str, buffers: str | None, seed: int, rounds: int, run_dir: Path) -> dict:
+    """What the table reads from one completed run folder."""
+    history = load_history(run_dir)
     accuracy = [row["central_accuracy"] for row in history]
     model = torch.load(run_dir / "model.pt")
     running_var = [v for k, v in model.items() if k.endswith("running_var")]
-    record = {
+    return {
         "strategy": strategy,
         "buffers": buffers,
         "seed": seed,
         "rounds": rounds,
-        "overrides": {k: v for k, v in overrides.items() if k not in ("output-dir", "run-name")},
         "accuracy": accuracy,  # row 0: the initial model
         "final_accuracy": accuracy[-1],
         "best_accuracy": max(accuracy[1:]),
         "central_loss": [row.get("central_loss") for row in history],
         "nonfinite_entries": int(sum((~torch.isfinite(v.float())).sum() for v in model.values())),
         "min_running_var": float(min(v.min() for v in running_var)) if running_var else None,
-        "seconds": seconds,
+        "seconds": sum(round_seconds(run_dir)),  # the rounds, no start-up
     }
-    write_atomically(path, json.dumps(record))
-    return record
 
 
 def cell(values: list[float]) -> str:
@@ -214,6 +209,7 @@ def main() -> None:
         "--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES)
     )
     parser.add_argument("--quick", action="store_true", help="seed 42, 5 rounds")
+    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument("--table-only", action="store_true", help="no runs: the stored ones")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "bn_collapse"
@@ -222,27 +218,22 @@ def main() -> None:
     if args.quick:
         args.seeds, args.rounds, args.out = [42], 5, args.out / "quick"
 
-    torch.set_num_threads(1)  # small models: threads only contend on a shared machine
-    logging.getLogger("flwr").setLevel(logging.WARNING)
     pairs = grid(args.strategies)
-    runs = []
+    sweep = args.out / "runs"
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as workdir:
-        for seed in args.seeds:  # all strategies of one seed first: partial results stay balanced
-            for strategy, buffers in pairs:
-                path = args.out / "runs" / f"{slug(strategy, buffers, seed, args.rounds)}.json"
-                if args.table_only and not path.is_file():
-                    continue
-                stored = path.is_file()
-                record = run_point(args.out, Path(workdir), strategy, buffers, seed, args.rounds)
-                runs.append(record)
-                if not stored:
-                    print(
-                        f"{strategy:10s} {buffers or '-':8s} seed {seed}: final "
-                        f"{record['final_accuracy']:.3f} best {record['best_accuracy']:.3f} "
-                        f"({record['seconds']:.0f} s)",
-                        flush=True,
-                    )
+    if args.table_only:
+        spec = load_spec(sweep)
+        args.rounds = spec.fixed["num-server-rounds"]
+    else:
+        spec = sweep_spec(pairs, args.seeds, args.rounds)
+        run_sweep(spec, sweep, workers=args.workers, extend=True)
+    methods = {method_label(*pair): pair for pair in pairs}
+    runs = []
+    for point in spec.points():
+        state = point_state(point_dir(sweep, point))
+        seed, method = int(point.labels["seed"]), point.labels["method"]
+        if state.finished and seed in args.seeds and method in methods:
+            runs.append(run_record(*methods[method], seed, args.rounds, state.run_dir))
     text = table(runs, pairs, args.seeds, args.rounds)
     write_atomically(args.out / "bn_collapse.md", text)
     write_atomically(args.out / "bn_collapse.csv", csv_rows(runs))

@@ -19,19 +19,21 @@ first selection (``averaged`` and ``per-image``, from the FedSA run's log) and i
 transfer accuracy (teacher frozen, a new linear head trained on D_T, held-out test set), with
 Spearman / Pearson over the 10 teachers; whether the orderings of SEEDS 1.11 hold.
 
-Resumable: every (method, k, seed) writes one JSON under ``<out>/runs`` (and every seed's
-probe table one more); a rerun skips what exists. Shard by seed (``--seeds 7`` in one process,
-``--seeds 42`` in another), then run without ``--seeds`` for the full report. Teachers are
-cached per process: a seed's first teacher-using run also pays their pre-training (~9 s) in
-its ``seconds``. Outputs under ``--out`` (default ``benchmarks/results/fedsa``; ``--quick``:
-``<out>/quick``): ``fedsa.md``, ``fedsa.csv`` (one row per run), ``fedsa_curves.png`` (mean
-accuracy per round at k = 5).
+The runs are one sweep (``flowerbed.sweep``: seed x k x method, as Ray tasks, up to
+``--workers`` at a time) in ``<out>/sweep``, plus, when k = 10 is not asked for, a second one
+(seed x FedSA at k = 10) in ``<out>/sweep-probe`` for the Table 3 analogue, whose probes are
+stored under ``<out>/probes``; a rerun skips what is done, and more seeds, ks or methods are
+added to the sweep. Teachers are cached per process (a Ray worker runs many points): a
+worker's first teacher-using run of a seed also pays their pre-training (~9 s). ``seconds``
+is the sum of a run's rounds. Outputs under ``--out`` (default ``benchmarks/results/fedsa``;
+``--quick``: ``<out>/quick``): ``fedsa.md``, ``fedsa.csv`` (one row per run),
+``fedsa_curves.png`` (mean accuracy per round at k = 5).
 
 Usage::
 
     python benchmarks/fedsa.py --quick          # seed 42, k 1 and 5, 10 rounds (~1.5 min)
-    python benchmarks/fedsa.py --seeds 7        # one shard of the full grid
-    python benchmarks/fedsa.py                  # the full grid (~30 min in one process)
+    python benchmarks/fedsa.py --seeds 7        # one seed of the full grid
+    python benchmarks/fedsa.py --workers 2      # the full grid (~30 min in one process)
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import logging
 import shlex
 import sys
 import time
@@ -54,9 +55,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.data.federation import load_splits
-from flowerbed.inprocess import resolve_run_config, run_in_process
+from flowerbed.inprocess import resolve_run_config
 from flowerbed.methods.fedsa.owner import private_client, teacher_model
 from flowerbed.methods.fedsa.target import adapt, target_set
+from flowerbed.runtime.results import round_seconds
+from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
 from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import evaluate
 
@@ -77,54 +80,76 @@ QUICK_METHODS = ("FedSA", "Scratch", "Random", "Least-K")
 PROBE_K, CURVE_K = 10, 5  # the Table 3 analogue's k; the k of the curves
 
 
-def overrides(label: str, k: int, seed: int, rounds: int, out: Path) -> dict:
-    slug, method = METHODS[label]
+SETTING = {
+    "strategy": "fedsa",
+    "dataset": "digits",
+    "model": "cnn",
+    "server-fraction": 0.4,
+    "partitioner": "pathological",
+    "classes-per-client": 2,
+    "fedsa-foreign-teachers": FOREIGN,
+    "fedsa-selection-gap": 10,
+    "fedsa-num-selected": 3,
+    "fedsa-local-epochs": 2,
+}
+SLUGS = {slug: label for label, (slug, _) in METHODS.items()}
+
+
+def method_overrides(label: str) -> dict:
+    """A method's keys; every method adapts all parameters unless it says otherwise."""
+    return {"fedsa-adapt": "all", **METHODS[label][1]}
+
+
+def overrides(label: str, k: int, seed: int, rounds: int) -> dict:
+    """One (method, k, seed) run's run config."""
     return {
-        "strategy": "fedsa",
-        "dataset": "digits",
-        "model": "cnn",
-        "server-fraction": 0.4,
-        "partitioner": "pathological",
-        "classes-per-client": 2,
-        "fedsa-foreign-teachers": FOREIGN,
+        **SETTING,
+        **method_overrides(label),
         "num-server-rounds": rounds,
-        "fedsa-selection-gap": 10,
-        "fedsa-num-selected": 3,
-        "fedsa-local-epochs": 2,
-        "fedsa-adapt": "all",
-        **method,
         "fedsa-labels-per-class": k,
         "seed": seed,
-        "output-dir": str((out / "flwr-runs").resolve()),
-        "run-name": f"{slug}-k{k}-seed{seed}-r{rounds}",
     }
 
 
-def run_point(out: Path, label: str, k: int, seed: int, rounds: int) -> dict:
-    """One (method, k, seed) run, or its stored record."""
-    path = out / "runs" / f"{METHODS[label][0]}-k{k}-seed{seed}-r{rounds}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    print(f"  run {label}, k={k}, seed {seed}, {rounds} rounds ...", flush=True)
-    started = time.perf_counter()
-    run_dir = run_in_process(overrides(label, k, seed, rounds, out), NUM_CLIENTS)
-    seconds = time.perf_counter() - started
-    history = json.loads((run_dir / "history.json").read_text())
-    log_path = run_dir / "fedsa_selection.json"
-    record = {
-        "method": label,
-        "k": k,
-        "seed": seed,
-        "rounds": rounds,
-        "final_accuracy": history[-1]["central_accuracy"],
-        "accuracy_per_round": [row["central_accuracy"] for row in history],
-        "weak_accuracy": history[0]["central_accuracy"],
-        "seconds": seconds,
-        "run_dir": str(run_dir),
-        "selection_log": json.loads(log_path.read_text()) if log_path.is_file() else None,
-    }
-    path.write_text(json.dumps(record))
-    return record
+def sweep_spec(labels, ks: list[int], seeds: list[int], rounds: int) -> SweepSpec:
+    """Seed x k x method (named by its slug: folder names stay plain)."""
+    return SweepSpec(
+        (
+            Axis.of_key("seed", seeds),
+            Axis.of_key("fedsa-labels-per-class", ks),
+            Axis.of_bundles(
+                "method", {METHODS[label][0]: method_overrides(label) for label in labels}
+            ),
+        ),
+        fixed={**SETTING, "num-server-rounds": rounds},
+        num_clients=NUM_CLIENTS,
+    )
+
+
+def run_records(sweep: Path, spec: SweepSpec, workers: int, rounds: int) -> list[dict]:
+    """The completed runs of ``spec``'s sweep (run now where needed)."""
+    records = []
+    for result in run_sweep(spec, sweep, workers=workers, extend=True):
+        if not result.state.finished:
+            continue
+        labels, run_dir = result.point.labels, result.run_dir
+        history = load_history(run_dir)
+        log_path = run_dir / "fedsa_selection.json"
+        records.append(
+            {
+                "method": SLUGS[labels["method"]],
+                "k": int(labels["fedsa-labels-per-class"]),
+                "seed": int(labels["seed"]),
+                "rounds": rounds,
+                "final_accuracy": history[-1]["central_accuracy"],
+                "accuracy_per_round": [row["central_accuracy"] for row in history],
+                "weak_accuracy": history[0]["central_accuracy"],
+                "seconds": sum(round_seconds(run_dir)),
+                "run_dir": str(run_dir),
+                "selection_log": json.loads(log_path.read_text()) if log_path.is_file() else None,
+            }
+        )
+    return records
 
 
 def foreign_draws(record: dict) -> tuple[int, int]:
@@ -137,15 +162,16 @@ def foreign_draws(record: dict) -> tuple[int, int]:
     return sum(m for pid, m in draws if pid in foreign), sum(m for _, m in draws)
 
 
-def probe_teachers(out: Path, seed: int, rounds: int) -> dict:
+def probe_teachers(out: Path, record: dict) -> dict:
     """Table 3 analogue for one seed: first-selection similarity and linear-probe transfer
-    accuracy of every teacher, at k = PROBE_K."""
-    path = out / "runs" / f"table3-seed{seed}-r{rounds}.json"
+    accuracy of every teacher, from ``record``, the seed's FedSA run at k = PROBE_K."""
+    seed, rounds = record["seed"], record["rounds"]
+    path = out / "probes" / f"table3-seed{seed}-r{rounds}.json"
     if path.is_file():
         return json.loads(path.read_text())
-    log = run_point(out, "FedSA", PROBE_K, seed, rounds)["selection_log"]
+    log = record["selection_log"]
     first = log["selections"][0]
-    run_config = resolve_run_config(overrides("FedSA", PROBE_K, seed, rounds, out))
+    run_config = resolve_run_config(overrides("FedSA", PROBE_K, seed, rounds))
     config = parse_run_config(run_config)
     x, y = target_set(config)
     data = load_splits(config)
@@ -175,6 +201,7 @@ def probe_teachers(out: Path, seed: int, rounds: int) -> dict:
         "transfer": transfer,
         "own-accuracy-gap": own_gap,
     }
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record))
     return record
 
@@ -341,21 +368,32 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="seed 42, k 1 and 5, 10 rounds")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/fedsa"))
+    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     args = parser.parse_args()
     labels = tuple(METHODS)
     if args.quick:
         args.seeds, args.ks, args.rounds, labels = [42], [1, 5], 10, QUICK_METHODS
         args.out = args.out / "quick"
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    torch.set_num_threads(1)
-    (args.out / "runs").mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)  # the probes train linear heads in this process
     started = time.perf_counter()
-    runs, probes = [], []
-    for seed in args.seeds:
-        for k in args.ks:
-            runs += [run_point(args.out, label, k, seed, args.rounds) for label in labels]
-        print(f"  Table 3 analogue, seed {seed} ...", flush=True)
-        probes.append(probe_teachers(args.out, seed, args.rounds))
+    runs = run_records(
+        args.out / "sweep",
+        sweep_spec(labels, args.ks, args.seeds, args.rounds),
+        args.workers,
+        args.rounds,
+    )
+    runs = [
+        r for r in runs if r["method"] in labels and r["k"] in args.ks and r["seed"] in args.seeds
+    ]
+    probe_runs = [r for r in runs if r["method"] == "FedSA" and r["k"] == PROBE_K]
+    if PROBE_K not in args.ks:
+        spec = sweep_spec(("FedSA",), [PROBE_K], args.seeds, args.rounds)
+        probe_runs = run_records(args.out / "sweep-probe", spec, args.workers, args.rounds)
+        probe_runs = [r for r in probe_runs if r["seed"] in args.seeds]
+    probes = []
+    for record in sorted(probe_runs, key=lambda r: args.seeds.index(r["seed"])):
+        print(f"  Table 3 analogue, seed {record['seed']} ...", flush=True)
+        probes.append(probe_teachers(args.out, record))
 
     lines = report(runs, probes, labels, args.ks, args.seeds, args.rounds)
     lines.append(f"\nTotal {time.perf_counter() - started:.0f} s (stored points are not re-run).")

@@ -19,30 +19,35 @@ round. The under-representation threshold is the paper's 50 samples on BloodMNIS
 (thousands of samples per client) and 10 on digits, where 50 would be ~45 % of a client's
 data and would make a client's own main classes query candidates.
 
+The runs are one sweep (``flowerbed.sweep``: data set x partition x query x seed x method, as
+Ray tasks, up to ``--workers`` at a time) in ``--sweep`` (default
+``benchmarks/results/qkt/runs``); a rerun skips the completed runs, and asking for more seeds
+or methods adds them to the sweep. ``seconds/run`` is the sum
+of a run's rounds (history), without its start-up.
+
 Usage::
 
     python benchmarks/qkt.py                      # digits, 3 seeds (about 15 min on 2 busy cores)
     python benchmarks/qkt.py --seeds 1 --fedavg-rounds 10   # quicker
-    python benchmarks/qkt.py --out benchmarks/results/qkt.md
+    python benchmarks/qkt.py --quick              # 1 seed; Local and QKT only
+    python benchmarks/qkt.py --out benchmarks/results/qkt.md --workers 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowerbed.inprocess import run_in_process
+from flowerbed.runtime.results import round_seconds
+from flowerbed.sweep import Axis, SweepSpec, run_sweep
 
 METHODS = (
     ("Local", "local"),
@@ -96,14 +101,41 @@ def datasets(data_dir: Path) -> list[tuple[str, dict]]:
     return found
 
 
-def run_one(overrides: dict, num_clients: int) -> tuple[dict, float]:
-    started = time.perf_counter()
-    run_dir = run_in_process(overrides, num_clients=num_clients)
+def sweep_spec(
+    data_sets: list[tuple[str, dict]],
+    methods: list[str],
+    seeds: int,
+    fedavg_rounds: int,
+    clients: int,
+) -> SweepSpec:
+    """Data set x partition x query x seed x method; FedAvg runs ``fedavg_rounds`` rounds and
+    measures the same knowledge-transfer metrics (``kt-metrics``)."""
+    fedavg = {"num-server-rounds": fedavg_rounds, "kt-metrics": True}
+    return SweepSpec(
+        (
+            Axis.of_bundles("data", dict(data_sets)),
+            Axis.of_bundles("partition", dict(PARTITIONS)),
+            Axis.of_key("kt-query", [mode for mode, _ in QUERIES]),
+            Axis.of_key("seed", list(range(seeds))),
+            Axis.of_bundles(
+                "method",
+                {
+                    name: {"strategy": name, **(fedavg if name == "fedavg" else {})}
+                    for name in methods
+                },
+            ),
+        ),
+        fixed=COMMON,
+        num_clients=clients,
+    )
+
+
+def run_metrics(run_dir: Path) -> dict:
+    """A run's knowledge-transfer metrics (means over clients), its communication rounds and
+    the seconds of its rounds."""
     result = json.loads((run_dir / "kt_metrics.json").read_text())
-    return {
-        **result["summary"],
-        "comm": result["communication_rounds"],
-    }, time.perf_counter() - started
+    seconds = sum(round_seconds(run_dir))
+    return {**result["summary"], "comm": result["communication_rounds"], "seconds": seconds}
 
 
 def cell(values: list[float]) -> str:
@@ -127,17 +159,24 @@ def main() -> None:
         help="comma-separated strategy names (default: all)",
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    parser.add_argument(
+        "--sweep",
+        type=Path,
+        default=Path(__file__).parent / "results" / "qkt" / "runs",
+        help="the sweep folder (run folders; a rerun skips completed runs)",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
+    parser.add_argument("--quick", action="store_true", help="1 seed; Local and QKT only")
     args = parser.parse_args()
 
-    torch.set_num_threads(1)  # on a shared 2-core machine, more threads are many times slower
-    logging.getLogger("flwr").setLevel(logging.WARNING)
+    if args.quick:
+        args.seeds, args.methods = 1, "local,qkt"
     wanted = set(args.methods.split(","))
     methods = [
         (label.replace("R rounds", f"{args.fedavg_rounds} rounds"), name)
         for label, name in METHODS
         if name in wanted
     ]
-    output = Path(tempfile.mkdtemp(prefix="qkt-bench-"))
     lines: list[str] = []
 
     def emit(text: str = "") -> None:
@@ -145,30 +184,28 @@ def main() -> None:
         lines.append(text)
 
     started = time.perf_counter()
+    data_sets = datasets(args.data_dir)
+    spec = sweep_spec(
+        data_sets, [n for _, n in methods], args.seeds, args.fedavg_rounds, args.clients
+    )
+    runs: dict[tuple, list[dict]] = {}
+    for result in run_sweep(spec, args.sweep, workers=args.workers, extend=True):
+        labels = result.point.labels
+        if (
+            result.state.finished
+            and labels["method"] in wanted
+            and int(labels["seed"]) < args.seeds
+        ):
+            key = (labels["data"], labels["partition"], labels["kt-query"], labels["method"])
+            runs.setdefault(key, []).append(run_metrics(result.run_dir))
     summary: dict = {}
-    for data_label, data_overrides in datasets(args.data_dir):
-        for part_label, part_overrides in PARTITIONS:
+    for data_label, _ in data_sets:
+        for part_label, _ in PARTITIONS:
             for mode, mode_label in QUERIES:
-                results = {name: [] for _, name in methods}
-                seconds = {name: 0.0 for _, name in methods}
-                for seed in range(args.seeds):
-                    for _, name in methods:
-                        overrides = {
-                            **COMMON,
-                            **data_overrides,
-                            **part_overrides,
-                            "seed": seed,
-                            "strategy": name,
-                            "kt-query": mode,
-                            "output-dir": str(output),
-                        }
-                        if name == "fedavg":
-                            overrides.update(
-                                {"num-server-rounds": args.fedavg_rounds, "kt-metrics": True}
-                            )
-                        metrics, took = run_one(overrides, args.clients)
-                        results[name].append(metrics)
-                        seconds[name] += took
+                results = {
+                    name: runs.get((data_label, part_label, mode, name), []) for _, name in methods
+                }
+                seconds = {name: sum(r["seconds"] for r in results[name]) for _, name in methods}
                 emit(
                     f"\n### {data_label}, {part_label}, {mode_label} queries "
                     f"({args.clients} clients, {args.seeds} seeds; mean ± std in %)\n"
@@ -200,7 +237,7 @@ def main() -> None:
             + " | ".join(f"{100 * np.mean(summary[(label, d, p, m)]):.2f}" for d, p, m in settings)
             + " |"
         )
-    emit(f"\nTotal {time.perf_counter() - started:.0f} s; run folders under {output}")
+    emit(f"\nTotal {time.perf_counter() - started:.0f} s; run folders under {args.sweep}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("\n".join(lines) + "\n")

@@ -8,16 +8,20 @@ run-config ``local-epochs-max``), 3 seeds; everything else is the run-config def
 learning rate 0.05, momentum 0.9, batch 32) with the ``mlp`` model. Every run is the real
 ServerApp/ClientApp code in this process (``run_in_process``), one torch thread.
 
-Writes to ``--out`` (default ``benchmarks/results/strategies``):
+The runs are one sweep (``flowerbed.sweep``: strategy x partition x seed, as Ray tasks, up to
+``--workers`` at a time) in ``<out>/runs``; a rerun skips the completed points, and asking for
+more strategies or seeds adds them to the sweep. Writes to ``--out`` (default
+``benchmarks/results/strategies``; ``--quick``: ``<out>/quick``):
 
-* ``runs.jsonl``: one line per run (appended as runs finish; a rerun skips the runs there);
+* ``runs/``: the sweep folder (its run folders, ``summary.md``/``.csv``);
 * ``table.md``: final and best centralized test accuracy (mean ± std over seeds) per partition,
   seconds per round and bytes per round (sent + received, over all runs of the strategy);
 * ``accuracy.png``: centralized accuracy per round per strategy (mean over seeds), one panel
   per partition.
 
     python benchmarks/strategies.py [--rounds 20] [--seeds 0 1 2] [--strategies fedavg scaffold]
-    python benchmarks/strategies.py --table-only     # rebuild table and plot from runs.jsonl
+    python benchmarks/strategies.py --quick          # fedavg, fedprox; label-sorted; seed 0; 2 rounds
+    python benchmarks/strategies.py --table-only     # rebuild table and plot from the sweep
 
 Variants for diagnosis go to their own folder, e.g. plain SGD instead of momentum 0.9:
 
@@ -28,14 +32,16 @@ Variants for diagnosis go to their own folder, e.g. plain SGD instead of momentu
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import statistics
-import tempfile
-import time
+import sys
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from flowerbed.runtime.results import round_seconds
+from flowerbed.strategies import STRATEGIES
+from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history, load_spec, run_sweep
+from flowerbed.sweep.folder import point_dir, point_state
 
 CLASSIC = (
     "fedavg",
@@ -60,37 +66,34 @@ HIGHLIGHT = {"fedavg": "black", "fednova": "tab:red", "scaffold": "tab:blue"}
 SETTING = {"dataset": "digits", "model": "mlp", "local-epochs": 1, "local-epochs-max": 5}
 
 
-def run_one(
-    strategy: str, partition: str, seed: int, rounds: int, workdir: Path, extra: dict | None = None
-) -> dict:
-    from flowerbed.inprocess import run_in_process
-    from flowerbed.runtime.results import round_seconds
+def sweep_spec(
+    strategies: list[str], partitions: list[str], seeds: list[int], rounds: int, extra: dict
+) -> SweepSpec:
+    return SweepSpec(
+        (  # all strategies of one seed first: partial results stay balanced
+            Axis.of_key("seed", seeds),
+            Axis.of_bundles("partition", {p: PARTITIONS[p] for p in partitions}),
+            Axis.of_key("strategy", strategies),
+        ),
+        fixed={**SETTING, **extra, "num-server-rounds": rounds},
+        num_clients=10,
+    )
 
-    overrides = {
-        **SETTING,
-        **(extra or {}),
-        **PARTITIONS[partition],
-        "strategy": strategy,
-        "seed": seed,
-        "num-server-rounds": rounds,
-        "output-dir": str(workdir),
-        "run-name": f"{strategy}-{partition}-{seed}",
-    }
-    started = time.perf_counter()
-    run_dir = run_in_process(overrides, num_clients=10)
-    history = json.loads((run_dir / "history.json").read_text())
+
+def run_record(labels: dict, rounds: int, run_dir: Path) -> dict:
+    """What the table and the plot read from one completed run."""
+    history = load_history(run_dir)
     rounds_rows = history[1:]
     return {
-        "strategy": strategy,
-        "partition": partition,
-        "seed": seed,
+        "strategy": labels["strategy"],
+        "partition": labels["partition"],
+        "seed": int(labels["seed"]),
         "rounds": rounds,
         "accuracy": [row["central_accuracy"] for row in history],
         "seconds_per_round": statistics.mean(round_seconds(run_dir)),
         "bytes_per_round": statistics.mean(
             row["bytes_sent"] + row["bytes_received"] for row in rounds_rows
         ),
-        "wall_seconds": time.perf_counter() - started,
     }
 
 
@@ -164,17 +167,6 @@ def plot(runs: list[dict], strategies: list[str], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def parse_setting(item: str) -> tuple[str, object]:
-    """``key=value`` -> (key, int / float / bool / str value)."""
-    key, _, text = item.partition("=")
-    for convert in (int, float):
-        try:
-            return key, convert(text)
-        except ValueError:
-            pass
-    return key, {"true": True, "false": False}.get(text.lower(), text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -196,40 +188,31 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="run-config overrides on top of the benchmark's setting",
     )
+    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
+    parser.add_argument(
+        "--quick", action="store_true", help="fedavg, fedprox; label-sorted; seed 0; 2 rounds"
+    )
     args = parser.parse_args()
-    extra = dict(parse_setting(item) for item in args.set)
+    if args.quick:
+        args.rounds, args.seeds, args.out = 2, [0], args.out / "quick"
+        args.strategies, args.partitions = ["fedavg", "fedprox"], ["label-sorted"]
+    _, extra = grid_from_cli([], args.set)
 
-    from flowerbed.strategies import STRATEGIES
-
-    torch.set_num_threads(1)  # small models: threads only contend on a shared machine
-    logging.getLogger("flwr").setLevel(logging.WARNING)
     strategies = [s for s in args.strategies if s in STRATEGIES]
     missing = [s for s in args.strategies if s not in STRATEGIES]
-    args.out.mkdir(parents=True, exist_ok=True)
-    log = args.out / "runs.jsonl"
-    runs = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-    if not args.table_only:
-        done = {(r["strategy"], r["partition"], r["seed"], r["rounds"]) for r in runs}
-        with tempfile.TemporaryDirectory() as workdir:
-            for (
-                seed
-            ) in args.seeds:  # all strategies of one seed first: partial results stay balanced
-                for partition in args.partitions:
-                    for name in strategies:
-                        if (name, partition, seed, args.rounds) in done:
-                            continue
-                        result = run_one(name, partition, seed, args.rounds, Path(workdir), extra)
-                        runs.append(result)
-                        with log.open("a") as f:
-                            f.write(json.dumps(result) + "\n")
-                        print(
-                            f"{name:11s} {partition:14s} seed {seed}: final "
-                            f"{result['accuracy'][-1]:.3f} ({result['wall_seconds']:.0f} s)",
-                            flush=True,
-                        )
-
-    runs = [r for r in runs if r["rounds"] == args.rounds and r["seed"] in args.seeds]
+    sweep = args.out / "runs"
+    if args.table_only:
+        spec = load_spec(sweep)
+        args.rounds = spec.fixed["num-server-rounds"]
+    else:
+        spec = sweep_spec(strategies, args.partitions, args.seeds, args.rounds, extra)
+        run_sweep(spec, sweep, workers=args.workers, extend=True)
+    runs = []
+    for point in spec.points():
+        state = point_state(point_dir(sweep, point))
+        wanted = point.labels["strategy"] in strategies and int(point.labels["seed"]) in args.seeds
+        if state.finished and wanted and point.labels["partition"] in args.partitions:
+            runs.append(run_record(point.labels, args.rounds, state.run_dir))
     text = table(runs, strategies, missing, extra)
     (args.out / "table.md").write_text(text)
     plot(runs, strategies, args.out / "accuracy.png")

@@ -1,4 +1,5 @@
-"""A simulation on an existing two-node Ray cluster, and an address where no cluster answers.
+"""A simulation and a sweep on an existing two-node Ray cluster, and an address where no
+cluster answers.
 
 The cluster: ``ray start --head`` and one ``ray start --address`` worker on this machine, one
 CPU each, each with its own short temp folder (Ray's socket paths must stay under 107
@@ -44,6 +45,7 @@ from flowerbed.simulation import (
     wait_for_local_superlink,
     with_descendants,
 )
+from flowerbed.sweep import Axis, SweepSpec, run_sweep
 
 pytestmark = pytest.mark.e2e
 
@@ -190,6 +192,24 @@ def test_simulation_runs_clients_on_both_nodes_of_an_existing_ray_cluster(
     runs = tasks_per_node(ray_cluster, "ClientAppActor.run")
     print(f"ClientApp calls per node (head, worker): {runs}")
     assert min(runs) > 0 and sum(runs) <= 20, runs
+
+
+def test_a_sweep_runs_its_points_on_both_nodes_of_an_existing_ray_cluster(ray_cluster, tmp_path):
+    """``flowerbed sweep --ray-address``: each point is a Ray task (one CPU); with one CPU per
+    node and two workers, both nodes run points, into the one sweep folder."""
+    spec = SweepSpec(
+        (Axis.of_key("strategy", ["fedavg", "fedprox"]), Axis.of_key("seed", [0, 1])),
+        {"num-server-rounds": 1, "local-epochs": 1, "model": "mlp", "data-dir": str(tmp_path)},
+        num_clients=2,
+    )
+    results = run_sweep(
+        spec, tmp_path / "sweep", workers=2, ray_address=ray_cluster.address, progress=False
+    )
+    assert [r.state.status for r in results] == ["completed"] * 4, [r.state for r in results]
+    assert (tmp_path / "sweep" / "summary.csv").read_text().count("\n") == 3  # header + 2
+    points = tasks_per_node(ray_cluster, "run_point")
+    print(f"sweep points per node (head, worker): {points}")
+    assert min(points) > 0 and sum(points) <= 4, points
 
 
 def flwr_run_until(command: list[str], env: dict, text: str, timeout: float) -> list[str]:

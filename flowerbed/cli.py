@@ -1,0 +1,82 @@
+"""flowerbed's command line, the ``flowerbed`` console script: ``flowerbed sweep ...``.
+
+The parser is built from the standard library alone, so ``--help`` and a mistyped option
+answer at once; the module doing a subcommand's work (which brings torch, Flower and Ray) is
+imported by its name (``COMMANDS``) only after the arguments are parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+COMMANDS = {"sweep": "flowerbed.sweep.command"}
+
+SWEEP_HELP = """Run a grid of runs and summarise them (mean ± std over seeds).
+
+  flowerbed sweep --grid strategy=fedavg,fedprox --grid seed=0,1,2 \\
+      --set num-server-rounds=5 --workers 2 --out sweeps/demo
+
+A TOML file holds the same: [grid] key = [values] (or a table of named bundles of keys),
+[set] key = value, num-clients = N. A rerun of the same sweep skips the completed points and
+redoes the others; see README, Sweeps."""
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="flowerbed", description="flowerbed's tools")
+    commands = root.add_subparsers(dest="command", required=True)
+    sweep = commands.add_parser(
+        "sweep",
+        help="run a grid of runs",
+        description=SWEEP_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sweep.add_argument("--out", type=Path, required=True, help="the sweep folder")
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="run-config values to cross (repeat for more keys)",
+    )
+    sweep.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a run-config value for every point (repeatable; wins over the file's [set])",
+    )
+    sweep.add_argument("--file", type=Path, help="a TOML file with [grid] and [set]")
+    sweep.add_argument("--num-clients", type=int, help="clients per run (default 10)")
+    sweep.add_argument("--workers", type=int, default=1, help="points run at the same time")
+    sweep.add_argument(
+        "--via",
+        choices=("inprocess", "flwr"),
+        default="inprocess",
+        help="run each point in the Ray task's process (default) or through `flwr run`",
+    )
+    sweep.add_argument(
+        "--ray-address",
+        help="an existing Ray cluster's head (host:port); default RAY_ADDRESS, else a private Ray",
+    )
+    sweep.add_argument(
+        "--extend", action="store_true", help="add the new grid values to an existing sweep"
+    )
+    sweep.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only rewrite the summary of the sweep folder --out from its runs",
+    )
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    command = importlib.import_module(COMMANDS[args.command])
+    return command.main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
