@@ -4,8 +4,8 @@ over the seeds that completed.
 Per configuration: the final and the best accuracy (mean ± sample standard deviation over
 seeds, ddof = 1; "-" for a single seed), the number of seeds, and the final value of every
 other numeric column of the runs' history (``runtime.history``: losses, client accuracies,
-bytes, the metrics a strategy adds; wall-clock seconds are in each run's timings.csv). The accuracy is ``central_accuracy`` (the
-global model on the held-out test set); a protocol without a global model has the first of
+bytes, the metrics a strategy adds; wall-clock seconds are in each run's ``timings.csv``).
+The accuracy is ``central_accuracy`` (the global model on the held-out test set); a protocol without a global model has the first of
 ``client_models_test_accuracy_mean`` and ``client_accuracy_mean`` instead, and the row names
 the column it used. "Best" is the highest value after round 0 (the initial model).
 
