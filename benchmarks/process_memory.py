@@ -65,7 +65,32 @@ def pss_and_rss_bytes(pid: int) -> tuple[int, int]:
     return pss, rss
 
 
-class PeakMemory:
+class TreeSampler:
+    """Calls ``sample()`` every ``interval`` seconds in a thread while the ``with`` block runs."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            time.sleep(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+class PeakMemory(TreeSampler):
     """The peak of the summed PSS (``peak_bytes``) and RSS (``peak_rss_bytes``; its peak may be
     at another sample) of the trees under ``find_roots()`` (called every sample, so roots that
     start later, such as a detached SuperLink, are found), sampled every ``interval`` seconds
@@ -78,12 +103,11 @@ class PeakMemory:
         interval: float = 0.25,
         kind_of: Callable[[int], str] | None = None,
     ) -> None:
-        self.find_roots, self.interval, self.kind_of = find_roots, interval, kind_of
+        super().__init__(interval)
+        self.find_roots, self.kind_of = find_roots, kind_of
         self.peak_bytes = self.peak_rss_bytes = 0
         self.peak_processes = 0
         self.peak_by_kind: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     @property
     def peak_pss_bytes(self) -> int:
@@ -103,19 +127,6 @@ class PeakMemory:
                     by_kind[kind] = by_kind.get(kind, 0) + size
                 self.peak_by_kind = by_kind
         return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            time.sleep(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def own_children() -> list[int]:

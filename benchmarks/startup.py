@@ -39,9 +39,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
+
+from process_memory import TreeSampler, process_tree
 
 from flowerbed.simulation import APP_DIR, local_superlink_pids, simulate
 
@@ -192,54 +192,30 @@ def import_seconds(module: str, app_dir: Path) -> tuple[float, float]:
     return stage_seconds([("import", f"import {module}")], app_dir)["import"]
 
 
-class TreeCpuSeconds:
+class TreeCpuSeconds(TreeSampler):
     """CPU seconds (user + system) of a SuperLink and every process it starts (ServerApp
     process, Ray, actors), sampled from ``/proc`` in a thread: per process, the last value
     seen before it ended. A process that lives less than one interval is missed, so this is a
     lower bound; unlike wall time it hardly moves with the load of a shared machine."""
 
     def __init__(self, flwr_home: Path, interval: float = 0.2) -> None:
-        self.flwr_home, self.interval = flwr_home, interval
+        super().__init__(interval)
+        self.flwr_home = flwr_home
         self.seconds_by_pid: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self._tick = os.sysconf("SC_CLK_TCK")
 
-    def _sample(self) -> None:
-        parent, cpu = {}, {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue  # ended meanwhile
-                parent[int(entry)] = int(fields[1])
-                cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / self._tick
-        tree, todo = set(), local_superlink_pids(self.flwr_home)
-        while todo:
-            pid = todo.pop()
-            if pid not in tree:
-                tree.add(pid)
-                todo.extend(child for child, ppid in parent.items() if ppid == pid)
-        self.seconds_by_pid.update({pid: cpu[pid] for pid in tree if pid in cpu})
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            time.sleep(self.interval)
+    def sample(self) -> None:
+        for pid in process_tree(local_superlink_pids(self.flwr_home)):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # ended meanwhile
+            self.seconds_by_pid[pid] = (int(fields[11]) + int(fields[12])) / self._tick
 
     @property
     def seconds(self) -> float:
         return sum(self.seconds_by_pid.values())
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
