@@ -244,7 +244,7 @@ def torch_pip_args(tmp_path: Path):
 def host_network_override(services: dict, ports: dict[int, int], build_args: dict) -> dict:
     """Every service on the host's network; compose command lines with loopback addresses and
     free ports (``/app/...`` paths stay: they are inside the containers); images built on the
-    host's network with ``build_args``."""
+    host's network with ``build_args``; one math thread per ServerApp and ClientApp."""
     override = {}
     for name, service in services.items():
         entry: dict = {"network_mode": "host"}
@@ -253,6 +253,8 @@ def host_network_override(services: dict, ports: dict[int, int], build_args: dic
             entry["command"] = argv[len(service["entrypoint"]) :]
         if "build" in service:
             entry["build"] = {"context": "..", "network": "host", "args": dict(build_args)}
+            # three sites' ClientApps share this host's cores: one math thread each
+            entry["environment"] = {"OMP_NUM_THREADS": "1"}
         override[name] = entry
     return {"services": override}
 
