@@ -268,6 +268,41 @@ def standin_images(resolved: dict) -> dict[str, str]:
     return {**images, "superexec": f"flwr/superexec:{version}"}
 
 
+def build_standins(engine: DockerEngine, context: Path, images: dict[str, str]) -> None:
+    for target in STANDINS:
+        engine.docker(
+            "build",
+            "--network",
+            "host",
+            "-f",
+            str(context / "docker" / "standins.Dockerfile"),
+            "--target",
+            target,
+            "--build-arg",
+            f"DEBIAN_IMAGE={DEBIAN_IMAGE}",
+            "--build-arg",
+            f"FLWR_VERSION={images[target].split(':')[1]}",
+            "-t",
+            images[target],
+            str(context),
+            timeout=1800,
+        )
+
+
+def host_network_compose(engine: DockerEngine, compose: list[str], override: dict) -> Path:
+    """The compose file with ``override`` applied, written beside it. docker-compose 1.29
+    refuses published ports with host networking and an override cannot drop them (Compose
+    v2's ``ports: !reset []`` can): the merged ``config`` of the two, without ``ports``."""
+    folder = Path(compose[compose.index("-f") + 1]).parent
+    (folder / "host-network.yml").write_text(yaml.safe_dump(override))
+    merged = engine.run([*compose, "-f", str(folder / "host-network.yml"), "config"]).stdout
+    merged = yaml.safe_load(merged)
+    for service in merged["services"].values():
+        service.pop("ports", None)
+    (folder / "compose.host-network.yml").write_text(yaml.safe_dump(merged))
+    return folder / "compose.host-network.yml"
+
+
 class Timings:
     def __init__(self) -> None:
         self.rows: list[tuple[str, float]] = []
@@ -326,35 +361,11 @@ def test_compose_demo_runs_two_rounds_over_tls_on_docker(engine, tmp_path):
         resolved = yaml.safe_load(engine.run([*compose, "config"]).stdout)
         images = standin_images(resolved)
         with timings.phase("stand-ins " + ", ".join(images.values())):
-            for target in STANDINS:
-                engine.docker(
-                    "build",
-                    "--network",
-                    "host",
-                    "-f",
-                    str(demo / "docker" / "standins.Dockerfile"),
-                    "--target",
-                    target,
-                    "--build-arg",
-                    f"DEBIAN_IMAGE={DEBIAN_IMAGE}",
-                    "--build-arg",
-                    f"FLWR_VERSION={images[target].split(':')[1]}",
-                    "-t",
-                    images[target],
-                    str(demo),
-                    timeout=1800,
-                )
+            build_standins(engine, demo, images)
         with torch_pip_args(tmp_path) as torch_args:
             build_args = {"TORCH_PIP_ARGS": torch_args} if torch_args else {}
-            override = demo / "docker" / "host-network.yml"
-            override.write_text(yaml.safe_dump(host_network_override(services, ports, build_args)))
-            # docker-compose 1.29 refuses published ports with host networking and an override
-            # cannot drop them (Compose v2's `ports: !reset []`): the merged file, without them
-            merged = yaml.safe_load(engine.run([*compose, "-f", str(override), "config"]).stdout)
-            for service in merged["services"].values():
-                service.pop("ports", None)
-            (demo / "docker" / "compose.host-network.yml").write_text(yaml.safe_dump(merged))
-            compose = [*compose[:3], "-f", str(demo / "docker" / "compose.host-network.yml")]
+            override = host_network_override(services, ports, build_args)
+            compose = [*compose[:3], "-f", str(host_network_compose(engine, compose, override))]
             with timings.phase("docker-compose build (docker/Dockerfile)"):
                 engine.run([*compose, "build", "init"], timeout=3600)
         with timings.phase("docker-compose up -d, 3 SuperNodes online"):
@@ -366,6 +377,7 @@ def test_compose_demo_runs_two_rounds_over_tls_on_docker(engine, tmp_path):
         with timings.phase("flwr run . docker (2 rounds, TLS)"):
             run = FlwrRun(federation, connection, {"num-server-rounds": 2})
             assert run.finish(timeout=1200) == 0, run.log[-4000:]
+        print("".join(line for line in run.lines if "flowerbed round" in line))
         found = re.findall(r"flowerbed: results go to (\S+)", run.log)
         assert found, run.log[-4000:]
         container = engine.run([*compose, "ps", "-q", "superexec-serverapp"]).stdout.strip()
