@@ -26,8 +26,9 @@ message to a node has t >= r + 1. The node's files of rounds <= r were written b
 checkpoint r and are the state the uninterrupted run had at round r + 1. A file of round
 r + 1 may exist (the killed run got that far into round r + 1): "< t" skips it when t = r + 1,
 and the resumed run rewrites it. When t > r + 1 (the node was not sampled in round r + 1), the
-killed run did not reach the node in round r + 1 either: client sampling repeats exactly from
-the checkpointed random state. So "< t" never picks state newer than checkpoint r. Two files
+killed run did not reach the node in round r + 1 either: the sample of a round is a function
+of the seed and the round (``protocols.rounds_strategy``). So "< t" never picks state newer than
+checkpoint r. Two files
 are kept so that the file of round r survives the killed run's file of round r + 1.
 
 Where the files go: ``<state-dir>/<run folder name>`` when the SuperNode was started with
