@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 from process_memory import PeakMemory, own_children
 
-from flowerbed.data.fedprox_synthetic import NUM_FEATURES, client_sizes
+from flowerbed.data.fedprox_synthetic import NUM_FEATURES, PAPER_TRAINING, client_sizes
 from flowerbed.runtime.results import round_seconds
 from flowerbed.simulation import local_superlink_pids, simulate
 
@@ -90,14 +90,8 @@ def data_gib(num_clients: int) -> float:
 
 def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeout: float) -> dict:
     run_config = {
-        "dataset": "synthetic",
-        "partitioner": "dataset-nodes",
+        **PAPER_TRAINING,
         "sim-nodes": num_clients,
-        "model": "logreg",
-        "optimizer": "sgd",
-        "momentum": 0.0,
-        "learning-rate": 0.01,
-        "batch-size": 10,
         "local-epochs": 1,
         "num-server-rounds": rounds,
         "fraction-train": PER_ROUND / num_clients,

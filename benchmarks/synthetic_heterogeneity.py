@@ -46,6 +46,8 @@ from pathlib import Path
 import torch
 from flwr.app import MessageType
 
+from flowerbed.data.fedprox_synthetic import PAPER_TRAINING
+
 STRATEGIES = {
     "fedavg": {},
     "fedprox": {"proximal-mu": 1.0},
@@ -53,16 +55,10 @@ STRATEGIES = {
     "scaffold": {},
 }
 SETTING = {
-    "dataset": "synthetic",
+    **PAPER_TRAINING,
     "synthetic-alpha": 1.0,
     "synthetic-beta": 1.0,
-    "partitioner": "dataset-nodes",
     "sim-nodes": 30,
-    "model": "logreg",
-    "optimizer": "sgd",
-    "momentum": 0.0,
-    "learning-rate": 0.01,
-    "batch-size": 10,
     "local-epochs": 1,
     "local-epochs-max": 20,
     "fraction-train": 10 / 30,

@@ -91,6 +91,19 @@ SETTINGS = (
 )
 
 
+# How the FedProx paper trains on these sets (its code's run_fedprox.sh): every client its own
+# natural partition, multinomial logistic regression, plain SGD at 0.01 with batches of 10.
+PAPER_TRAINING = {
+    "dataset": "synthetic",
+    "partitioner": "dataset-nodes",
+    "model": "logreg",
+    "optimizer": "sgd",
+    "momentum": 0.0,
+    "learning-rate": 0.01,
+    "batch-size": 10,
+}
+
+
 def feature_variances(num_features: int = NUM_FEATURES) -> np.ndarray:
     """The diagonal of Sigma: j^(-1.2) for j = 1 ... d."""
     return np.arange(1, num_features + 1, dtype=np.float64) ** COVARIANCE_EXPONENT
