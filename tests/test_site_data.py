@@ -13,6 +13,7 @@ import torch
 from PIL import Image
 from sklearn.datasets import load_digits
 
+from flowerbed.data import site_data
 from flowerbed.data.site_data import (
     SITE_FORMATS,
     SiteData,
@@ -106,6 +107,21 @@ def test_npz_keeps_its_shape_labels_and_is_standardised_with_training_statistics
     train_counts, test_counts = site.label_counts()
     assert train_counts == np.bincount(labels[:NUM_TRAIN], minlength=10).tolist()
     assert test_counts == np.bincount(labels[NUM_TRAIN:], minlength=10).tolist()
+
+
+def test_statistics_taken_over_many_chunks_equal_numpys(tmp_path, monkeypatch):
+    monkeypatch.setattr(site_data, "_CHUNK_VALUES", 100)  # one row (3 x 4 x 5 values) a chunk
+    rng = np.random.default_rng(0)
+    scales = np.array([1, 10, 0.01])[None, :, None, None]
+    x = (rng.normal(size=(41, 3, 4, 5)) * scales + 1e3).astype(np.float32)
+    x[:, 1, 0, 0] = 7  # a constant pixel inside a varying channel
+    write_npz(tmp_path, x_train=x[:31], y_train=np.zeros(31), x_test=x[31:], y_test=np.ones(10))
+    site = load_site_data(tmp_path)
+    train = x[:31].astype(np.float64)
+    mean, std = train.mean(axis=(0, 2, 3), keepdims=True), train.std(axis=(0, 2, 3), keepdims=True)
+    np.testing.assert_allclose(site.x_train.numpy(), (train - mean) / std, atol=1e-5)
+    np.testing.assert_allclose(site.x_test.numpy(), (x[31:] - mean) / std, atol=1e-5)
+    assert site.label_counts() == ([31, 0], [0, 10])
 
 
 def test_csv_is_standardised_per_column_and_constant_columns_are_only_centred(tmp_path, digits):
@@ -216,6 +232,12 @@ def test_image_modes_become_one_or_three_channels_on_one_scale(tmp_path):
     np.testing.assert_allclose(loaded["I;16"], loaded["L"], atol=1e-5)
     np.testing.assert_allclose(loaded["RGBA"], loaded["RGB"], atol=1e-5)
     assert loaded["P"].shape == (2, 3, 2, 2)  # a palette image becomes RGB
+    # 8-bit and 16-bit images of one site are on one scale: the same picture, the same values
+    _png(tmp_path / "mixed" / "train" / "0" / "a.png", sites["L"])
+    _png(tmp_path / "mixed" / "train" / "0" / "b.png", sites["I;16"])
+    mixed = load_site_data(tmp_path / "mixed", test_fraction=0).x_train
+    assert float(mixed.std()) > 0.5
+    np.testing.assert_allclose(mixed[0], mixed[1], atol=1e-6)
 
 
 # --- the split of a folder without a test part --------------------------------------------------

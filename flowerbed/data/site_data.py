@@ -55,8 +55,11 @@ import numpy as np
 import torch
 
 SITE_FORMATS = ("images", "csv", "npz")
-_MARKERS = {"images": ("train", Path.is_dir), "csv": ("train.csv", Path.is_file)}
-_MARKERS["npz"] = ("data.npz", Path.is_file)  # format -> (the path that marks it, its kind)
+_MARKERS = {  # format -> the path that marks it, and what that path must be
+    "images": ("train", Path.is_dir),
+    "csv": ("train.csv", Path.is_file),
+    "npz": ("data.npz", Path.is_file),
+}
 _EXPECTED = "train/<class>/<images> (images), train.csv (csv) or data.npz (npz)"
 _NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 _NUMERIC_KINDS = "biuf"  # numpy dtype kinds accepted as features and labels
@@ -418,18 +421,20 @@ def _split(train: _Part, test_fraction: float, seed: int) -> tuple[_Part, _Part]
 
 
 def _standardise(x_train: np.ndarray, x_test: np.ndarray) -> None:
-    """In place: zero mean and unit std per entry of axis 1, with statistics of ``x_train``
-    only, taken in float64 over chunks of rows; a std of 0 is taken as 1."""
+    """In place: zero mean and unit std per entry of axis 1 with statistics of ``x_train`` only,
+    in float64 over chunks of rows (a float32 mean would shift a narrow channel around a large
+    value by a visible fraction of its std); a std of 0 is taken as 1."""
     axes = (0, *range(2, x_train.ndim))
-    rows = max(1, _CHUNK_VALUES // max(1, x_train[0].size))
-    chunks = [x_train[start : start + rows] for start in range(0, len(x_train), rows)]
+    rows = max(1, _CHUNK_VALUES // x_train[0].size)
+
+    def chunks(x: np.ndarray):
+        return (x[start : start + rows] for start in range(0, len(x), rows))
+
     count = x_train.size // x_train.shape[1]
-    shape = (1, -1, *([1] * (x_train.ndim - 2)))
-    mean = (sum(chunk.sum(axis=axes, dtype=np.float64) for chunk in chunks) / count).reshape(shape)
-    variance = sum(((chunk - mean) ** 2).sum(axis=axes) for chunk in chunks) / count
+    mean = sum(c.sum(axis=axes, keepdims=True, dtype=np.float64) for c in chunks(x_train)) / count
+    variance = sum(((c - mean) ** 2).sum(axis=axes, keepdims=True) for c in chunks(x_train)) / count
     std = np.sqrt(variance)
     std[std == 0] = 1.0
-    mean, std = mean.astype(np.float32), std.reshape(shape).astype(np.float32)
     for x in (x_train, x_test):
-        x -= mean
-        x /= std
+        for chunk in chunks(x):
+            chunk[...] = (chunk - mean) / std
