@@ -1,6 +1,8 @@
 """flowerbed's ClientApp: a table of Flower message types, each answered by a phase's client half.
 
-* ``query``: the handshake; reports this node's partition id and the number of partitions;
+* ``query``: the handshake; reports this node's partition id and the number of partitions,
+  and, when the server holds no data or the nodes their own, what the node's data look like
+  (``data.site_reports``: counts and shapes, never a sample);
 * every message type a phase declares (``Phase.MESSAGE_TYPES``: ``train`` and ``evaluate``
   for FL rounds, ``train.local_fit``, ``train.exchange``, ``query.kt_metrics``,
   ``query.ctl_share``, ``train.ctl_round``, ``train.fedsa_pretrain``,
@@ -21,6 +23,8 @@ from flwr.clientapp import ClientApp
 
 from .catalog import get_protocol, parse_run_config
 from .client_state import keep_client_state
+from .data.federation import table_labels
+from .data.site_reports import NodeDataError, data_report, nodes_report_data
 from .methods.ctl import ROUND as CTL_ROUND
 from .methods.ctl import SHARE as CTL_SHARE
 from .methods.fedsa import AMALGAMATE as FEDSA_AMALGAMATE
@@ -37,13 +41,30 @@ app = ClientApp()
 
 @app.query()
 def handshake(msg: Message, context: Context) -> Message:
+    partition_id = int(context.node_config["partition-id"])
     info = MetricRecord(
         {
-            "partition-id": int(context.node_config["partition-id"]),
+            "partition-id": partition_id,
             "num-partitions": int(context.node_config["num-partitions"]),
         }
     )
-    return Message(content=RecordDict({"info": info}), reply_to=msg)
+    content = RecordDict({"info": info})
+    config = parse_run_config(context.run_config)
+    if nodes_report_data(config):
+        try:
+            client = LocalClient.from_context(context, config)
+        except (ValueError, OSError) as error:  # a site's unreadable data: name node and file
+            raise NodeDataError(f"partition-id {partition_id}: {error}") from error
+        records = data_report(
+            table_labels(client.config, client.num_partitions, partition_id),
+            client.y_test.numpy(),
+            client.data.input_shape,
+            client.data.num_classes,
+            str(client.config.data_path),
+        )
+        for name, record in records.items():
+            content[name] = record
+    return Message(content=content, reply_to=msg)
 
 
 def run_phase_step(msg: Message, context: Context) -> Message:

@@ -61,14 +61,17 @@ class InProcessGrid:
     exception in the ClientApp becomes an error reply, as in Flower's simulation.
     """
 
-    def __init__(self, client_app, run_config: dict, num_nodes: int) -> None:
+    def __init__(
+        self, client_app, run_config: dict, num_nodes: int, node_configs: list[dict] | None = None
+    ) -> None:
         use_server_identity()
         self.client_app = client_app
+        extra = node_configs or [{}] * num_nodes
         self.contexts = {
             1000 + pid: Context(
                 run_id=1,
                 node_id=1000 + pid,
-                node_config={"partition-id": pid, "num-partitions": num_nodes},
+                node_config={"partition-id": pid, "num-partitions": num_nodes, **extra[pid]},
                 state=RecordDict(),
                 run_config=dict(run_config),
             )
@@ -92,11 +95,18 @@ class InProcessGrid:
         return replies
 
 
-def run_in_process(overrides: dict, num_clients: int = 10, app=client_app) -> Path:
+def run_in_process(
+    overrides: dict,
+    num_clients: int = 10,
+    app=client_app,
+    node_configs: list[dict] | None = None,
+) -> Path:
     """Run the ServerApp's job with the ClientApp in this process; returns the results folder.
 
     ``app``: the ClientApp, or any ``(message, context) -> reply`` wrapping it (a test's mod).
+    ``node_configs``: per node, node-config entries beside its partition id (a site's
+    ``data-dir``).
     """
     run_config = resolve_run_config(overrides)
     config = parse_run_config(run_config)
-    return run_protocol(InProcessGrid(app, run_config, num_clients), config)
+    return run_protocol(InProcessGrid(app, run_config, num_clients, node_configs), config)

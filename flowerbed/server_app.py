@@ -51,8 +51,10 @@ def run_protocol(grid: Grid, config: RunConfig) -> Path:
     """Run the protocol ``config.strategy`` on ``grid``; returns its results folder, whose
     ``status.json`` says how the run ended."""
     spec = get_protocol(config.strategy)
+    protocol = spec.protocol(config)
+    protocol.check_server_data(config)
     run = start_run(grid, config, spec.build_model)
     with recorded_outcome(run.run_dir), closed_with_outcome(run.history.trackers):
-        spec.protocol(config).run(run)
+        protocol.run(run)
         run.history.plot(f"{config.strategy} on {config.dataset} ({run.num_partitions} clients)")
     return run.run_dir

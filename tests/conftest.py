@@ -211,6 +211,57 @@ def whole_array_standardised(train_images: np.ndarray, test_images: np.ndarray, 
     )
 
 
+SITE_FORMATS_IN_ORDER = ("images", "csv", "npz")
+
+
+def write_digit_sites(root, samples_per_site: int = 300, test_share: float = 0.25) -> list:
+    """Three hospitals' own folders (``flowerbed.data.site_data``) holding disjoint slices of
+    scikit-learn's digits as 8x8 grayscale pixels (0..16 scaled to 0..255): site 0 as image
+    files by class, site 1 as ``train.csv``/``test.csv`` (64 pixel columns and ``label``; read
+    with ``input-shape='1,8,8'``), site 2 as ``data.npz``; each with its own test part.
+    Returns the three folders (absolute)."""
+    from pathlib import Path
+
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images = np.round(bunch.images * 255 / 16).astype(np.uint8)
+    labels = bunch.target.astype(np.int64)
+    num_test = int(samples_per_site * test_share)
+    folders = []
+    for site, kind in enumerate(SITE_FORMATS_IN_ORDER):
+        folder = Path(root).resolve() / f"site-{site}-{kind}"
+        folder.mkdir(parents=True)
+        part = slice(site * samples_per_site, (site + 1) * samples_per_site)
+        x, y = images[part], labels[part]
+        splits = {"train": (x[num_test:], y[num_test:]), "test": (x[:num_test], y[:num_test])}
+        for split, (xs, ys) in splits.items():
+            if kind == "images":
+                for index, (image, label) in enumerate(zip(xs, ys)):
+                    path = folder / split / str(int(label)) / f"{index:04d}.png"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    Image.fromarray(image).save(path)
+            elif kind == "csv":
+                header = ",".join([f"pixel{i}" for i in range(64)] + ["label"])
+                rows = [
+                    ",".join([*map(str, row), str(int(label))])
+                    for row, label in zip(xs.reshape(len(xs), -1), ys)
+                ]
+                (folder / f"{split}.csv").write_text("\n".join([header, *rows]) + "\n")
+        if kind == "npz":
+            (xtr, ytr), (xte, yte) = splits["train"], splits["test"]
+            np.savez(
+                folder / "data.npz",
+                x_train=xtr[:, None],
+                y_train=ytr,
+                x_test=xte[:, None],
+                y_test=yte,
+            )
+        folders.append(folder)
+    return folders
+
+
 @pytest.fixture
 def fl():
     """The helpers above, for tests of server rules and client steps."""
@@ -229,4 +280,5 @@ def fl():
         trained_mlp=trained_mlp,
         write_medmnist_npz=write_medmnist_npz,
         whole_array_standardised=whole_array_standardised,
+        write_digit_sites=write_digit_sites,
     )

@@ -14,6 +14,8 @@ Supported names (see ``DATASETS``):
   ``synthetic-iid`` (the FedProx paper's, ``fedprox_synthetic.py``; not standardised).
 * ``shapes`` (generated offline, fixed whatever the seed), ``modelnet40``, ``modelnet10`` (from
   ``<data-dir>``): point clouds (``pointclouds.py``).
+* ``site``: a node's own folder (images by class, CSV, npz), read by ``site_data.py`` through
+  ``federation.py`` (it needs the ``site-*`` keys of the run config).
 
 Images are read as float32 ``(N, C, H, W)``, tabular data as ``(N, D)``; features are
 standardised with statistics of the training split only. Point clouds are ``(N, points, 3)``,
@@ -55,6 +57,7 @@ from .simulations import GENERATED_DATASETS, SimulationOptions, generate
 
 SKLEARN_DATASETS = ("digits", "breast-cancer")
 TORCHVISION_DATASETS = ("cifar10", "mnist")
+SITE_DATASET = "site"  # a node's own folder of images, CSV or npz (``site_data``)
 MEDMNIST_SIZES = (28, 64, 128, 224)
 _TEST_SPLIT_SEED = 0  # fixed: the held-out test set must not change with the run's seed
 CACHE_SUBFOLDER = "flowerbed-cache"  # the image cache's default place: <data-dir>/flowerbed-cache
@@ -93,6 +96,7 @@ def available_datasets() -> tuple[str, ...]:
         + POINT_CLOUD_DATASETS
         + medmnist_flags()
         + TORCHVISION_DATASETS
+        + (SITE_DATASET,)
     )
 
 

@@ -1,5 +1,10 @@
 """The run's data: which data set, how its training pool is partitioned, a client's local split.
 
+With ``partitioner='site'`` nothing is partitioned: every node trains on all of its own data
+(its node-config ``data-dir``: a MedMNIST/CIFAR-10/MNIST copy, or with ``dataset='site'`` a
+folder in one of ``site_data``'s formats), and the server holds none (``server-data``; the
+nodes report what they hold in the handshake, ``site_reports``).
+
 Every function here is a pure function of the run config (and a partition id), so the
 ServerApp and every ClientApp compute the same partition without exchanging any data. Data
 sets and partitions are cached per process: a Ray actor reads its files once (a generated data
@@ -21,6 +26,7 @@ from ..settings import ConfigError, RunConfig, Setting
 from .datasets import (
     CACHE_SUBFOLDER,
     MEDMNIST_SIZES,
+    SITE_DATASET,
     DatasetSplits,
     available_datasets,
     load_dataset,
@@ -36,9 +42,18 @@ from .simulations import (
     SimulationOptions,
 )
 from .simulations import SETTINGS as SIMULATION_SETTINGS
+from .site_data import load_site_data
+
+SITE = "site"  # partitioner: every node's own whole data set; dataset: a site folder's files
 
 
 def _partitioner_check(value: str, config: RunConfig) -> str | None:
+    if value == SITE and config["dataset"] in GENERATED_DATASETS:
+        return (
+            f"partitioner='site' means every node's own files; dataset={config['dataset']!r} is"
+            " generated from the seed (every node would hold the same samples): use"
+            " dataset='site' or a data set read from files"
+        )
     if value == "dataset-nodes" and config["dataset"] not in NODE_DATASETS:
         return (
             f"partitioner='dataset-nodes' needs a data set with its own nodes"
@@ -56,8 +71,14 @@ SETTINGS = (
         " `synthetic-iid` (generated from `seed`, `sim-nodes` clients and the `synthetic-*` keys:"
         " the FedProx paper's Synthetic(alpha, beta) and Synthetic-IID), any 2D MedMNIST flag"
         " (`bloodmnist`, `pathmnist`, ...), `cifar10`, `mnist`; point clouds: `shapes` (generated"
-        " offline), `modelnet40`, `modelnet10`",
+        " offline), `modelnet40`, `modelnet10`; `site`: each node's own folder (images by class,"
+        " a CSV with a label column, or an `.npz`), with `partitioner='site'`",
         choices=available_datasets,
+        check=lambda value, config: (
+            "dataset='site' (each node's own folder) needs partitioner='site'"
+            if value == SITE_DATASET and config["partitioner"] != SITE
+            else None
+        ),
     ),
     Setting(
         "data-dir",
@@ -99,11 +120,44 @@ SETTINGS = (
     Setting(
         "partitioner",
         "dirichlet",
-        "`" + "`, `".join(PARTITIONERS) + "` (`kmeans-pca` and `dataset-nodes` split the held-out"
-        " test split too; `dataset-nodes` needs a data set with its own nodes: `ctl-gaussian`,"
-        " `synthetic`, `synthetic-iid`)",
-        choices=PARTITIONERS,
+        "`" + "`, `".join(PARTITIONERS) + "`, `site` (`kmeans-pca` and `dataset-nodes` split the"
+        " held-out test split too; `dataset-nodes` needs a data set with its own nodes:"
+        " `ctl-gaussian`, `synthetic`, `synthetic-iid`; `site`: no partitioning, every node"
+        " trains on all of its own data, from its node-config `data-dir`, and the server holds"
+        " none unless `server-data='own'`). See [Site-owned data](docs/deploy.md#site-owned-data)",
+        choices=PARTITIONERS + (SITE,),
         check=_partitioner_check,
+    ),
+    Setting(
+        "server-data",
+        "auto",
+        "`auto`: the server loads the run's data set (its held-out test split evaluates the"
+        " global model) unless `partitioner='site'`; `none`: the server loads no data: the"
+        " nodes report input shape, classes and label counts in the handshake, and the"
+        " history's accuracy is the federated evaluation (`federated_accuracy`: the"
+        " sample-weighted mean over the clients' local test splits); `own`: the server loads"
+        " the run's data set from the run-config `data-dir` on its own machine (with"
+        " `partitioner='site'`: its own folder, in a site's format)",
+        choices=("auto", "none", "own"),
+    ),
+    Setting(
+        "label-column",
+        "label",
+        "`dataset='site'`, CSV files: the column holding the integer class label",
+    ),
+    Setting(
+        "input-shape",
+        "",
+        "`dataset='site'`, CSV files: the shape each row's features take, comma-separated (for"
+        " example `1,8,8` for 64 pixel columns of 8x8 grayscale images); empty = flat",
+        check=lambda value, config: _input_shape_error(value),
+    ),
+    Setting(
+        "num-classes",
+        0,
+        "`dataset='site'`: the number of classes (labels in [0, num-classes)); 0 = the largest"
+        " label + 1 of each node's data, which the nodes must agree on",
+        low=0,
     ),
     Setting(
         "dirichlet-alpha",
@@ -143,6 +197,41 @@ SETTINGS = (
 )
 
 
+def _input_shape_error(value: str) -> str | None:
+    try:
+        input_shape(value)
+    except ValueError:
+        return (
+            f"input-shape must be positive integers separated by commas (e.g. 1,8,8), got {value!r}"
+        )
+    return None
+
+
+def input_shape(text: str) -> tuple[int, ...]:
+    """``input-shape``'s text as a shape (``"1,8,8"`` -> ``(1, 8, 8)``; ``""`` -> ``()``)."""
+    shape = tuple(int(part) for part in text.split(",")) if text.strip() else ()
+    if any(size < 1 for size in shape):
+        raise ValueError(text)
+    return shape
+
+
+def server_has_data(config: RunConfig) -> bool:
+    """Whether the ServerApp loads data (``server-data``): by default not with site-owned data."""
+    if config.server_data == "auto":
+        return config.partitioner != SITE
+    return config.server_data == "own"
+
+
+def data_shape(config: RunConfig) -> tuple[tuple[int, ...], int]:
+    """The input shape of one sample and the number of classes, for models built on the
+    server: from its data set, or, on a server without data, from the run config, which
+    ``runtime.context.start_run`` completes with what the nodes agreed on in the handshake."""
+    if server_has_data(config):
+        data = load_splits(config)
+        return data.input_shape, data.num_classes
+    return input_shape(config.input_shape), config.num_classes
+
+
 def _dataset_key(config: RunConfig) -> tuple:
     """The arguments of ``load_dataset`` that ``config``'s data set reads (a cache key): the seed
     and ``sim-*`` keys for generated sets only, so the others are not reloaded per seed."""
@@ -155,6 +244,15 @@ def _dataset_key(config: RunConfig) -> tuple:
         return (config.dataset, "", False, 28, config.seed, options, 0, shared)
     points = config.num_points if config.dataset in POINT_CLOUD_DATASETS else 0
     data_dir = str(config.data_path)
+    if config.dataset == SITE_DATASET:
+        options = (
+            config.label_column,
+            input_shape(config.input_shape),
+            config.num_classes,
+            config.local_test_fraction,
+            config.seed,
+        )
+        return (SITE_DATASET, data_dir, False, 0, 0, options, 0, "")
     return (
         config.dataset,
         data_dir,
@@ -169,6 +267,8 @@ def _dataset_key(config: RunConfig) -> tuple:
 
 def _load(key: tuple) -> DatasetSplits:
     name, data_dir, download, image_size, seed, options, points, cache_dir = key
+    if name == SITE_DATASET:
+        return _load_site(data_dir, *options)
     return load_dataset(
         name,
         data_dir,
@@ -178,6 +278,22 @@ def _load(key: tuple) -> DatasetSplits:
         simulation=options,
         cache_dir=cache_dir,
         **({"num_points": points} if points else {}),
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _load_site(folder: str, label_column, shape, num_classes, test_fraction, seed) -> DatasetSplits:
+    """A site folder (``site_data``) as a data set: its training and test splits."""
+    site = load_site_data(
+        Path(folder),
+        label_column=label_column,
+        input_shape=shape,
+        num_classes=num_classes,
+        test_fraction=test_fraction,
+        seed=seed,
+    )
+    return DatasetSplits(
+        SITE_DATASET, site.x_train, site.y_train, site.x_test, site.y_test, site.num_classes
     )
 
 
@@ -217,6 +333,7 @@ def node_split(
 ) -> tuple[torch.Tensor | MappedImages, torch.Tensor, torch.Tensor | MappedImages, torch.Tensor]:
     """A client's local data ``(x_train, y_train, x_test, y_test)``, a pure function of the config.
 
+    With ``partitioner='site'``: the node's whole data set (its training and test splits).
     With a partitioner that splits the held-out test split: the client's part of the training
     pool in full and its part of the test split. Otherwise its partition cut into local train
     and local test (``local-test-fraction``, seeded by the seed and the partition id). Mapped
@@ -225,6 +342,8 @@ def node_split(
     if not 0 <= partition_id < num_partitions:
         raise ValueError(f"partition id {partition_id} is not in [0, {num_partitions})")
     data = load_splits(config)
+    if config.partitioner == SITE:  # the node's own data, all of it
+        return data.x_train, data.y_train, data.x_test, data.y_test
     partition = _partition(config, num_partitions)
     indices = partition.train[partition_id]
     if partition.test is not None:
@@ -238,6 +357,16 @@ def node_split(
         train_idx, test_idx = torch.from_numpy(train), torch.from_numpy(test)
         x_test, y_test = take(data.x_train, test_idx), data.y_train[test_idx]
     return take(data.x_train, train_idx), data.y_train[train_idx], x_test, y_test
+
+
+def table_labels(config: RunConfig, num_partitions: int, partition_id: int) -> np.ndarray:
+    """The labels a node's row of the label table counts: its partition of the training pool
+    (its local test split included, as the server's table counts it), or with
+    ``partitioner='site'`` its own training split."""
+    labels = load_splits(config).y_train
+    if config.partitioner == SITE:
+        return labels.numpy()
+    return labels.numpy()[_partition(config, num_partitions).train[partition_id]]
 
 
 _SERVER_SPLIT_TAG = 0x5E7E

@@ -142,6 +142,8 @@ class Distill(Phase):
     ``build_model`` makes the protocol's global model (the teacher's architecture).
     """
 
+    SERVER_DATA = "its distillation proxy (distill-proxy, server-fraction) and test set"
+
     def __init__(self, build_model: ModelBuilder) -> None:
         self.build_model = build_model
 

@@ -12,6 +12,10 @@ best round's (highest ``central_accuracy``, the earliest on a tie, round 0 inclu
 the test set, as the point-cloud FL + KD benchmark does for its teachers: an optimistic choice,
 never a held-out one.
 
+A server without data (``server-data``) evaluates nothing itself: the row's accuracy is the
+round's federated evaluation (``federated_accuracy``, the clients' local test splits,
+sample-weighted; NaN in round 0), which also selects ``model_best.pt``.
+
 Client half: Flower's default ``train`` and ``evaluate`` messages go to the algorithm's
 client step and evaluation (``StrategySpec.client_train`` / ``client_evaluate``).
 
@@ -45,7 +49,7 @@ from ..runtime.checkpoint import (
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
 from ..runtime.results import save_model, write_json
-from ..settings import Setting
+from ..settings import ConfigError, Setting
 from ..strategies.common import StrategySpec, flower_kwargs
 from ..training.local_client import LocalClient
 from ..training.loops import evaluate
@@ -73,6 +77,11 @@ class FLRounds(Phase):
         self.strategy: Strategy | None = None
 
     def check(self, run: RunContext) -> None:
+        if run.data is None and run.config.fraction_evaluate == 0:
+            raise ConfigError(
+                "fraction-evaluate=0.0: the server holds no data (server-data), so the"
+                " clients' evaluation is the run's only accuracy; set fraction-evaluate > 0"
+            )
         self.strategy = self.spec.build_server(run.config, **flower_kwargs(run.config))
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
@@ -84,15 +93,23 @@ class FLRounds(Phase):
         def central_evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
             nonlocal best_accuracy
             model.load_state_dict(arrays.to_torch_state_dict())
-            loss, accuracy = evaluate(model, data.x_test, data.y_test)
+            if data is None:  # the round's federated evaluation, already in the grid's record
+                row = round_row(server_round, run.grid, federated=True)
+                column, selected_on = "federated_accuracy", "clients' local test splits"
+                accuracy, loss = row[column], row["federated_loss"]
+            else:
+                loss, accuracy = evaluate(model, data.x_test, data.y_test)
+                row = round_row(
+                    server_round, run.grid, central_accuracy=accuracy, central_loss=loss
+                )
+                column, selected_on = "central_accuracy", "test"
             if accuracy > best_accuracy:
                 best_accuracy = accuracy
                 save_model(run.run_dir / "model_best.pt", model.state_dict())
                 write_json(
                     run.run_dir / "model_best.json",
-                    {"round": server_round, "central_accuracy": accuracy, "selected_on": "test"},
+                    {"round": server_round, column: accuracy, "selected_on": selected_on},
                 )
-            row = round_row(server_round, run.grid, central_accuracy=accuracy, central_loss=loss)
             row.update(self.server_metrics())
             run.history.add(row, config.num_server_rounds)
             if config.checkpoint:
@@ -130,10 +147,11 @@ class FLRounds(Phase):
         save_model(run.run_dir / "model.pt", final)
         model.load_state_dict(final)
         handoff.arrays = arrays
+        last = run.history.rows[-1]
         log(
             INFO,
             "flowerbed: final accuracy %.4f; results in %s",
-            run.history.rows[-1]["central_accuracy"],
+            last.get("central_accuracy", last.get("federated_accuracy")),
             run.run_dir,
         )
 

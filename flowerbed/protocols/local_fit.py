@@ -244,7 +244,7 @@ class LocalFit(Phase):
 
     def check(self, run: RunContext) -> None:
         for name in client_models(run.config) or (run.config.model,):
-            build_model(name, run.data.input_shape, run.data.num_classes, config=run.config)
+            build_model(name, run.input_shape, run.num_classes, config=run.config)
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config = ConfigRecord({"server-round": 1, "upload": self.upload})

@@ -12,6 +12,10 @@
 ``RESUMABLE`` says whether the phase goes on from a checkpoint (run-config ``resume``); a
 protocol resumes when all its phases do (today: the FL-rounds protocols).
 
+``SERVER_DATA`` says what the server half needs data of its own for (a distillation proxy,
+FedSA's target set), naming the key that provides it; a protocol with such a phase stops
+before the handshake when the server holds no data (``server-data``).
+
 ``check(run)`` validates what can only be checked with the data and the federation known
 (architectures, the strategy's own requirements); ``Protocol.run`` calls every phase's check
 before any phase runs, so a bad setting of the last phase stops the run before the first
@@ -29,9 +33,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from flwr.app import ArrayRecord, Message
 
+from ..data.federation import server_has_data
 from ..models import Classifier, run_model
 from ..runtime.context import RunContext
-from ..settings import RunConfig, Setting
+from ..settings import ConfigError, RunConfig, Setting
 from ..training.local_client import LocalClient
 
 
@@ -49,6 +54,7 @@ class Phase:
 
     MESSAGE_TYPES: tuple[str, ...] = ()
     RESUMABLE = False  # a run of this phase can go on from a checkpoint (run-config resume)
+    SERVER_DATA = ""  # what the server half needs its own data for ("" = nothing)
 
     def check(self, run: RunContext) -> None:
         """Raise ``ConfigError`` for what cannot run; called before any phase runs."""
@@ -77,6 +83,20 @@ class Protocol:
     @property
     def resumable(self) -> bool:
         return all(phase.RESUMABLE for phase in self.phases)
+
+    def check_server_data(self, config: RunConfig) -> None:
+        """A ``ConfigError`` when a phase needs data on a server that holds none."""
+        needs = [phase.SERVER_DATA for phase in self.phases if phase.SERVER_DATA]
+        if needs and not server_has_data(config):
+            why = (
+                "partitioner='site' leaves it none"
+                if config.server_data == "auto"
+                else "server-data='none'"
+            )
+            raise ConfigError(
+                f"strategy={config.strategy!r} needs data on the server ({'; '.join(needs)}) and"
+                f" {why}: set server-data='own' with the server's data set in data-dir"
+            )
 
     def phase_for(self, message_type: str) -> Phase:
         """The phase whose client half answers messages of ``message_type``."""

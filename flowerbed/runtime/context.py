@@ -6,18 +6,22 @@
    ``resume`` set, check the run folder to resume (``runtime.resume``): nothing is written
    before it passes;
 1. load the data set (a missing file stops here, naming the path) and build the protocol's
-   global model once, seeded (a model that does not fit the data stops here);
+   global model once, seeded (a model that does not fit the data stops here); a server
+   without data (``server-data``) does this after step 2, with what the nodes reported;
 2. handshake with the nodes: each reports its partition id and the number of partitions
    (``handshake='lazy'``: one node does, for large federations); the partition (more clients
    than samples, impossible minimum sizes...) is computed and its label-count table logged
-   (the first rows) and saved;
+   (the first rows) and saved. With site-owned data or a server without data the nodes also
+   report their data's shape, classes and label counts (``data.site_reports``): the label
+   table is theirs, and nodes that cannot read their data or disagree with the majority are
+   left out of the run;
 3. make the run folder, write ``config.json`` and the partition table (a resumed run goes on
    in its own folder, whose files stay as they are, once the federation's size is checked);
 4. seed Python's ``random`` (Flower samples clients with it) and torch for what follows, and
    open the trackers (live curves; one that cannot start is warned about, never fatal).
 
 The ServerApp side never reads a client's partition: it computes the label-count table from
-the partition function every node applies to the same data set.
+the partition function every node applies to the same data set, or takes the nodes' counts.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 
 from ..data import DatasetSplits, label_counts
-from ..data.federation import load_splits, partition_for
+from ..data.federation import load_splits, partition_for, server_has_data
 from ..data.partition import format_label_table
+from ..data.site_reports import Agreement, NodeData, agree, nodes_report_data
 from ..models import Classifier
 from ..mods import failing_partition_ids
 from ..settings import ConfigError, RunConfig, Setting
@@ -114,7 +119,9 @@ class RunContext:
     """What every phase of a protocol shares (see ``flowerbed.protocols.phase``)."""
 
     config: RunConfig
-    data: DatasetSplits
+    data: DatasetSplits | None  # None: the server holds no data (``server-data``)
+    input_shape: tuple[int, ...]  # of one sample, from the server's data or the nodes' reports
+    num_classes: int
     grid: RecordingGrid
     model: Classifier  # the protocol's global model: initial, evaluated, saved
     num_partitions: int
@@ -145,14 +152,9 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     """Steps 0-4 of the module docstring; returns the context the protocol runs in."""
     check_trackers(config)
     resumed = open_resume(config) if config.resume else None
-    data = load_splits(config)
-    torch.manual_seed(config.seed)  # the initial global model is a function of the seed
-    try:  # a model that does not fit the data stops here
-        model = build_model(config, data.input_shape, data.num_classes)
-    except ValueError as error:
-        raise ConfigError(
-            f"model={config.model!r} on dataset={config.dataset!r}: {error}"
-        ) from error
+    data = load_splits(config) if server_has_data(config) else None
+    if data is not None:
+        model = initial_model(config, build_model, data.input_shape, data.num_classes)
 
     recording = RecordingGrid(grid)
     try:
@@ -177,19 +179,17 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
             f"failing-partitions={config.failing_partitions!r} names partitions {missing} that"
             f" do not exist; valid ids: 0 to {num_partitions - 1}"
         )
-    try:
-        partition = partition_for(config, num_partitions)
-    except ConfigError:  # names its own key (server-fraction)
-        raise
-    except ValueError as error:  # more clients than samples, impossible minimum sizes...
-        held = (
-            f" (after server-fraction={config.server_fraction} took the server's share of the"
-            f" {len(data.y_train)} training samples: lower it, or use fewer clients)"
-            if config.server_fraction > 0
-            else ""
+    if nodes_report_data(config):
+        agreement = agree_on_node_data(recording, config, data)
+        input_shape, num_classes = agreement.input_shape, agreement.num_classes
+        counts = agreement.label_table(num_partitions)
+        if data is None:
+            model = initial_model(config, build_model, input_shape, num_classes)
+    else:
+        input_shape, num_classes = data.input_shape, data.num_classes
+        counts = label_counts(
+            data.y_train.numpy(), partition_of(config, data, num_partitions), num_classes
         )
-        raise ConfigError(f"partitioner={config.partitioner!r}: {error}{held}") from error
-    counts = label_counts(data.y_train.numpy(), partition, data.num_classes)
     log(
         INFO,
         "flowerbed: %s, %d clients, %s partition; label counts per client:\n%s",
@@ -214,7 +214,82 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     trackers = open_trackers(config, run_dir, config_record)
     history = History(run_dir, config.max_failed_rounds, trackers)
     checkpoint = resumed.checkpoint if resumed is not None else None
-    return RunContext(config, data, recording, model, num_partitions, run_dir, history, checkpoint)
+    if data is None:  # what the phases see: the shape and classes agreed (``data_shape``)
+        shape_text = ",".join(map(str, input_shape))
+        config = config.replace(input_shape=shape_text, num_classes=num_classes)
+    return RunContext(
+        config,
+        data,
+        input_shape,
+        num_classes,
+        recording,
+        model,
+        num_partitions,
+        run_dir,
+        history,
+        checkpoint,
+    )
+
+
+def initial_model(
+    config: RunConfig, build_model: ModelBuilder, input_shape: tuple[int, ...], num_classes: int
+) -> Classifier:
+    """The protocol's global model, a function of the seed; one that does not fit the data
+    stops the run here."""
+    torch.manual_seed(config.seed)
+    try:
+        return build_model(config, input_shape, num_classes)
+    except ValueError as error:
+        raise ConfigError(
+            f"model={config.model!r} on dataset={config.dataset!r}: {error}"
+        ) from error
+
+
+def partition_of(config: RunConfig, data: DatasetSplits, num_partitions: int) -> list:
+    """The clients' partition (``data.federation.partition_for``) with its errors as one line."""
+    try:
+        return partition_for(config, num_partitions)
+    except ConfigError:  # names its own key (server-fraction)
+        raise
+    except ValueError as error:  # more clients than samples, impossible minimum sizes...
+        held = (
+            f" (after server-fraction={config.server_fraction} took the server's share of the"
+            f" {len(data.y_train)} training samples: lower it, or use fewer clients)"
+            if config.server_fraction > 0
+            else ""
+        )
+        raise ConfigError(f"partitioner={config.partitioner!r}: {error}{held}") from error
+
+
+def agree_on_node_data(
+    grid: RecordingGrid, config: RunConfig, data: DatasetSplits | None
+) -> Agreement:
+    """The nodes' data reports checked (``data.site_reports.agree``): the nodes left out are
+    logged and never sampled; the rest must still number ``min-available-clients`` and, when
+    the server has data of its own, match it."""
+    reports = [
+        NodeData.from_reply(node, grid.partition_of[node], content)
+        for node, content in sorted(grid.handshake_replies.items())
+        if node in grid.partition_of
+    ]
+    agreement = agree(reports, grid.handshake_failures)
+    grid.leave_out(agreement.left_out)
+    if data is not None and (data.input_shape, data.num_classes) != (
+        agreement.input_shape,
+        agreement.num_classes,
+    ):
+        raise ConfigError(
+            f"the server's data (data-dir={config.data_dir!r}) have input shape"
+            f" {data.input_shape} and {data.num_classes} classes, the nodes' {agreement.input_shape}"
+            f" and {agreement.num_classes}; give the server data like the sites' or set"
+            " server-data='none'"
+        )
+    if len(agreement.nodes) < config.min_available_clients:
+        raise RunFailed(
+            f"{len(agreement.nodes)} node(s) can take part (left out: {len(agreement.left_out)}),"
+            f" fewer than min-available-clients={config.min_available_clients}"
+        )
+    return agreement
 
 
 def new_run_dir(config: RunConfig) -> Path:

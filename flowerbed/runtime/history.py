@@ -4,6 +4,9 @@ A row closes the recording grid's record of its round (bytes, failures, per-clie
 seconds). Two accuracies on the held-out test set, never mixed in one column:
 
 * ``central_accuracy`` / ``central_loss``: the protocol's one global model (FL rounds);
+* ``federated_accuracy`` / ``federated_loss``: the same model on the clients' local test
+  splits, sample-weighted, when the server holds no test set (``server-data``); its spread
+  over the clients is ``client_accuracy_std``;
 * ``client_models_test_accuracy_mean``: the mean over clients of their own models' accuracy
   (one-shot knowledge transfer, where each client ends with a model of its own).
 
@@ -35,6 +38,8 @@ HISTORY_COLUMNS = (
     "train_loss",
     "central_accuracy",
     "central_loss",
+    "federated_accuracy",
+    "federated_loss",
     "client_models_test_accuracy_mean",
     "client_accuracy_mean",
     "client_accuracy_std",
@@ -60,16 +65,26 @@ def traffic_columns(traffic: RoundTraffic) -> dict:
     }
 
 
-def round_row(server_round: int, grid: RecordingGrid, **accuracies: float) -> dict:
+def round_row(
+    server_round: int, grid: RecordingGrid, federated: bool = False, **accuracies: float
+) -> dict:
     """One history row; for rounds >= 1 it closes the grid's record of that round.
 
     ``accuracies``: the row's test-set columns (``central_accuracy`` and ``central_loss``, or
-    ``client_models_test_accuracy_mean``).
+    ``client_models_test_accuracy_mean``). ``federated``: add ``federated_accuracy`` and
+    ``federated_loss``, the round's evaluation replies weighted by their samples (NaN in round
+    0, which has none).
     """
     row = {"round": server_round, **accuracies}
+    if federated:
+        row.update(federated_accuracy=math.nan, federated_loss=math.nan)
     if server_round == 0:
         return row
     traffic = grid.end_round()
+    if federated:
+        for name in ("accuracy", "loss"):
+            pairs = [(m["num-examples"], m[name]) for m in traffic.evaluate if name in m]
+            row[f"federated_{name}"] = weighted_mean(pairs)
     train_losses = [
         (m["num-examples"], m["train-loss"]) for m in traffic.train if "train-loss" in m
     ]
@@ -122,6 +137,11 @@ def format_round(row: dict, num_rounds: int) -> str:
     """The concise per-round log line."""
     if "central_accuracy" in row:
         accuracy = f"test acc {row['central_accuracy']:.4f} loss {row['central_loss']:.4f}"
+    elif "federated_accuracy" in row:
+        accuracy = (
+            f"clients' test acc {row['federated_accuracy']:.4f}"
+            f" loss {row['federated_loss']:.4f} (federated)"
+        )
     else:
         accuracy = f"client models' test acc {row[CLIENT_MODELS_ACCURACY]:.4f}"
     text = f"flowerbed round {row['round']}/{num_rounds}: {accuracy}"

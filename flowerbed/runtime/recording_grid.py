@@ -37,7 +37,7 @@ import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from logging import INFO, WARNING
+from logging import ERROR, INFO, WARNING
 
 import numpy as np
 from flwr.app import ConfigRecord, Error, Message, MessageType, RecordDict
@@ -49,9 +49,10 @@ def payload_bytes(content: RecordDict) -> int:
 
 
 def short_reason(reply: Message) -> str:
-    """The last line of an error reply's reason (the exception message), at most 200 chars."""
+    """The last line of an error reply's reason (the exception message), at most 500 chars
+    (room for a node's file path)."""
     lines = [line.strip() for line in str(reply.error.reason).splitlines() if line.strip()]
-    return (lines[-1] if lines else "unknown error")[:200]
+    return (lines[-1] if lines else "unknown error")[:500]
 
 
 NONFINITE_ERROR_CODE = 1001  # flowerbed's error code for a reply dropped as non-finite
@@ -99,6 +100,11 @@ class RecordingGrid:
         # (the client-state folder of a checkpointing run), not the algorithm's traffic
         self.bookkeeping: dict[str, ConfigRecord] = {}
         self.sampling_seed: int | None = None  # seed_sampling
+        # the handshake's replies (node id -> content) and failures (node id -> reason), and
+        # the nodes left out of the run after it (``leave_out``): never listed again
+        self.handshake_replies: dict[int, RecordDict] = {}
+        self.handshake_failures: dict[int, str] = {}
+        self.left_out: set[int] = set()
 
     def __getattr__(self, name):
         return getattr(self._grid, name)
@@ -151,8 +157,10 @@ class RecordingGrid:
         for reply in self._grid.send_and_receive(messages, timeout=reply_timeout):
             node = reply.metadata.src_node_id
             if reply.has_error():
+                self.handshake_failures[node] = short_reason(reply)
                 log(WARNING, "node %d did not answer the handshake: %s", node, short_reason(reply))
                 continue
+            self.handshake_replies[node] = reply.content
             metrics = reply.content.metric_records["info"]
             info[node] = (int(metrics["partition-id"]), int(metrics["num-partitions"]))
         self.partition_of = {node: pid for node, (pid, _) in info.items()}
@@ -168,6 +176,13 @@ class RecordingGrid:
         self.rounds[self.current_round] = RoundTraffic()  # round 1's clock starts now
         return info
 
+    def leave_out(self, reasons: dict[int, str]) -> None:
+        """Take these nodes out of the run: logged with their reasons, never listed again."""
+        for node, reason in sorted(reasons.items()):
+            log(ERROR, "flowerbed: node %d left out of the run: %s", node, reason)
+            self.left_out.add(node)
+            self.partition_of.pop(node, None)
+
     def seed_sampling(self, seed: int | None) -> None:
         """Reseed Python's ``random`` with ``seed`` whenever the nodes are listed from now on
         (None: stop): Flower's strategies list the nodes and draw their sample from ``random``
@@ -175,16 +190,15 @@ class RecordingGrid:
         self.sampling_seed = seed
 
     def get_node_ids(self) -> list[int]:
-        """Connected nodes, in partition order (unknown nodes last, by id); by id alone after a
-        handshake that asked one node (an order that does not change as partitions are
-        learnt)."""
+        """Connected nodes (not those left out), in partition order (unknown nodes last, by id);
+        by id alone after a handshake that asked one node (an order that does not change as
+        partitions are learnt)."""
+        connected = [node for node in self._grid.get_node_ids() if node not in self.left_out]
         if not self.nodes_in_partition_order:
-            nodes = sorted(self._grid.get_node_ids())
+            nodes = sorted(connected)
         else:
             unknown = 1 << 62
-            nodes = sorted(
-                self._grid.get_node_ids(), key=lambda n: (self.partition_of.get(n, unknown), n)
-            )
+            nodes = sorted(connected, key=lambda n: (self.partition_of.get(n, unknown), n))
         if self.sampling_seed is not None:
             random.seed(self.sampling_seed)
         return nodes

@@ -118,6 +118,7 @@ def plot_accuracy(path: Path, history: list[dict], title: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     curves = (
         ("central_accuracy", "o", "global model, test set"),
+        ("federated_accuracy", "o", "global model, clients' local test (weighted)"),
         ("client_models_test_accuracy_mean", "o", "clients' own models, test set (mean)"),
         ("client_accuracy_mean", "s", "clients, local test (mean)"),
     )

@@ -28,7 +28,7 @@ from flwr.serverapp.strategy.strategy_utils import (
     validate_message_reply_consistency,
 )
 
-from ..data.federation import load_splits
+from ..data.federation import data_shape
 from ..models import Classifier, build_model, run_model
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
@@ -117,8 +117,7 @@ def trainable_keys(config: RunConfig) -> frozenset[str]:
     SCAFFOLD, FedDyn, the server optimisers) act on these keys only; buffers get the FedAvg
     value (sample-weighted mean).
     """
-    data = load_splits(config)
-    model = build_model(config.model, data.input_shape, data.num_classes, config=config)
+    model = build_model(config.model, *data_shape(config), config=config)
     return frozenset(name for name, p in model.named_parameters() if p.requires_grad)
 
 

@@ -63,7 +63,7 @@ from flwr.serverapp.strategy.strategy_utils import (
 )
 from torch import Tensor, nn
 
-from ..data.federation import load_splits
+from ..data.federation import data_shape
 from ..models import build_model
 from ..runtime.device import to_device_of
 from ..runtime.seeding import seed_for
@@ -407,8 +407,7 @@ def _numpy(record: ArrayRecord) -> dict[str, np.ndarray]:
 def build_qfedfisher(config: RunConfig, **kwargs) -> QFedFisher:
     circuit_layers = set()
     if config.qfedfisher_threshold == "quantile":  # the server groups as the clients do
-        data = load_splits(config)
-        model = build_model(config.model, data.input_shape, data.num_classes, config=config)
+        model = build_model(config.model, *data_shape(config), config=config)
         circuit_layers = circuit_layer_parameters(model)
     return QFedFisher(Significance.of(config, circuit_layers), **kwargs)
 

@@ -27,7 +27,12 @@ from ..runtime.results import atomic_write, write_csv
 from .folder import point_dir, point_state
 from .grid import SEED_KEY, Point, SweepSpec
 
-ACCURACY_COLUMNS = ("central_accuracy", "client_models_test_accuracy_mean", "client_accuracy_mean")
+ACCURACY_COLUMNS = (
+    "central_accuracy",
+    "federated_accuracy",
+    "client_models_test_accuracy_mean",
+    "client_accuracy_mean",
+)
 NOT_METRICS = {"round"}
 
 

@@ -56,7 +56,7 @@ from flwr.common.logger import log
 from torch import nn
 
 from ...data import label_counts
-from ...data.federation import partition_for
+from ...data.federation import SITE, partition_for
 from ...models import Classifier
 from ...protocols.phase import Handoff, Phase, ProtocolSpec
 from ...runtime.context import RunContext
@@ -135,10 +135,17 @@ def _partition(run: RunContext, reply: Message) -> int:
 class CTLShare(Phase):
     """Phase 1: every node shares its representatives and moments (module docstring)."""
 
+    SERVER_DATA = "the label counts of the partition it computes (not partitioner='site')"
+
     MESSAGE_TYPES = (SHARE,)
 
     def check(self, run: RunContext) -> None:
         config, num_nodes = run.config, run.num_partitions
+        if config.partitioner == SITE:
+            raise ConfigError(
+                "strategy='ctl' computes its nodes' label counts from the partition of the"
+                " server's data set; partitioner='site' has none: choose another partitioner"
+            )
         if run.data.num_classes != NUM_CLASSES:
             raise ConfigError(
                 f"strategy='ctl' needs binary labels (CTL's node model is a logistic"

@@ -114,6 +114,8 @@ def check_fedsa(run: RunContext) -> None:
 class TeacherPretrain(Phase):
     """Every owner pre-trains its teacher, kept in ``context.state``."""
 
+    SERVER_DATA = "its labelled target set (server-fraction) and test set"
+
     MESSAGE_TYPES = (PRETRAIN,)
 
     def run(self, run: RunContext, handoff: Handoff) -> None:

@@ -1,0 +1,142 @@
+"""What a node tells the server about its data in the handshake, and the server's check.
+
+When the server holds no data (``server-data``), or the nodes hold their own
+(``partitioner='site'``), the server learns the model's input shape, the number of classes and
+the label table from the nodes: each node's handshake reply carries a ``data`` record
+(``num-classes``, ``input-shape``, ``label-counts`` per class (its row of the label table), ``test-samples``) and a
+``data-source`` record (the folder it read). Counts and shapes only: no sample leaves a node.
+
+The server (``agree``) keeps the nodes that agree on (input shape, number of classes) when
+they are a strict majority of the nodes that reported; every other node, and every node whose
+data could not be read, is left out of the run, with a reason naming the node, its folder or
+file and what differs, so that the others' work goes on. Without a strict majority the run
+stops, naming each group.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+from flwr.app import ConfigRecord, MetricRecord, RecordDict
+
+from ..settings import ConfigError, RunConfig
+from .federation import SITE, server_has_data
+
+REPORT = "data"  # the handshake reply's MetricRecord of counts and shapes
+SOURCE = "data-source"  # its ConfigRecord naming the folder the node read
+
+
+class NodeDataError(ValueError):
+    """A node cannot use its data: the message names the node's partition id and the file."""
+
+
+def nodes_report_data(config: RunConfig) -> bool:
+    """Whether the handshake asks the nodes about their data (see the module docstring)."""
+    return config.partitioner == SITE or not server_has_data(config)
+
+
+def data_report(
+    table_labels: np.ndarray,
+    y_test: np.ndarray,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    source: str,
+) -> dict[str, MetricRecord | ConfigRecord]:
+    """A node's handshake records (client half); ``table_labels``: what its row of the label
+    table counts (``federation.table_labels``)."""
+    counts = np.bincount(table_labels, minlength=num_classes)
+    return {
+        REPORT: MetricRecord(
+            {
+                "num-classes": int(num_classes),
+                "input-shape": [int(size) for size in input_shape],
+                "label-counts": [int(count) for count in counts],
+                "test-samples": len(y_test),
+            }
+        ),
+        SOURCE: ConfigRecord({"path": source}),
+    }
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """One node's report, as the server reads it."""
+
+    node_id: int
+    partition_id: int
+    num_classes: int
+    input_shape: tuple[int, ...]
+    label_counts: tuple[int, ...]
+    test_samples: int
+    source: str
+
+    @classmethod
+    def from_reply(cls, node_id: int, partition_id: int, content: RecordDict) -> NodeData:
+        report = content.metric_records[REPORT]
+        return cls(
+            node_id=node_id,
+            partition_id=partition_id,
+            num_classes=int(report["num-classes"]),
+            input_shape=tuple(int(size) for size in report["input-shape"]),
+            label_counts=tuple(int(count) for count in report["label-counts"]),
+            test_samples=int(report["test-samples"]),
+            source=str(content.config_records[SOURCE]["path"]),
+        )
+
+    @property
+    def signature(self) -> tuple[tuple[int, ...], int]:
+        return self.input_shape, self.num_classes
+
+    def describe(self) -> str:
+        return (
+            f"node {self.node_id} (partition-id {self.partition_id}, {self.source}): input shape"
+            f" {self.input_shape}, {self.num_classes} classes"
+        )
+
+
+@dataclass
+class Agreement:
+    """What the nodes agree on, who takes part, and who is left out (node id -> reason)."""
+
+    input_shape: tuple[int, ...]
+    num_classes: int
+    nodes: list[NodeData]
+    left_out: dict[int, str] = field(default_factory=dict)
+
+    def label_table(self, num_partitions: int) -> np.ndarray:
+        """Training samples per (partition id, class); zeros for partitions not taking part."""
+        table = np.zeros((num_partitions, self.num_classes), dtype=np.int64)
+        for node in self.nodes:
+            table[node.partition_id] = node.label_counts
+        return table
+
+
+def agree(reports: list[NodeData], failures: dict[int, str]) -> Agreement:
+    """The majority's input shape and classes (module docstring); ``failures``: node id -> why
+    the node could not report (its error reply), each left out."""
+    left_out = {node: f"its data could not be read: {reason}" for node, reason in failures.items()}
+    if not reports:
+        reasons = "; ".join(f"node {n}: {r}" for n, r in failures.items()) or "no node answered"
+        raise ConfigError(f"no node could report usable data ({reasons})")
+    groups = Counter(report.signature for report in reports)
+    signature, size = groups.most_common(1)[0]
+    if 2 * size <= len(reports):  # not a strict majority
+        listing = "; ".join(
+            ", ".join(r.describe() for r in reports if r.signature == group) for group in groups
+        )
+        raise ConfigError(
+            "the nodes' data disagree on input shape or number of classes, and no group is a"
+            f" majority: {listing}. Give every site the same classes and image size (or set"
+            " num-classes / input-shape in the run config)"
+        )
+    shape, num_classes = signature
+    for report in reports:
+        if report.signature != signature:
+            left_out[report.node_id] = (
+                f"{report.describe()}, but the other {size} node(s) have input shape {shape},"
+                f" {num_classes} classes"
+            )
+    taking_part = [report for report in reports if report.signature == signature]
+    return Agreement(shape, num_classes, taking_part, left_out)
