@@ -140,7 +140,9 @@ def test_a_site_with_bad_data_is_left_out_by_name_and_the_others_train(
     folders = fl.write_digit_sites(tmp_path / "sites")
     extra = fl.write_digit_sites(tmp_path / "more")[site]  # a fourth, healthy node
     named = spoil(folders[site])
-    run_dir = run_sites(tmp_path, [*folders, extra], caplog, **{"num-server-rounds": 1})
+    # min-available-clients=4: lowered to the 3 nodes that take part, or sampling would wait
+    overrides = {"num-server-rounds": 1, "min-available-clients": 4}
+    run_dir = run_sites(tmp_path, [*folders, extra], caplog, **overrides)
     (line,) = [r.getMessage() for r in caplog.records if "left out of the run" in r.getMessage()]
     assert f"partition-id {site}" in line and named in line and reason in line, line
     row = history(run_dir)[1]

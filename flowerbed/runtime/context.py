@@ -29,7 +29,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from logging import INFO
+from logging import INFO, WARNING
 from pathlib import Path
 
 import torch
@@ -179,12 +179,25 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
             f"failing-partitions={config.failing_partitions!r} names partitions {missing} that"
             f" do not exist; valid ids: 0 to {num_partitions - 1}"
         )
+    server_view = {}  # run-config values the phases see instead of the given ones
     if nodes_report_data(config):
         agreement = agree_on_node_data(recording, config, data)
         input_shape, num_classes = agreement.input_shape, agreement.num_classes
         counts = agreement.label_table(num_partitions)
-        if data is None:
+        if data is None:  # ``data_shape``: the shape and classes agreed
             model = initial_model(config, build_model, input_shape, num_classes)
+            server_view.update(input_shape=",".join(map(str, input_shape)), num_classes=num_classes)
+        if len(agreement.nodes) < config.min_available_clients:  # the strategy's sampling
+            log(  # would wait for nodes that never come
+                WARNING,
+                "flowerbed: %d nodes take part after %d were left out; min-available-clients"
+                " lowered from %d to %d for this run",
+                len(agreement.nodes),
+                len(agreement.left_out),
+                config.min_available_clients,
+                len(agreement.nodes),
+            )
+            server_view.update(min_available_clients=len(agreement.nodes))
     else:
         input_shape, num_classes = data.input_shape, data.num_classes
         counts = label_counts(
@@ -214,11 +227,8 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     trackers = open_trackers(config, run_dir, config_record)
     history = History(run_dir, config.max_failed_rounds, trackers)
     checkpoint = resumed.checkpoint if resumed is not None else None
-    if data is None:  # what the phases see: the shape and classes agreed (``data_shape``)
-        shape_text = ",".join(map(str, input_shape))
-        config = config.replace(input_shape=shape_text, num_classes=num_classes)
     return RunContext(
-        config,
+        config.replace(**server_view),
         data,
         input_shape,
         num_classes,
@@ -265,8 +275,7 @@ def agree_on_node_data(
     grid: RecordingGrid, config: RunConfig, data: DatasetSplits | None
 ) -> Agreement:
     """The nodes' data reports checked (``data.site_reports.agree``): the nodes left out are
-    logged and never sampled; the rest must still number ``min-available-clients`` and, when
-    the server has data of its own, match it."""
+    logged and never sampled; when the server has data of its own, the rest must match it."""
     reports = [
         NodeData.from_reply(node, grid.partition_of[node], content)
         for node, content in sorted(grid.handshake_replies.items())
@@ -283,11 +292,6 @@ def agree_on_node_data(
             f" {data.input_shape} and {data.num_classes} classes, the nodes' {agreement.input_shape}"
             f" and {agreement.num_classes}; give the server data like the sites' or set"
             " server-data='none'"
-        )
-    if len(agreement.nodes) < config.min_available_clients:
-        raise RunFailed(
-            f"{len(agreement.nodes)} node(s) can take part (left out: {len(agreement.left_out)}),"
-            f" fewer than min-available-clients={config.min_available_clients}"
         )
     return agreement
 
