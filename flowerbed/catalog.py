@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .data import federation
+from .data import federation, site_reports
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
@@ -86,6 +86,7 @@ SETTINGS: dict[str, Setting] = index_settings(
     (
         STRATEGY,
         *federation.SETTINGS,
+        *site_reports.SETTINGS,
         *MODEL_SETTINGS,
         *RUN_SETTINGS,
         *fl_rounds.SETTINGS,

@@ -129,18 +129,6 @@ SETTINGS = (
         check=_partitioner_check,
     ),
     Setting(
-        "server-data",
-        "auto",
-        "`auto`: the server loads the run's data set (its held-out test split evaluates the"
-        " global model) unless `partitioner='site'`; `none`: the server loads no data: the"
-        " nodes report input shape, classes and label counts in the handshake, and the"
-        " history's accuracy is the federated evaluation (`federated_accuracy`: the"
-        " sample-weighted mean over the clients' local test splits); `own`: the server loads"
-        " the run's data set from the run-config `data-dir` on its own machine (with"
-        " `partitioner='site'`: its own folder, in a site's format)",
-        choices=("auto", "none", "own"),
-    ),
-    Setting(
         "label-column",
         "label",
         "`dataset='site'`, CSV files: the column holding the integer class label",
@@ -213,23 +201,6 @@ def input_shape(text: str) -> tuple[int, ...]:
     if any(size < 1 for size in shape):
         raise ValueError(text)
     return shape
-
-
-def server_has_data(config: RunConfig) -> bool:
-    """Whether the ServerApp loads data (``server-data``): by default not with site-owned data."""
-    if config.server_data == "auto":
-        return config.partitioner != SITE
-    return config.server_data == "own"
-
-
-def data_shape(config: RunConfig) -> tuple[tuple[int, ...], int]:
-    """The input shape of one sample and the number of classes, for models built on the
-    server: from its data set, or, on a server without data, from the run config, which
-    ``runtime.context.start_run`` completes with what the nodes agreed on in the handshake."""
-    if server_has_data(config):
-        data = load_splits(config)
-        return data.input_shape, data.num_classes
-    return input_shape(config.input_shape), config.num_classes
 
 
 def _dataset_key(config: RunConfig) -> tuple:

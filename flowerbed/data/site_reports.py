@@ -1,4 +1,8 @@
-"""What a node tells the server about its data in the handshake, and the server's check.
+"""Whether the server holds data, what a node tells it about its own in the handshake, and
+the server's check.
+
+``server-data`` (declared here) says whether the ServerApp loads a data set; by default it does
+not with site-owned data (``partitioner='site'``).
 
 When the server holds no data (``server-data``), or the nodes hold their own
 (``partitioner='site'``), the server learns the model's input shape, the number of classes and
@@ -21,8 +25,23 @@ from dataclasses import dataclass, field
 import numpy as np
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
-from ..settings import ConfigError, RunConfig
-from .federation import SITE, server_has_data
+from ..settings import ConfigError, RunConfig, Setting
+from .federation import SITE, input_shape, load_splits
+
+SETTINGS = (
+    Setting(
+        "server-data",
+        "auto",
+        "`auto`: the server loads the run's data set (its held-out test split evaluates the"
+        " global model) unless `partitioner='site'`; `none`: the server loads no data: the"
+        " nodes report input shape, classes and label counts in the handshake, and the"
+        " history's accuracy is the federated evaluation (`federated_accuracy`: the"
+        " sample-weighted mean over the clients' local test splits); `own`: the server loads"
+        " the run's data set from the run-config `data-dir` on its own machine (with"
+        " `partitioner='site'`: its own folder, in a site's format)",
+        choices=("auto", "none", "own"),
+    ),
+)
 
 REPORT = "data"  # the handshake reply's MetricRecord of counts and shapes
 SOURCE = "data-source"  # its ConfigRecord naming the folder the node read
@@ -30,6 +49,23 @@ SOURCE = "data-source"  # its ConfigRecord naming the folder the node read
 
 class NodeDataError(ValueError):
     """A node cannot use its data: the message names the node's partition id and the file."""
+
+
+def server_has_data(config: RunConfig) -> bool:
+    """Whether the ServerApp loads data (``server-data``): by default not with site-owned data."""
+    if config.server_data == "auto":
+        return config.partitioner != SITE
+    return config.server_data == "own"
+
+
+def data_shape(config: RunConfig) -> tuple[tuple[int, ...], int]:
+    """The input shape of one sample and the number of classes, for models built on the
+    server: from its data set, or, on a server without data, from the run config, which
+    ``runtime.context.start_run`` completes with what the nodes agreed on in the handshake."""
+    if server_has_data(config):
+        data = load_splits(config)
+        return data.input_shape, data.num_classes
+    return input_shape(config.input_shape), config.num_classes
 
 
 def nodes_report_data(config: RunConfig) -> bool:

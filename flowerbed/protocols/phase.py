@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from flwr.app import ArrayRecord, Message
 
-from ..data.federation import server_has_data
+from ..data.site_reports import server_has_data
 from ..models import Classifier, run_model
 from ..runtime.context import RunContext
 from ..settings import ConfigError, RunConfig, Setting

@@ -37,9 +37,15 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 
 from ..data import DatasetSplits, label_counts
-from ..data.federation import load_splits, partition_for, server_has_data
+from ..data.federation import load_splits, partition_for
 from ..data.partition import format_label_table
-from ..data.site_reports import Agreement, NodeData, agree, nodes_report_data
+from ..data.site_reports import (
+    Agreement,
+    NodeData,
+    agree,
+    nodes_report_data,
+    server_has_data,
+)
 from ..models import Classifier
 from ..mods import failing_partition_ids
 from ..settings import ConfigError, RunConfig, Setting

@@ -28,7 +28,7 @@ from flwr.serverapp.strategy.strategy_utils import (
     validate_message_reply_consistency,
 )
 
-from ..data.federation import data_shape
+from ..data.site_reports import data_shape
 from ..models import Classifier, build_model, run_model
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient

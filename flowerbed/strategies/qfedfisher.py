@@ -63,7 +63,7 @@ from flwr.serverapp.strategy.strategy_utils import (
 )
 from torch import Tensor, nn
 
-from ..data.federation import data_shape
+from ..data.site_reports import data_shape
 from ..models import build_model
 from ..runtime.device import to_device_of
 from ..runtime.seeding import seed_for
