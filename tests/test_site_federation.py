@@ -230,3 +230,36 @@ def test_what_a_server_without_data_cannot_run_stops_before_any_node_trains(
         )
     assert message in str(error.value)
     assert not [t for t in trained if t.startswith("train")]
+
+
+def test_every_protocol_runs_on_a_server_without_data_or_says_what_it_needs(tmp_path):
+    """server-data='none' for each registered protocol: it finishes with accuracies from the
+    clients, or stops before any node trains naming what its server half needs."""
+    from flowerbed.catalog import PROTOCOLS
+
+    needs_data = {"ctl", "fedsa"}
+    quantum = {"qfedavg", "qfedadam", "qfedfisher"}
+    for name in PROTOCOLS:
+        config = {
+            "strategy": name,
+            "dataset": "breast-cancer",
+            "model": "vqc" if name in quantum else "mlp",
+            "vqc-qubits": 5,
+            "vqc-layers": 1,
+            "num-server-rounds": 1,
+            "local-epochs": 1,
+            "kt-local-max-epochs": 2,
+            "kt-epochs": 1,
+            "server-data": "none",
+            "output-dir": str(tmp_path / name),
+        }
+        if name in needs_data:
+            with pytest.raises(ConfigError, match="needs data on the server"):
+                run_in_process(config, num_clients=3)
+            continue
+        rows = history(run_in_process(config, num_clients=3))
+        assert "central_accuracy" not in rows[-1], name
+        accuracy = rows[-1].get(
+            "federated_accuracy", rows[-1].get("client_models_test_accuracy_mean")
+        )
+        assert accuracy is not None and 0 <= accuracy <= 1, (name, rows[-1])

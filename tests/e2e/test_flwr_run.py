@@ -65,23 +65,6 @@ def test_stateful_strategy_runs_two_rounds_with_flwr_run(name, tmp_path):
         assert 0.0 <= rows[r]["central_accuracy"] <= 1.0
 
 
-def test_two_flwr_runs_with_the_same_seed_write_byte_identical_histories(tmp_path):
-    """Two Ray actors train clients side by side, so replies arrive in either order; client
-    sampling (3 of 4 per round), aggregation and the history do not depend on that order."""
-    overrides = {**STATEFUL, "strategy": "scaffold", "fraction-train": 0.75, "seed": 3}
-    histories = []
-    for attempt in ("first", "second"):
-        result = simulate(
-            {**overrides, "output-dir": str(tmp_path / attempt)},
-            num_supernodes=4,
-            flwr_home=tmp_path / f"home-{attempt}",
-        )
-        assert result.returncode == 0, result.log[-3000:]
-        assert [row.get("clients_trained") for row in result.history[1:]] == [3, 3]
-        histories.append((result.run_dir / "history.json").read_bytes())
-    assert histories[0] == histories[1]
-
-
 def test_flwr_run_drops_a_nonfinite_client_and_fails_a_run_without_clients(tmp_path, fast_run):
     """Through Ray: a client replying NaN weights is dropped (counted, named, the model stays
     finite); a run whose clients all fail ends `failed` in one log line, without model.pt."""

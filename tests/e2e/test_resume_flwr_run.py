@@ -1,6 +1,10 @@
-"""Resume through `flwr run`: a SCAFFOLD simulation whose processes are killed (SIGKILL, the
-local SuperLink with everything it started: ServerApp, Ray, ClientApps) after round 2 goes on
-with `resume=<run folder>` in a new `flwr run` and writes the history of an uninterrupted run."""
+"""Resume and reproducibility through `flwr run`: a SCAFFOLD simulation whose processes are
+killed (SIGKILL, the local SuperLink with everything it started: ServerApp, Ray, ClientApps)
+after round 2 goes on with `resume=<run folder>` in a new `flwr run` and writes the history of
+an uninterrupted run, byte for byte. Two Ray actors train clients side by side in every one of
+these runs, so replies arrive in either order: client sampling (3 of 4 per round), aggregation
+and the history depend on the seed alone (the same guarantee in process: tests/test_catalog.py,
+every protocol twice)."""
 
 import json
 import os
@@ -51,7 +55,7 @@ def kill_after_round(run_config: dict, out, home, after_round: int):
     return folders[0]
 
 
-def test_scaffold_killed_after_round_2_resumes_through_flwr_run(tmp_path):
+def test_scaffold_killed_after_round_2_resumes_through_flwr_run_into_the_same_history(tmp_path):
     data = str(tmp_path / "data")
     reference = simulate(
         {**CONFIG, "output-dir": str(tmp_path / "reference"), "data-dir": data},
@@ -59,6 +63,7 @@ def test_scaffold_killed_after_round_2_resumes_through_flwr_run(tmp_path):
         flwr_home=tmp_path / "home-reference",
     )
     assert reference.returncode == 0 and reference.run_dir is not None, reference.log[-3000:]
+    assert [row.get("clients_trained") for row in reference.history[1:]] == [3] * ROUNDS
 
     out = tmp_path / "killed"
     killed_config = {**CONFIG, "output-dir": str(out), "data-dir": data}
