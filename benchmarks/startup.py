@@ -130,7 +130,7 @@ ACTOR_STAGES = (
     ("import torch", "import torch"),
     ("import flowerbed.client_app (the rest)", "import flowerbed.client_app"),
     (
-        "load digits (scikit-learn's load_digits)",
+        "load digits (load_dataset)",
         (
             "from flowerbed.data import load_dataset, partition_indices;"
             " labels = load_dataset('digits').y_train.numpy()"
@@ -141,7 +141,7 @@ ACTOR_STAGES = (
         "partition_indices(labels, 10, 'dirichlet', seed=42, alpha=0.5, min_partition_size=10)",
     ),
     (
-        "first torch optimizer (torch imports torch._dynamo)",
+        "first torch optimizer (its add_param_group imports torch._dynamo)",
         "torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)",
     ),
 )

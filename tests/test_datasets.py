@@ -31,6 +31,35 @@ def test_bundled_sklearn_sets_have_fixed_stratified_test_splits():
     assert abs(share(cancer.y_train) - share(cancer.y_test)) < 0.02
 
 
+def scikit_learn_splits(name):
+    """The bundled sets as flowerbed loaded them through scikit-learn before it stopped
+    importing it: its loader, then its stratified ``train_test_split``."""
+    from sklearn.datasets import load_breast_cancer, load_digits
+    from sklearn.model_selection import train_test_split
+
+    if name == "digits":
+        bunch = load_digits()
+        x = bunch.images.astype(np.float32)[:, None, :, :] / 16.0
+    else:
+        bunch = load_breast_cancer()
+        x = bunch.data.astype(np.float32)
+    y = bunch.target.astype(np.int64)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=0.2, stratify=y, random_state=0
+    )
+    return datasets._as_splits(name, x_train, y_train, x_test, y_test)
+
+
+@pytest.mark.parametrize("name", ["digits", "breast-cancer"])
+def test_bundled_sets_are_byte_identical_to_scikit_learns_path(name):
+    ours, theirs = load_dataset(name), scikit_learn_splits(name)
+    for field in ("x_train", "y_train", "x_test", "y_test"):
+        mine, expected = getattr(ours, field), getattr(theirs, field)
+        assert mine.dtype == expected.dtype and mine.shape == expected.shape, field
+        assert mine.numpy().tobytes() == expected.numpy().tobytes(), field
+    assert ours.num_classes == theirs.num_classes
+
+
 def test_dataset_list_has_2d_medmnist_but_not_3d_or_multilabel():
     names = available_datasets()
     assert {"bloodmnist", "pathmnist", "dermamnist", "cifar10", "mnist"} <= set(names)

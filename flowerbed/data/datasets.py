@@ -2,8 +2,10 @@
 
 Supported names (see ``DATASETS``):
 
-* ``digits``, ``breast-cancer``: scikit-learn's bundled data (offline). The held-out test split
-  is a stratified 20 % drawn with a fixed seed, identical in every run and every process.
+* ``digits``, ``breast-cancer``: scikit-learn's bundled data (offline), read from its package
+  folder without importing it (``bundled.py``). The held-out test split is a stratified 20 %
+  drawn with a fixed seed (``stratified_split.py``: scikit-learn's ``train_test_split``, index
+  for index), identical in every run and every process.
 * every 2D MedMNIST flag (``bloodmnist``, ``pathmnist``, ...): through the ``medmnist`` package,
   which downloads when ``download=True`` and otherwise reads ``<data-dir>/<flag>.npz``
   (``<flag>_<size>.npz`` for sizes other than 28).
@@ -43,6 +45,7 @@ import numpy as np
 import torch
 
 from ..settings import ConfigError
+from .bundled import load_bundled
 from .image_cache import (
     CachedImages,
     ImageWriter,
@@ -54,6 +57,7 @@ from .image_cache import (
 from .mapped_images import MappedImages
 from .pointclouds import NUM_POINTS, POINT_CLOUD_DATASETS, augment_point_batch, load_point_clouds
 from .simulations import GENERATED_DATASETS, SimulationOptions, generate
+from .stratified_split import stratified_split
 
 SKLEARN_DATASETS = ("digits", "breast-cancer")
 TORCHVISION_DATASETS = ("cifar10", "mnist")
@@ -261,20 +265,16 @@ def _standardise(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, n
 
 
 def _load_sklearn(name: str):
-    from sklearn.datasets import load_breast_cancer, load_digits
-    from sklearn.model_selection import train_test_split
-
+    """scikit-learn's bundled set, split as ``train_test_split(x, y, test_size=0.2,
+    stratify=y, random_state=0)`` splits it, without importing scikit-learn (``bundled.py``,
+    ``stratified_split.py``)."""
+    x, y = load_bundled(name)
     if name == "digits":
-        bunch = load_digits()
-        x = bunch.images.astype(np.float32)[:, None, :, :] / 16.0  # (N, 1, 8, 8)
+        x = x.astype(np.float32)[:, None, :, :] / 16.0  # (N, 1, 8, 8)
     else:
-        bunch = load_breast_cancer()
-        x = bunch.data.astype(np.float32)  # (N, 30)
-    y = bunch.target.astype(np.int64)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=0.2, stratify=y, random_state=_TEST_SPLIT_SEED
-    )
-    return x_train, y_train, x_test, y_test
+        x = x.astype(np.float32)  # (N, 30)
+    train, test = stratified_split(y, 0.2, _TEST_SPLIT_SEED)
+    return x[train], y[train], x[test], y[test]
 
 
 def _nchw(images: np.ndarray) -> np.ndarray:

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .stratified_split import stratified_split
+
 LABEL_PARTITIONERS = ("iid", "dirichlet", "dirichlet-sized", "pathological", "label-sorted")
 TEST_PARTITIONERS = ("kmeans-pca", "dataset-nodes")  # they split the held-out test split too
 PARTITIONERS = LABEL_PARTITIONERS + TEST_PARTITIONERS
@@ -355,15 +357,11 @@ def format_label_table(counts: np.ndarray, max_rows: int | None = None) -> str:
 
 def stratified_take(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Indices of a stratified ``fraction`` of ``labels`` (every class in proportion), in a
-    seeded random order: scikit-learn's ``train_test_split(..., stratify=labels)``. A
-    ``ValueError`` when a class has a single sample or the share rounds to nothing."""
-    from sklearn.model_selection import train_test_split
-
-    labels = np.asarray(labels).reshape(-1)
-    _, taken = train_test_split(
-        np.arange(len(labels)), test_size=fraction, stratify=labels, random_state=seed % 2**32
-    )
-    return np.asarray(taken, dtype=np.int64)
+    seeded random order: scikit-learn's ``train_test_split(..., stratify=labels)``, index for
+    index (``stratified_split.py``). A ``ValueError`` when a class has a single sample or the
+    share rounds to fewer samples than classes."""
+    _, taken = stratified_split(labels, fraction, seed % 2**32)
+    return taken
 
 
 def split_train_test(indices: np.ndarray, test_fraction: float, seed: int):
