@@ -258,6 +258,41 @@ def make_node_keys(folder: Path, *names: str) -> Path:
     return folder
 
 
+def tls_superlink(certs: Path, port: int, *extra: str) -> list[str]:
+    """The SuperLink command of docs/deploy.md on 127.0.0.1:``port`` with ``certs``' TLS."""
+    return [
+        str(BIN / "flower-superlink"),
+        "--ssl-ca-certfile",
+        str(certs / "ca.crt"),
+        "--ssl-certfile",
+        str(certs / "server.pem"),
+        "--ssl-keyfile",
+        str(certs / "server.key"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--disable-runtime-dependency-installation",
+        *extra,
+    ]
+
+
+def tls_supernode(certs: Path, port: int, node_config: str, *extra: str) -> list[str]:
+    """A site's SuperNode command of docs/deploy.md, for the SuperLink on 127.0.0.1:``port``."""
+    return [
+        str(BIN / "flower-supernode"),
+        "--root-certificates",
+        str(certs / "ca.crt"),
+        "--superlink",
+        f"127.0.0.1:{port}",
+        "--port",
+        str(free_port()),
+        "--node-config",
+        node_config,
+        *extra,
+    ]
+
+
 def test_scripts_make_a_ca_signed_server_certificate_and_openssh_ec_node_keys(tmp_path):
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -579,24 +614,7 @@ def test_killed_supernode_run_finishes_restart_is_accepted_missing_data_is_repor
     keys = make_node_keys(tmp_path / "keys", "site-a", "site-b", "site-c")
     port = free_port()
     # the multi-machine commands of docs/deploy.md, all on 127.0.0.1
-    federation.start(
-        "superlink",
-        [
-            str(BIN / "flower-superlink"),
-            "--ssl-ca-certfile",
-            str(certs / "ca.crt"),
-            "--ssl-certfile",
-            str(certs / "server.pem"),
-            "--ssl-keyfile",
-            str(certs / "server.key"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--enable-supernode-auth",
-            "--disable-runtime-dependency-installation",
-        ],
-    )
+    federation.start("superlink", tls_superlink(certs, port, "--enable-supernode-auth"))
     federation.wait_for_port(port, "superlink")
     connection = federation.connect("site-test", f"127.0.0.1:{port}", certs / "ca.crt")
     for site in ("site-a", "site-b", "site-c"):  # CLI-managed SuperNode authentication
@@ -604,19 +622,10 @@ def test_killed_supernode_run_finishes_restart_is_accepted_missing_data_is_repor
         assert proc.returncode == 0 and "registered successfully" in proc.stdout, proc.stdout
 
     def supernode(site: str, partition: int, *extra: str) -> list[str]:
-        return [
-            str(BIN / "flower-supernode"),
-            "--root-certificates",
-            str(certs / "ca.crt"),
-            "--superlink",
-            f"127.0.0.1:{port}",
-            "--auth-supernode-private-key",
-            str(keys / site),
-            "--port",
-            str(free_port()),
-            "--node-config",
-            " ".join([f"partition-id={partition} num-partitions=3", *extra]),
-        ]
+        node_config = " ".join([f"partition-id={partition} num-partitions=3", *extra])
+        return tls_supernode(
+            certs, port, node_config, "--auth-supernode-private-key", str(keys / site)
+        )
 
     federation.start("site-a", supernode("site-a", 0))
     site_b = supernode("site-b", 1)

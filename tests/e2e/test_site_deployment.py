@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_deployment import BIN, Federation, FlwrRun, free_port, make_certs
+from test_deployment import Federation, FlwrRun, free_port, make_certs, tls_superlink, tls_supernode
 
 from flowerbed.data.site_data import load_site_data
 
@@ -54,38 +54,13 @@ def test_three_sites_own_data_over_tls_fedavg_then_scaffold_with_a_bad_fourth_si
 
     certs = make_certs(tmp_path / "certificates")
     port = free_port()
-    federation.start(
-        "superlink",
-        [
-            str(BIN / "flower-superlink"),
-            "--ssl-ca-certfile",
-            str(certs / "ca.crt"),
-            "--ssl-certfile",
-            str(certs / "server.pem"),
-            "--ssl-keyfile",
-            str(certs / "server.key"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--disable-runtime-dependency-installation",
-        ],
-    )
+    federation.start("superlink", tls_superlink(certs, port))
     federation.wait_for_port(port, "superlink")
     connection = federation.connect("sites", f"127.0.0.1:{port}", certs / "ca.crt")
 
     def supernode(partition: int, folder: Path) -> list[str]:
-        return [
-            str(BIN / "flower-supernode"),
-            "--root-certificates",
-            str(certs / "ca.crt"),
-            "--superlink",
-            f"127.0.0.1:{port}",
-            "--port",
-            str(free_port()),
-            "--node-config",
-            f"partition-id={partition} num-partitions=4 data-dir='{folder}'",
-        ]
+        node_config = f"partition-id={partition} num-partitions=4 data-dir='{folder}'"
+        return tls_supernode(certs, port, node_config)
 
     for partition, folder in enumerate(folders):
         federation.start(f"site-{partition}", supernode(partition, folder))
