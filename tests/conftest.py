@@ -263,6 +263,19 @@ def write_digit_sites(root, samples_per_site: int = 300, test_share: float = 0.2
 
 
 @pytest.fixture
+def federation(tmp_path):
+    """Processes of a federation on loopback (``test_deployment.Federation``), each stopped by
+    its PID after the test."""
+    from test_deployment import Federation
+
+    fed = Federation(tmp_path)
+    try:
+        yield fed
+    finally:
+        fed.stop()
+
+
+@pytest.fixture
 def fl():
     """The helpers above, for tests of server rules and client steps."""
     use_server_identity()

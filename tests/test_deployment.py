@@ -547,15 +547,6 @@ class FlwrRun:
         return json.loads((Path(found[-1]) / "history.json").read_text())
 
 
-@pytest.fixture
-def federation(tmp_path):
-    fed = Federation(tmp_path)
-    try:
-        yield fed
-    finally:
-        fed.stop()
-
-
 # --- e2e ---------------------------------------------------------------------------------------
 
 

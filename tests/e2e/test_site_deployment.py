@@ -17,20 +17,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_deployment import Federation, FlwrRun, free_port, make_certs, tls_superlink, tls_supernode
+from test_deployment import (
+    FlwrRun,
+    free_port,
+    make_certs,
+    tls_superlink,
+    tls_supernode,
+)
 
 from flowerbed.data.site_data import load_site_data
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def federation(tmp_path):
-    fed = Federation(tmp_path)
-    try:
-        yield fed
-    finally:
-        fed.stop()
 
 
 def label_table(run_dir: Path) -> np.ndarray:
