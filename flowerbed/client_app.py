@@ -57,7 +57,6 @@ def handshake(msg: Message, context: Context) -> Message:
             raise NodeDataError(f"partition-id {partition_id}: {error}") from error
         records = data_report(
             table_labels(client.config, client.num_partitions, partition_id),
-            client.y_test.numpy(),
             client.data.input_shape,
             client.data.num_classes,
             str(client.config.data_path),

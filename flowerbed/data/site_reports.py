@@ -7,7 +7,7 @@ not with site-owned data (``partitioner='site'``).
 When the server holds no data (``server-data``), or the nodes hold their own
 (``partitioner='site'``), the server learns the model's input shape, the number of classes and
 the label table from the nodes: each node's handshake reply carries a ``data`` record
-(``num-classes``, ``input-shape``, ``label-counts`` per class (its row of the label table), ``test-samples``) and a
+(``num-classes``, ``input-shape``, ``label-counts`` per class (its row of the label table)) and a
 ``data-source`` record (the folder it read). Counts and shapes only: no sample leaves a node.
 
 The server (``agree``) keeps the nodes that agree on (input shape, number of classes) when
@@ -75,7 +75,6 @@ def nodes_report_data(config: RunConfig) -> bool:
 
 def data_report(
     table_labels: np.ndarray,
-    y_test: np.ndarray,
     input_shape: tuple[int, ...],
     num_classes: int,
     source: str,
@@ -89,7 +88,6 @@ def data_report(
                 "num-classes": int(num_classes),
                 "input-shape": [int(size) for size in input_shape],
                 "label-counts": [int(count) for count in counts],
-                "test-samples": len(y_test),
             }
         ),
         SOURCE: ConfigRecord({"path": source}),
@@ -105,7 +103,6 @@ class NodeData:
     num_classes: int
     input_shape: tuple[int, ...]
     label_counts: tuple[int, ...]
-    test_samples: int
     source: str
 
     @classmethod
@@ -117,7 +114,6 @@ class NodeData:
             num_classes=int(report["num-classes"]),
             input_shape=tuple(int(size) for size in report["input-shape"]),
             label_counts=tuple(int(count) for count in report["label-counts"]),
-            test_samples=int(report["test-samples"]),
             source=str(content.config_records[SOURCE]["path"]),
         )
 

@@ -43,6 +43,7 @@ from ..data.site_reports import (
     Agreement,
     NodeData,
     agree,
+    data_shape,
     nodes_report_data,
     server_has_data,
 )
@@ -126,14 +127,21 @@ class RunContext:
 
     config: RunConfig
     data: DatasetSplits | None  # None: the server holds no data (``server-data``)
-    input_shape: tuple[int, ...]  # of one sample, from the server's data or the nodes' reports
-    num_classes: int
     grid: RecordingGrid
     model: Classifier  # the protocol's global model: initial, evaluated, saved
     num_partitions: int
     run_dir: Path
     history: History
     checkpoint: ServerCheckpoint | None = None  # a resumed run's last checkpoint
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Of one sample: the server's data's, or what the nodes agreed on (``data_shape``)."""
+        return data_shape(self.config)[0]
+
+    @property
+    def num_classes(self) -> int:
+        return data_shape(self.config)[1]
 
 
 def federation_size(nodes: dict[int, tuple[int, int]]) -> int:
@@ -205,9 +213,8 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
             )
             server_view.update(min_available_clients=len(agreement.nodes))
     else:
-        input_shape, num_classes = data.input_shape, data.num_classes
         counts = label_counts(
-            data.y_train.numpy(), partition_of(config, data, num_partitions), num_classes
+            data.y_train.numpy(), partition_of(config, data, num_partitions), data.num_classes
         )
     log(
         INFO,
@@ -236,8 +243,6 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     return RunContext(
         config.replace(**server_view),
         data,
-        input_shape,
-        num_classes,
         recording,
         model,
         num_partitions,
