@@ -4,13 +4,18 @@ on data available offline): digits with Dirichlet(0.5) and breast-cancer with Di
 round; a markdown table and a plot.
 
     python benchmarks/quantum_fl.py                       # the default comparison (~15 min)
-    python benchmarks/quantum_fl.py --seeds 1 --rounds 2 2 --out /tmp/qfl   # a smoke run
-    python benchmarks/quantum_fl.py --report-only --out benchmarks/results/quantum_fl
+    python benchmarks/quantum_fl.py --quick               # 2 rounds, 1 seed, into <out>/quick
+    python benchmarks/quantum_fl.py --report-only         # tables and plot from runs.json
 
-Every run is the real ServerApp job with the real ClientApp handlers in this process
-(``run_in_process``); clients train one after another, so a round's seconds are the sum of the
-clients' work plus the evaluations. Results accumulate in ``<out>/runs.json`` (a rerun skips
-what is there); ``<out>/quantum_fl.md`` and ``<out>/quantum_fl.png`` are rewritten at the end.
+The runs of a regime are one sweep (``flowerbed.sweep``: seed x data set x variant, as Ray
+tasks, up to ``--workers`` at a time) in ``<out>/runs``; a rerun skips the completed points,
+and more seeds or variants are added to the sweep. Every run is the real ServerApp job with
+the real ClientApp handlers in one process (``run_in_process``, one torch thread); clients
+train one after another, so a round's seconds are the sum of the clients' work plus the
+evaluation (with several workers, runs share the machine's cores: compare seconds of runs made
+one at a time). ``<out>/runs.json`` keeps what the tables read from each run (accuracy and loss
+per round, seconds, bytes, kept and substituted shares); ``--report-only`` rebuilds
+``<out>/<regime>.md`` and ``.png`` from it.
 
 Regimes (``--regime``):
 
@@ -26,7 +31,7 @@ Regimes (``--regime``):
 * ``sweep``: QFedFisher's threshold on the default digits setting: delta from 0.001 to 0.9 and
   the quantile form (top q of each layer), final accuracy against the mean kept fraction.
 
-    python benchmarks/quantum_fl.py --regime paper            # about an hour, resumable
+    python benchmarks/quantum_fl.py --regime paper --workers 2   # about an hour, resumable
     python benchmarks/quantum_fl.py --regime paper --quick    # 2 rounds, 1 seed: a smoke run
     python benchmarks/quantum_fl.py --regime sweep
 """
@@ -36,11 +41,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
 
 # The paper: Adam, E = 1, B = 32, delta = 0.01, all clients every round on ADNI. Our learning
 # rate is higher than the paper's 1e-3 because we run a few rounds, not hundreds. Only the global
@@ -111,7 +121,7 @@ REGIMES = {
     "default": Regime(
         COMMON,
         DATASETS,
-        ("qfedavg", "qfedadam", "qfedfisher", "qfedfisher-training"),
+        ("qfedavg", "qfedadam", "qfedfisher", "qfedfisher-training", "qfedfisher-server-only"),
         {"digits": 5, "breast-cancer": 8},
         10,
     ),
@@ -132,37 +142,42 @@ REGIMES = {
 }
 
 
-def run_one(
-    regime: str, dataset: str, variant: str, seed: int, rounds: int, out: Path, data_dir: str
-) -> dict:
-    from flowerbed.inprocess import run_in_process
+def sweep_spec(
+    regime: str,
+    datasets: list[str],
+    variants: tuple[str, ...],
+    seeds: int,
+    rounds: dict,
+    data_dir: str,
+) -> SweepSpec:
+    """The regime's grid: seed x data set (with its rounds) x variant; every run of one seed
+    comes before the next seed's (partial results stay balanced)."""
+    setting = REGIMES[regime]
+    bundles = {
+        "dataset": {d: {**setting.datasets[d], "num-server-rounds": rounds[d]} for d in datasets},
+        "variant": {v: VARIANTS[v] for v in variants},
+    }
+    axes, fixed = [Axis.of_key("seed", list(range(seeds)))], dict(setting.common)
+    for name, axis in bundles.items():
+        # a key one bundle sets is set by all of them (a sweep keeps a key either fixed or on
+        # one axis), to the regime's value where a bundle leaves it
+        keys = {key for bundle in axis.values() for key in bundle}
+        inherited = {key: fixed.pop(key) for key in sorted(keys) if key in fixed}
+        filled = {label: {**inherited, **bundle} for label, bundle in axis.items()}
+        axes.append(Axis.of_bundles(name, filled))
+    return SweepSpec(tuple(axes), {**fixed, "data-dir": data_dir}, setting.clients)
+
+
+def run_record(labels: dict, run_dir: Path) -> dict:
+    """What the tables and plots read from one completed run (``runs.json`` keeps them)."""
     from flowerbed.runtime.results import round_seconds
 
-    setting = REGIMES[regime]
-    overrides = {
-        **setting.common,
-        **setting.datasets[dataset],
-        **VARIANTS[variant],
-        "seed": seed,
-        "num-server-rounds": rounds,
-        "data-dir": data_dir,
-        "output-dir": str(out / "runs"),
-        "run-name": f"{regime}-{variant}-{dataset}-seed{seed}",
-    }
-    start, cpu_start = time.perf_counter(), time.process_time()
-    run_dir = run_in_process(overrides, num_clients=setting.clients)
-    cpu = time.process_time() - cpu_start
-    history = json.loads((run_dir / "history.json").read_text())
+    history = load_history(run_dir)
     return {
-        "regime": regime,
-        "dataset": dataset,
-        "variant": variant,
-        "seed": seed,
-        "rounds": rounds,
-        "wall_seconds": time.perf_counter() - start,
-        # CPU seconds of this process per round (setup and evaluations included, the same for
-        # every variant): steadier than wall-clock seconds on a machine shared with others
-        "cpu_seconds_per_round": cpu / rounds,
+        "dataset": labels["dataset"],
+        "variant": labels["variant"],
+        "seed": int(labels["seed"]),
+        "rounds": len(history) - 1,
         "accuracy": [row["central_accuracy"] for row in history],
         "loss": [row["central_loss"] for row in history],
         "seconds": round_seconds(run_dir),
@@ -184,6 +199,13 @@ def mean_fraction(values: list) -> float | None:
 
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
+
+
+def sample_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Standard deviation over seeds with Bessel's correction (0 for a single seed)."""
+    values = np.asarray(values, dtype=float)
+    count = values.shape[0] if axis == 0 else values.size
+    return values.std(axis=axis, ddof=1) if count > 1 else np.zeros_like(values.mean(axis=axis))
 
 
 def _title(regime: Regime, dataset: str, rounds: int) -> str:
@@ -211,11 +233,11 @@ def summarise(runs: list[dict], variants: tuple[str, ...], regime: Regime) -> st
             f"### {_title(regime, dataset, rounds)}",
             "",
             (
-                "| strategy | seeds | final accuracy (%) | final loss | wall s / round |"
-                " CPU s / round | time vs qfedavg (wall / CPU) | KB received / round |"
-                " kept (%, rounds 2+) | substituted (%) |"
+                "| strategy | seeds | final accuracy (%) | final loss | s / round |"
+                " time vs qfedavg | KB received / round | kept (%, rounds 2+) |"
+                " substituted (%) |"
             ),
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         base = None
         for variant in variants:
@@ -225,20 +247,15 @@ def summarise(runs: list[dict], variants: tuple[str, ...], regime: Regime) -> st
             acc = np.array([r["accuracy"][-1] for r in vr])
             loss = np.array([r["loss"][-1] for r in vr])
             sec = float(np.mean([np.mean(r["seconds"]) for r in vr]))
-            cpu = float(np.mean([r["cpu_seconds_per_round"] for r in vr]))
             if variant == "qfedavg":
-                base = (sec, cpu)
-            rel = (
-                f"{100 * (sec / base[0] - 1):+.1f}% / {100 * (cpu / base[1] - 1):+.1f}%"
-                if base
-                else ""
-            )
+                base = sec
+            rel = f"{100 * (sec / base - 1):+.1f}%" if base else ""
             kb = np.mean([np.mean(r["bytes_received"]) for r in vr]) / 1e3
             kept = mean_fraction([mean_fraction(r.get("kept", [])[1:]) for r in vr])
             substituted = mean_fraction([mean_fraction(r.get("substituted", [])) for r in vr])
             lines.append(
-                f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * acc.std():.1f}"
-                f" | {loss.mean():.3f} ± {loss.std():.3f} | {sec:.2f} | {cpu:.2f} | {rel}"
+                f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * sample_std(acc):.1f}"
+                f" | {loss.mean():.3f} ± {sample_std(loss):.3f} | {sec:.2f} | {rel}"
                 f" | {kb:.1f} | {_percent(kept)} | {_percent(substituted)} |"
             )
         lines += [
@@ -277,7 +294,7 @@ def plot(runs: list[dict], variants: tuple[str, ...], regime: Regime, path: Path
                 continue
             for row, metric in enumerate(("accuracy", "loss")):
                 values = np.array([r[metric] for r in vr])
-                mean, std = values.mean(0), values.std(0)
+                mean, std = values.mean(0), sample_std(values, axis=0)
                 x = np.arange(len(mean))
                 axes[row, col].plot(x, mean, label=variant)
                 axes[row, col].fill_between(x, mean - std, mean + std, alpha=0.2)
@@ -307,9 +324,9 @@ def sweep_report(runs: list[dict], variants: tuple[str, ...], path: Path) -> str
         acc = np.array([r["accuracy"][-1] for r in vr])
         kept = mean_fraction([mean_fraction(r["kept"][1:]) for r in vr])
         substituted = mean_fraction([mean_fraction(r["substituted"]) for r in vr])
-        points.append((variant, kept, acc.mean(), acc.std()))
+        points.append((variant, kept, acc.mean(), sample_std(acc)))
         lines.append(
-            f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * acc.std():.1f} |"
+            f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * sample_std(acc):.1f} |"
             f" {_percent(kept)} | {_percent(substituted)} |"
         )
     import matplotlib
@@ -404,9 +421,12 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS))
     parser.add_argument("--datasets", nargs="+")
     parser.add_argument("--data-dir", default="~/.flowerbed/data", help="where MNIST is read")
-    parser.add_argument("--quick", action="store_true", help="2 rounds, 1 seed, into --out")
+    parser.add_argument("--quick", action="store_true", help="2 rounds, 1 seed, into <out>/quick")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/quantum_fl"))
-    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
+    parser.add_argument(
+        "--report-only", action="store_true", help="tables and plot from <out>/runs.json"
+    )
     parser.add_argument(
         "--client-overhead",
         type=int,
@@ -424,7 +444,7 @@ def main() -> None:
     datasets = [d for d in (args.datasets or regime.datasets) if d in regime.datasets]
     rounds = {d: args.rounds or regime.rounds[d] for d in datasets}
     if args.quick:
-        args.seeds, rounds = 1, {d: 2 for d in datasets}
+        args.seeds, rounds, args.out = 1, {d: 2 for d in datasets}, args.out / "quick"
     if args.regime == "paper" and "mnist" in datasets:
         from flowerbed.data.datasets import DataNotFoundError, load_dataset
 
@@ -440,42 +460,24 @@ def main() -> None:
         print(report)
         return
     store = args.out / "runs.json"
-    runs = json.loads(store.read_text()) if store.exists() else []
-
-    def wanted(run: dict) -> bool:
-        return (
-            run.get("regime", "default") == args.regime
-            and run["dataset"] in datasets
-            and run["rounds"] == rounds[run["dataset"]]
-            and run["variant"] in variants
-            and run["seed"] < args.seeds
-        )
-
+    if args.report_only:
+        if not store.is_file():
+            parser.error(f"--report-only reads {store}, which does not exist: run without it first")
+        runs = json.loads(store.read_text())
+    else:
+        spec = sweep_spec(args.regime, datasets, variants, args.seeds, rounds, args.data_dir)
+        results = run_sweep(spec, args.out / "runs", workers=args.workers, extend=True)
+        runs = [run_record(r.point.labels, r.run_dir) for r in results if r.state.finished]
+    runs = [  # the sweep folder may hold more (other seeds, variants or rounds asked before)
+        r
+        for r in runs
+        if r["dataset"] in datasets
+        and r["variant"] in variants
+        and r["seed"] < args.seeds
+        and r["rounds"] == rounds[r["dataset"]]
+    ]
     if not args.report_only:
-        for seed in range(args.seeds):
-            for dataset in datasets:
-                for variant in variants:
-                    key = {"dataset": dataset, "variant": variant, "seed": seed}
-                    if any(wanted(r) and all(r[k] == v for k, v in key.items()) for r in runs):
-                        continue
-                    run = run_one(
-                        args.regime,
-                        dataset,
-                        variant,
-                        seed,
-                        rounds[dataset],
-                        args.out,
-                        args.data_dir,
-                    )
-                    runs.append(run)
-                    atomic_write(store, lambda f: f.write(json.dumps(runs, indent=1)))
-                    print(
-                        f"{args.regime} {dataset} {variant} seed {seed}: final accuracy"
-                        f" {run['accuracy'][-1]:.3f}, {np.mean(run['seconds']):.2f} s/round,"
-                        f" {run['wall_seconds']:.0f} s",
-                        flush=True,
-                    )
-    runs = [r for r in runs if wanted(r)]
+        atomic_write(store, lambda f: f.write(json.dumps(runs, indent=1)))
     name = "quantum_fl" if args.regime == "default" else args.regime
     if args.regime == "sweep":
         report = sweep_report(runs, variants, args.out / f"{name}.png")
