@@ -261,6 +261,13 @@ def summarise(runs: list[dict], variants: tuple[str, ...], regime: Regime) -> st
         lines += [
             "",
             (
+                "s / round: wall seconds of a round, mean over the runs, which shared the"
+                " machine with each other (--workers) and with other jobs, so the two time"
+                " columns are rough; the Fisher pass's cost is measured side by side with"
+                " --client-overhead."
+            ),
+            "",
+            (
                 "Mean test accuracy (%) / loss of the global model per round (round 0 ="
                 " initial model):"
             ),
