@@ -42,6 +42,7 @@ import argparse
 import json
 import logging
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -308,7 +309,8 @@ def plot(runs: list[dict], variants: tuple[str, ...], regime: Regime, path: Path
                 axes[row, col].set_xlabel("round")
                 axes[row, col].set_ylabel(f"test {metric}")
         rounds = next(r["rounds"] for r in runs if r["dataset"] == dataset)
-        axes[0, col].set_title(_title(regime, dataset, rounds), fontsize=8)
+        title = textwrap.fill(_title(regime, dataset, rounds), 80)
+        axes[0, col].set_title(title, fontsize=8)
         axes[0, col].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
