@@ -31,7 +31,7 @@ Regimes (``--regime``):
 * ``sweep``: QFedFisher's threshold on the default digits setting: delta from 0.001 to 0.9 and
   the quantile form (top q of each layer), final accuracy against the mean kept fraction.
 
-    python benchmarks/quantum_fl.py --regime paper --workers 2   # about an hour, resumable
+    python benchmarks/quantum_fl.py --regime paper --workers 2   # ~1 h of runs, resumable
     python benchmarks/quantum_fl.py --regime paper --quick    # 2 rounds, 1 seed: a smoke run
     python benchmarks/quantum_fl.py --regime sweep
 """
