@@ -198,6 +198,10 @@ def mean_fraction(values: list) -> float | None:
     return float(np.mean(numbers)) if numbers else None
 
 
+def _point(record: dict) -> tuple:
+    return record["dataset"], record["variant"], record["seed"], record["rounds"]
+
+
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
@@ -431,7 +435,9 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+")
     parser.add_argument("--data-dir", default="~/.flowerbed/data", help="where MNIST is read")
     parser.add_argument("--quick", action="store_true", help="2 rounds, 1 seed, into <out>/quick")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/quantum_fl"))
+    parser.add_argument(
+        "--out", type=Path, help="default: benchmarks/results/quantum_fl (_paper, _sweep)"
+    )
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument(
         "--report-only", action="store_true", help="tables and plot from <out>/runs.json"
@@ -444,6 +450,9 @@ def main() -> None:
         help="only measure one client's local work per variant, REPEATS times",
     )
     args = parser.parse_args()
+    if args.out is None:
+        suffix = "" if args.regime == "default" else f"_{args.regime}"
+        args.out = Path(f"benchmarks/results/quantum_fl{suffix}")
     import flowerbed.inprocess  # noqa: F401 - configures Flower's logger, then quiet it
     from flowerbed.runtime.results import atomic_write
 
@@ -469,15 +478,19 @@ def main() -> None:
         print(report)
         return
     store = args.out / "runs.json"
-    if args.report_only:
-        if not store.is_file():
-            parser.error(f"--report-only reads {store}, which does not exist: run without it first")
-        runs = json.loads(store.read_text())
-    else:
+    if args.report_only and not store.is_file():
+        parser.error(f"--report-only reads {store}, which does not exist: run without it first")
+    runs = json.loads(store.read_text()) if store.is_file() else []
+    if not args.report_only:
         spec = sweep_spec(args.regime, datasets, variants, args.seeds, rounds, args.data_dir)
         results = run_sweep(spec, args.out / "runs", workers=args.workers, extend=True)
-        runs = [run_record(r.point.labels, r.run_dir) for r in results if r.state.finished]
-    runs = [  # the sweep folder may hold more (other seeds, variants or rounds asked before)
+        fresh = [run_record(r.point.labels, r.run_dir) for r in results if r.state.finished]
+        # runs.json keeps every record it held (runs made earlier, elsewhere or by a subset of
+        # the variants); a fresh run replaces the record of the same point
+        by_point = {_point(r): r for r in runs} | {_point(r): r for r in fresh}
+        runs = list(by_point.values())
+        atomic_write(store, lambda f: f.write(json.dumps(runs, indent=1)))
+    runs = [  # runs.json may hold more (other seeds, variants or rounds asked before)
         r
         for r in runs
         if r["dataset"] in datasets
@@ -485,8 +498,6 @@ def main() -> None:
         and r["seed"] < args.seeds
         and r["rounds"] == rounds[r["dataset"]]
     ]
-    if not args.report_only:
-        atomic_write(store, lambda f: f.write(json.dumps(runs, indent=1)))
     name = "quantum_fl" if args.regime == "default" else args.regime
     if args.regime == "sweep":
         report = sweep_report(runs, variants, args.out / f"{name}.png")
