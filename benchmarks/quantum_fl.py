@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
+from flowerbed.sweep import Axis, SweepSpec, load_history, mean_std, run_sweep
 
 # The paper: Adam, E = 1, B = 32, delta = 0.01, all clients every round on ADNI. Our learning
 # rate is higher than the paper's 1e-3 because we run a few rounds, not hundreds. Only the global
@@ -206,11 +206,10 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
 
-def sample_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
-    """Standard deviation over seeds with Bessel's correction (0 for a single seed)."""
-    values = np.asarray(values, dtype=float)
-    count = values.shape[0] if axis == 0 else values.size
-    return values.std(axis=axis, ddof=1) if count > 1 else np.zeros_like(values.mean(axis=axis))
+def mean_pm(values, scale: float = 1.0, digits: int = 1) -> str:
+    """Mean ± sample std over seeds, as table text ("-" for the std of one seed)."""
+    mean, std = mean_std([scale * float(v) for v in values])
+    return f"{mean:.{digits}f} ± " + ("-" if std is None else f"{std:.{digits}f}")
 
 
 def _title(regime: Regime, dataset: str, rounds: int) -> str:
@@ -259,8 +258,8 @@ def summarise(runs: list[dict], variants: tuple[str, ...], regime: Regime) -> st
             kept = mean_fraction([mean_fraction(r.get("kept", [])[1:]) for r in vr])
             substituted = mean_fraction([mean_fraction(r.get("substituted", [])) for r in vr])
             lines.append(
-                f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * sample_std(acc):.1f}"
-                f" | {loss.mean():.3f} ± {sample_std(loss):.3f} | {sec:.2f} | {rel}"
+                f"| {variant} | {len(vr)} | {mean_pm(acc, 100)} | {mean_pm(loss, digits=3)}"
+                f" | {sec:.2f} | {rel}"
                 f" | {kb:.1f} | {_percent(kept)} | {_percent(substituted)} |"
             )
         lines += [
@@ -306,7 +305,8 @@ def plot(runs: list[dict], variants: tuple[str, ...], regime: Regime, path: Path
                 continue
             for row, metric in enumerate(("accuracy", "loss")):
                 values = np.array([r[metric] for r in vr])
-                mean, std = values.mean(0), sample_std(values, axis=0)
+                mean = values.mean(axis=0)
+                std = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros_like(mean)
                 x = np.arange(len(mean))
                 axes[row, col].plot(x, mean, label=variant)
                 axes[row, col].fill_between(x, mean - std, mean + std, alpha=0.2)
@@ -337,9 +337,10 @@ def sweep_report(runs: list[dict], variants: tuple[str, ...], path: Path) -> str
         acc = np.array([r["accuracy"][-1] for r in vr])
         kept = mean_fraction([mean_fraction(r["kept"][1:]) for r in vr])
         substituted = mean_fraction([mean_fraction(r["substituted"]) for r in vr])
-        points.append((variant, kept, acc.mean(), sample_std(acc)))
+        mean, std = mean_std(list(acc))
+        points.append((variant, kept, mean, std or 0.0))
         lines.append(
-            f"| {variant} | {len(vr)} | {100 * acc.mean():.1f} ± {100 * sample_std(acc):.1f} |"
+            f"| {variant} | {len(vr)} | {mean_pm(acc, 100)} |"
             f" {_percent(kept)} | {_percent(substituted)} |"
         )
     import matplotlib

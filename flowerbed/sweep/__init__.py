@@ -13,7 +13,7 @@ writes its summary (``summary``)::
 from .execute import VIA, PointResult, run_sweep
 from .folder import PointState, load_spec, point_state
 from .grid import Axis, Point, SweepSpec, check_grid, grid_from_cli, grid_from_toml
-from .summary import load_history, write_summary
+from .summary import load_history, mean_std, write_summary
 
 __all__ = [
     "VIA",
@@ -27,6 +27,7 @@ __all__ = [
     "grid_from_toml",
     "load_history",
     "load_spec",
+    "mean_std",
     "point_state",
     "run_sweep",
     "write_summary",
