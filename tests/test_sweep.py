@@ -25,6 +25,7 @@ from flowerbed.sweep import (
     grid_from_cli,
     grid_from_toml,
     load_spec,
+    mean_std,
     point_state,
     run_sweep,
     write_summary,
@@ -250,6 +251,14 @@ def rows(
             }
         )
     return out
+
+
+def test_mean_std_is_the_sample_std_and_none_for_one_value():
+    # 0.2, 0.4, 0.9: mean 0.5; squared deviations 0.09 + 0.01 + 0.16 = 0.26, / (3 - 1) = 0.13
+    mean, std = mean_std([0.2, 0.4, 0.9])
+    assert mean == pytest.approx(0.5)
+    assert std == pytest.approx(math.sqrt(0.13))
+    assert mean_std([0.7]) == (0.7, None)
 
 
 def test_point_states_come_from_the_run_folders(tmp_path):
