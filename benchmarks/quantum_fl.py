@@ -475,7 +475,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.client_overhead:
         report = "\n".join(client_overhead(d, args.client_overhead) for d in datasets)
-        atomic_write((args.out / "client_overhead.md"), lambda f: f.write(report))
+        atomic_write(args.out / "client_overhead.md", lambda f: f.write(report))
         print(report)
         return
     store = args.out / "runs.json"
@@ -505,7 +505,7 @@ def main() -> None:
     else:
         report = summarise(runs, variants, regime)
         plot(runs, variants, regime, args.out / f"{name}.png")
-    atomic_write((args.out / f"{name}.md"), lambda f: f.write(report))
+    atomic_write(args.out / f"{name}.md", lambda f: f.write(report))
     print(report)
 
 
