@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import attacks
 from .data import federation, site_reports
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
@@ -95,6 +96,7 @@ SETTINGS: dict[str, Setting] = index_settings(
         *DEVICE_SETTINGS,
         *TRACKER_SETTINGS,
         *MOD_SETTINGS,
+        *attacks.SETTINGS,
         *(s for protocol in PROTOCOLS.values() for s in protocol.settings),
         *kt_metrics.SETTINGS,
         *distill.SETTINGS,
@@ -111,6 +113,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
             f" multi-round strategy; strategy={config.strategy!r} is not one (valid choices:"
             f" {', '.join(STRATEGIES)})"
         )
+    check_model_replies(config)
     if config.resume and not PROTOCOLS[config.strategy].protocol(config).resumable:
         raise ConfigError(
             f"resume={config.resume!r}: strategy={config.strategy!r} cannot resume; only runs"
@@ -118,6 +121,39 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
             f" {', '.join(STRATEGIES)}, without kt-metrics or distill-objective)"
         )
     return config
+
+
+def check_model_replies(config: RunConfig) -> None:
+    """Model-poisoning attacks and ``max-update-norm`` act on the update a client replies to
+    FL rounds' ``train`` messages (its trained model minus the global model): refuse
+    protocols that send none and strategies whose reply is no model."""
+    uses = []
+    if config.attack in attacks.MODEL_POISONING:
+        uses.append(f"attack={config.attack!r}")
+    if config.max_update_norm > 0:
+        uses.append(f"max-update-norm={config.max_update_norm}")
+    if not uses:
+        return
+    what = " and ".join(uses)
+    valid = ", ".join(name for name, spec in STRATEGIES.items() if spec.replies_model)
+    label_flip = (
+        f"; or attack='{attacks.LABEL_FLIP}', which every protocol allows"
+        if config.attack in attacks.MODEL_POISONING
+        else ""
+    )
+    spec = STRATEGIES.get(config.strategy)
+    if spec is None:
+        raise ConfigError(
+            f"{what} acts on a client's reply to the `train` messages of FL rounds;"
+            f" strategy={config.strategy!r} sends none (valid strategies: {valid}{label_flip})"
+        )
+    if not spec.replies_model:
+        raise ConfigError(
+            f"{what} acts on a reply that is the client's trained model;"
+            f" strategy={config.strategy!r} replies something else (FedNova a normalised"
+            f" direction, SCAFFOLD an update and control-variate deltas), so its rule would not"
+            f" hold (valid strategies: {valid}{label_flip})"
+        )
 
 
 def get_protocol(name: str) -> ProtocolSpec:

@@ -2,7 +2,7 @@
 
 * ``query``: the handshake; reports this node's partition id and the number of partitions,
   and, when the server holds no data or the nodes their own, what the node's data look like
-  (``data.site_reports``: counts and shapes, never a sample);
+  (``data.site_reports``: counts, sizes and shapes, never a sample);
 * every message type a phase declares (``Phase.MESSAGE_TYPES``: ``train`` and ``evaluate``
   for FL rounds, ``train.local_fit``, ``train.exchange``, ``query.kt_metrics``,
   ``query.ctl_share``, ``train.ctl_round``, ``train.fedsa_pretrain``,
@@ -21,6 +21,7 @@ from __future__ import annotations
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from .attacks import attack_update
 from .catalog import get_protocol, parse_run_config
 from .client_state import keep_client_state
 from .data.federation import table_labels
@@ -60,6 +61,7 @@ def handshake(msg: Message, context: Context) -> Message:
             client.data.input_shape,
             client.data.num_classes,
             str(client.config.data_path),
+            (len(client.y_train), len(client.y_test)),
         )
         for name, record in records.items():
             content[name] = record
@@ -78,7 +80,7 @@ def _action(message_type: str) -> str:
 
 
 # The table: message type -> handler (every one reaches the phase's client half).
-app.train(mods=[keep_client_state, fail_on_purpose])(run_phase_step)
+app.train(mods=[keep_client_state, fail_on_purpose, attack_update])(run_phase_step)
 app.evaluate(mods=[keep_client_state])(run_phase_step)
 app.train(_action(LOCAL_FIT), mods=[fail_on_purpose])(run_phase_step)
 app.train(_action(EXCHANGE), mods=[fail_on_purpose])(run_phase_step)

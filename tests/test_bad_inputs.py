@@ -49,6 +49,12 @@ AT_PARSE = [
     ("weight-decay", NAN, "weight-decay must be a finite number >= 0, got nan"),
     ("failing-partitions", "1,x", "failing-partitions must be partition ids separated by commas"),
     ("failure-mode", "crash", "unknown failure-mode 'crash'; valid choices: raise, nonfinite"),
+    ("attack", "backdoor", "unknown attack 'backdoor'; valid choices: none, sign-flip, scale"),
+    ("attack", "sign-flip", "attack='sign-flip' needs attackers: .*attackers is empty"),
+    ("attackers", "0;3", "attackers must be partition ids separated by commas, got '0;3'"),
+    ("attack-scale", NAN, "attack-scale must be a finite number, got nan"),
+    ("attack-noise-std", 0.0, "attack-noise-std must be > 0, got 0.0"),
+    ("attack-inflation", 1, "attack-inflation must be > 1, got 1"),
     ("proximal-mu", -1.0, "proximal-mu must be >= 0, got -1.0"),
     ("proximal-mu", NAN, "proximal-mu must be a finite number >= 0, got nan"),
     ("server-learning-rate", 0.0, "server-learning-rate must be > 0, got 0.0"),
@@ -124,6 +130,10 @@ def test_the_suite_covers_every_key_a_user_can_get_wrong():
 # refused once the data or the federation is known, before the first round
 AT_START = [
     ({"failing-partitions": "0,99"}, r"failing-partitions='0,99' names partitions \[99\]"),
+    (
+        {"attack": "noise", "attackers": "1,2,5"},
+        r"attackers='1,2,5' names partitions \[2, 5\] that do not exist; valid ids: 0 to 1",
+    ),
     (
         {"model": "cnn", "dataset": "breast-cancer"},
         "model='cnn' on dataset='breast-cancer': model 'cnn' needs images",

@@ -330,6 +330,21 @@ def node_split(
     return take(data.x_train, train_idx), data.y_train[train_idx], x_test, y_test
 
 
+def split_sizes(config: RunConfig, num_partitions: int, partition_id: int) -> tuple[int, int]:
+    """The sizes of a client's local training and test splits (``node_split``'s), computed
+    from the partition's indices without reading a sample: the server's bound on the
+    ``num-examples`` a node may claim. Not for ``partitioner='site'`` (the node's own data:
+    it reports them)."""
+    partition = _partition(config, num_partitions)
+    indices = partition.train[partition_id]
+    if partition.test is not None:
+        return len(indices), len(partition.test[partition_id])
+    train, test = split_train_test(
+        indices, config.local_test_fraction, seed_for(config.seed, partition_id)
+    )
+    return len(train), len(test)
+
+
 def table_labels(config: RunConfig, num_partitions: int, partition_id: int) -> np.ndarray:
     """The labels a node's row of the label table counts: its partition of the training pool
     (its local test split included, as the server's table counts it), or with

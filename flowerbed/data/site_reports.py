@@ -7,7 +7,8 @@ not with site-owned data (``partitioner='site'``).
 When the server holds no data (``server-data``), or the nodes hold their own
 (``partitioner='site'``), the server learns the model's input shape, the number of classes and
 the label table from the nodes: each node's handshake reply carries a ``data`` record
-(``num-classes``, ``input-shape``, ``label-counts`` per class (its row of the label table)) and a
+(``num-classes``, ``input-shape``, ``label-counts`` per class (its row of the label table),
+``train-examples`` and ``test-examples``: the sizes of its local splits) and a
 ``data-source`` record (the folder it read). Counts and shapes only: no sample leaves a node.
 
 The server (``agree``) keeps the nodes that agree on (input shape, number of classes) when
@@ -78,9 +79,11 @@ def data_report(
     input_shape: tuple[int, ...],
     num_classes: int,
     source: str,
+    split_sizes: tuple[int, int],
 ) -> dict[str, MetricRecord | ConfigRecord]:
     """A node's handshake records (client half); ``table_labels``: what its row of the label
-    table counts (``federation.table_labels``)."""
+    table counts (``federation.table_labels``); ``split_sizes``: its local training and test
+    samples (the server's bound on the ``num-examples`` of its replies)."""
     counts = np.bincount(table_labels, minlength=num_classes)
     return {
         REPORT: MetricRecord(
@@ -88,6 +91,8 @@ def data_report(
                 "num-classes": int(num_classes),
                 "input-shape": [int(size) for size in input_shape],
                 "label-counts": [int(count) for count in counts],
+                "train-examples": int(split_sizes[0]),
+                "test-examples": int(split_sizes[1]),
             }
         ),
         SOURCE: ConfigRecord({"path": source}),
@@ -104,18 +109,33 @@ class NodeData:
     input_shape: tuple[int, ...]
     label_counts: tuple[int, ...]
     source: str
+    train_examples: int  # its local training and test splits
+    test_examples: int
 
     @classmethod
     def from_reply(cls, node_id: int, partition_id: int, content: RecordDict) -> NodeData:
+        """The report of a handshake reply; ``ValueError`` (or ``KeyError``, ``TypeError``)
+        when it is malformed: a node's report is untrusted input."""
         report = content.metric_records[REPORT]
-        return cls(
+        data = cls(
             node_id=node_id,
             partition_id=partition_id,
             num_classes=int(report["num-classes"]),
             input_shape=tuple(int(size) for size in report["input-shape"]),
             label_counts=tuple(int(count) for count in report["label-counts"]),
             source=str(content.config_records[SOURCE]["path"]),
+            train_examples=int(report["train-examples"]),
+            test_examples=int(report["test-examples"]),
         )
+        if data.num_classes < 1 or len(data.label_counts) != data.num_classes:
+            raise ValueError(
+                f"{len(data.label_counts)} label counts for {data.num_classes} classes"
+            )
+        if min(data.label_counts) < 0 or min(data.train_examples, data.test_examples) < 0:
+            raise ValueError("negative label counts or split sizes")
+        if not data.input_shape or min(data.input_shape) < 1:
+            raise ValueError(f"input shape {data.input_shape} is empty or has a zero size")
+        return data
 
     @property
     def signature(self) -> tuple[tuple[int, ...], int]:

@@ -48,8 +48,9 @@ from ..runtime.checkpoint import (
 )
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
+from ..runtime.reply_checks import TEST, TRAIN, ReplyRules, no_arrays
 from ..runtime.results import save_model, write_json
-from ..settings import ConfigError, Setting
+from ..settings import ConfigError, RunConfig, Setting
 from ..strategies.common import StrategySpec, flower_kwargs
 from ..training.local_client import LocalClient
 from ..training.loops import evaluate
@@ -62,6 +63,15 @@ SETTINGS = (
         True,
         "FL-rounds protocols: checkpoint the server's and the clients' state at the end of every"
         " round, so that `resume` can finish an interrupted run. See [Resume](#resume)",
+    ),
+    Setting(
+        "max-update-norm",
+        0.0,
+        "FL rounds: clip each client's model update (its reply minus the global model, every"
+        " floating-point entry) to this L2 norm on the server before the strategy aggregates"
+        " it; composes with any strategy whose clients reply a model (not FedNova, SCAFFOLD);"
+        " 0 = off",
+        low=0,
     ),
 )
 
@@ -82,7 +92,28 @@ class FLRounds(Phase):
                 "fraction-evaluate=0.0: the server holds no data (server-data), so the"
                 " clients' evaluation is the run's only accuracy; set fraction-evaluate > 0"
             )
+        if self.spec.check_federation is not None:
+            message = self.spec.check_federation(run.config, run.num_partitions)
+            if message:
+                raise ConfigError(message)
         self.strategy = self.spec.build_server(run.config, **flower_kwargs(run.config))
+
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """Training replies: exactly the arrays the algorithm declares (by default the model
+        the server sent), numbers as metrics, ``num-examples`` within the node's training
+        split, updates clipped with ``max-update-norm``; evaluation replies: metrics only,
+        ``num-examples`` within its test split."""
+        return {
+            MessageType.TRAIN: ReplyRules(
+                arrays=self.spec.reply_arrays(config),
+                list_metrics=frozenset(),
+                examples=TRAIN,
+                max_update_norm=config.max_update_norm,
+            ),
+            MessageType.EVALUATE: ReplyRules(
+                arrays=no_arrays, list_metrics=frozenset(), examples=TEST
+            ),
+        }
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config, data, model = run.config, run.data, run.model

@@ -16,6 +16,10 @@ protocol resumes when all its phases do (today: the FL-rounds protocols).
 FedSA's target set), naming the key that provides it; a protocol with such a phase stops
 before the handshake when the server holds no data (``server-data``).
 
+``reply_rules(config)`` declares what the replies to the phase's messages hold (array records,
+list-valued metrics, what bounds ``num-examples``): the recording grid checks every reply
+against it before the server half sees it (``runtime.reply_checks``).
+
 ``check(run)`` validates what can only be checked with the data and the federation known
 (architectures, the strategy's own requirements); ``Protocol.run`` calls every phase's check
 before any phase runs, so a bad setting of the last phase stops the run before the first
@@ -36,6 +40,7 @@ from flwr.app import ArrayRecord, Message
 from ..data.site_reports import server_has_data
 from ..models import Classifier, run_model
 from ..runtime.context import RunContext
+from ..runtime.reply_checks import ReplyRules
 from ..settings import ConfigError, RunConfig, Setting
 from ..training.local_client import LocalClient
 
@@ -59,6 +64,11 @@ class Phase:
     def check(self, run: RunContext) -> None:
         """Raise ``ConfigError`` for what cannot run; called before any phase runs."""
 
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """What the replies to this phase's messages hold, by message type
+        (``runtime.reply_checks``); a type not listed gets the lenient rules."""
+        return {}
+
     def run(self, run: RunContext, handoff: Handoff) -> None:
         raise NotImplementedError
 
@@ -75,6 +85,7 @@ class Protocol:
     def run(self, run: RunContext) -> Handoff:
         for phase in self.phases:
             phase.check(run)
+            run.grid.expect(phase.reply_rules(run.config))
         handoff = Handoff()
         for phase in self.phases:
             phase.run(run, handoff)

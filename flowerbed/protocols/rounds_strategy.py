@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from logging import INFO
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp import Grid
@@ -32,6 +33,7 @@ from flwr.serverapp.strategy import Strategy
 
 from ..runtime.recording_grid import RecordingGrid
 from ..runtime.seeding import seed_for
+from ..strategies.common import as_arrayrecord
 
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
 _TRAIN_SAMPLE, _EVALUATE_SAMPLE = 11, 12  # purposes of seed_for
@@ -44,16 +46,19 @@ class RoundsStrategy(Strategy):
         self.strategy = strategy
         self.seed = seed
         self.done = done
+        self.sent_layout: dict = {}  # key -> (shape, dtype) of the global model sent
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         server_round += self.done
         self._seed_sampling(grid, server_round, _TRAIN_SAMPLE)
+        self.sent_layout = {key: (tuple(a.shape), a.dtype) for key, a in arrays.items()}
         return self.strategy.configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
-        return self.strategy.aggregate_train(server_round + self.done, replies)
+        arrays, metrics = self.strategy.aggregate_train(server_round + self.done, replies)
+        return keep_layout(arrays, self.sent_layout), metrics
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -78,6 +83,28 @@ class RoundsStrategy(Strategy):
     def _seed_sampling(self, grid: Grid, server_round: int, purpose: int) -> None:
         if isinstance(grid, RecordingGrid):
             grid.seed_sampling(seed_for(self.seed, server_round, purpose))
+
+
+def keep_layout(
+    arrays: ArrayRecord | None, layout: dict[str, tuple[tuple[int, ...], str]]
+) -> ArrayRecord | None:
+    """The aggregate with the shapes and dtypes of the global model it replaces (integer
+    entries rounded): Flower's Krum, MultiKrum, Bulyan and FedTrimmedAvg return every entry as
+    float64 and a 0-d entry (batch norm's counter) as shape (1,), and the global model must not
+    change type or shape."""
+    if arrays is None or all(
+        (tuple(arrays[k].shape), arrays[k].dtype) == layout.get(k) for k in arrays
+    ):
+        return arrays
+    values = {}
+    for key, array in arrays.items():
+        value = array.numpy()
+        shape = layout.get(key, (value.shape,))[0]
+        values[key] = value.reshape(shape) if value.size == int(np.prod(shape)) else value
+    like = {
+        key: np.empty(0, dtype=layout.get(key, (None, v.dtype))[1]) for key, v in values.items()
+    }
+    return as_arrayrecord(values, like=like)
 
 
 def resumed_evaluate_fn(evaluate_fn: EvaluateFn, done: int) -> EvaluateFn:

@@ -26,7 +26,9 @@ the partition function every node applies to the same data set, or takes the nod
 
 from __future__ import annotations
 
+import functools
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from logging import INFO, WARNING
@@ -36,8 +38,9 @@ import torch
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
+from ..attacks import announce_attack
 from ..data import DatasetSplits, label_counts
-from ..data.federation import load_splits, partition_for
+from ..data.federation import load_splits, partition_for, split_sizes
 from ..data.partition import format_label_table
 from ..data.site_reports import (
     Agreement,
@@ -54,6 +57,7 @@ from .checkpoint import ServerCheckpoint
 from .history import History
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid
+from .reply_checks import NodeSizes
 from .results import make_run_dir, write_json, write_partition_table
 from .resume import FEDERATION_KEY, open_resume
 from .trackers import check_trackers, open_trackers
@@ -144,22 +148,34 @@ class RunContext:
         return data_shape(self.config)[1]
 
 
-def federation_size(nodes: dict[int, tuple[int, int]]) -> int:
-    """The number of partitions the nodes agree on; a clear error if they disagree."""
+def federation_size(nodes: dict[int, tuple[int, int]]) -> tuple[int, dict[int, str]]:
+    """The number of partitions the nodes agree on (a strict majority of them), and the nodes
+    left out (node id -> why): those reporting another number, a partition id outside the
+    range, or a partition id another node reports too (which of them holds it cannot be told).
+    A clear error when no majority or no node is left."""
     if not nodes:
         raise ConfigError("no node answered the handshake: is any SuperNode connected?")
-    sizes = {num for _, num in nodes.values()}
-    if len(sizes) != 1:
+    sizes = Counter(num for _, num in nodes.values())
+    num_partitions, agreeing = sizes.most_common(1)[0]
+    if 2 * agreeing <= len(nodes) and len(sizes) > 1:
         raise ConfigError(f"nodes disagree on num-partitions: {sorted(sizes)}")
-    num_partitions = sizes.pop()
-    ids = sorted(pid for pid, _ in nodes.values())
-    bad = [pid for pid in ids if not 0 <= pid < num_partitions]
-    if bad or len(set(ids)) != len(ids):
+    claims = Counter(pid for pid, num in nodes.values() if num == num_partitions)
+    left_out = {}
+    for node, (pid, num) in sorted(nodes.items()):
+        if num != num_partitions:
+            left_out[node] = (
+                f"it reports num-partitions={num}, the other {agreeing} node(s) {num_partitions}"
+            )
+        elif not 0 <= pid < num_partitions:
+            left_out[node] = f"its partition-id {pid} is not in [0, {num_partitions})"
+        elif claims[pid] > 1:
+            left_out[node] = f"another node reports partition-id {pid} too"
+    if len(left_out) == len(nodes):
         raise ConfigError(
-            f"partition ids {ids} must be distinct and in [0, {num_partitions}); check each"
+            f"no node holds a valid partition ({'; '.join(left_out.values())}); check each"
             " SuperNode's --node-config"
         )
-    return num_partitions
+    return num_partitions, left_out
 
 
 def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunContext:
@@ -180,7 +196,9 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         )
     except TimeoutError as error:
         raise RunFailed(str(error)) from None
-    num_partitions = federation_size(nodes)
+    num_partitions, strays = federation_size(nodes)
+    recording.leave_out(strays)
+    recording.num_partitions = num_partitions
     if resumed is not None and resumed.stored_config.get(FEDERATION_KEY) != num_partitions:
         raise ConfigError(
             f"resume={str(config.resume)!r}: the run had"
@@ -193,6 +211,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
             f"failing-partitions={config.failing_partitions!r} names partitions {missing} that"
             f" do not exist; valid ids: 0 to {num_partitions - 1}"
         )
+    announce_attack(config, num_partitions)  # attackers checked like failing-partitions; WARNING
     server_view = {}  # run-config values the phases see instead of the given ones
     if nodes_report_data(config):
         agreement = agree_on_node_data(recording, config, data)
@@ -201,21 +220,30 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         if data is None:  # ``data_shape``: the shape and classes agreed
             model = initial_model(config, build_model, input_shape, num_classes)
             server_view.update(input_shape=",".join(map(str, input_shape)), num_classes=num_classes)
-        if len(agreement.nodes) < config.min_available_clients:  # the strategy's sampling
-            log(  # would wait for nodes that never come
-                WARNING,
-                "flowerbed: %d nodes take part after %d were left out; min-available-clients"
-                " lowered from %d to %d for this run",
-                len(agreement.nodes),
-                len(agreement.left_out),
-                config.min_available_clients,
-                len(agreement.nodes),
-            )
-            server_view.update(min_available_clients=len(agreement.nodes))
+        sizes = {
+            node.partition_id: NodeSizes(node.train_examples, node.test_examples)
+            for node in agreement.nodes
+        }
+        recording.partition_sizes = sizes.get
     else:
         counts = label_counts(
             data.y_train.numpy(), partition_of(config, data, num_partitions), data.num_classes
         )
+        recording.partition_sizes = functools.lru_cache(maxsize=None)(
+            lambda partition: NodeSizes(*split_sizes(config, num_partitions, partition))
+        )
+    taking_part = len(recording.partition_of)
+    if recording.left_out and taking_part < config.min_available_clients:  # the strategy's
+        log(  # sampling would wait for nodes that never come
+            WARNING,
+            "flowerbed: %d nodes take part after %d were left out; min-available-clients"
+            " lowered from %d to %d for this run",
+            taking_part,
+            len(recording.left_out),
+            config.min_available_clients,
+            taking_part,
+        )
+        server_view.update(min_available_clients=taking_part)
     log(
         INFO,
         "flowerbed: %s, %d clients, %s partition; label counts per client:\n%s",
@@ -287,12 +315,14 @@ def agree_on_node_data(
 ) -> Agreement:
     """The nodes' data reports checked (``data.site_reports.agree``): the nodes left out are
     logged and never sampled; when the server has data of its own, the rest must match it."""
-    reports = [
-        NodeData.from_reply(node, grid.partition_of[node], content)
-        for node, content in sorted(grid.handshake_replies.items())
-        if node in grid.partition_of
-    ]
-    agreement = agree(reports, grid.handshake_failures)
+    reports, failures = [], dict(grid.handshake_failures)
+    for node, content in sorted(grid.handshake_replies.items()):
+        if node in grid.partition_of:
+            try:
+                reports.append(NodeData.from_reply(node, grid.partition_of[node], content))
+            except (KeyError, TypeError, ValueError) as error:  # a malformed report
+                failures[node] = f"malformed data report ({type(error).__name__}: {error})"
+    agreement = agree(reports, failures)
     grid.leave_out(agreement.left_out)
     if data is not None and (data.input_shape, data.num_classes) != (
         agreement.input_shape,

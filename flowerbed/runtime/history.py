@@ -46,6 +46,7 @@ HISTORY_COLUMNS = (
     "nonlocal_accuracy_mean",
     "clients_trained",
     "clients_failed",
+    "clients_clipped",
     "bytes_sent",
     "bytes_received",
 )
@@ -54,8 +55,9 @@ CLIENT_MODELS_ACCURACY = "client_models_test_accuracy_mean"
 
 
 def traffic_columns(traffic: RoundTraffic) -> dict:
-    """A closed round's traffic as history columns: clients, bytes, seconds, failures."""
-    return {
+    """A closed round's traffic as history columns: clients, bytes, seconds, failures (and
+    the training updates clipped, when ``max-update-norm`` is on)."""
+    columns = {
         "clients_trained": traffic.clients_trained,
         "clients_failed": traffic.clients_failed,
         "bytes_sent": traffic.bytes_sent,
@@ -63,6 +65,9 @@ def traffic_columns(traffic: RoundTraffic) -> dict:
         "seconds": traffic.seconds,
         "failures": traffic.failures,
     }
+    if traffic.clients_clipped is not None:
+        columns["clients_clipped"] = traffic.clients_clipped
+    return columns
 
 
 def round_row(

@@ -6,11 +6,19 @@ without touching it: bytes sent and received (the records' payload, as Flower's
 ``count_bytes`` gives it), replies and failures, each client's training loss and evaluation
 accuracy, and the wall time of the round.
 
-Poisoned replies: a reply whose arrays hold NaN or Inf, or whose ``num-examples`` is not a
-finite number, is turned into an error reply before any strategy sees it (a diverging client
-would otherwise turn every global parameter into NaN for the rest of the run): it is counted as
-a failed client with the reason, and a warning names its partition. Other metrics may be NaN
-by design (the accuracy of an empty split) and are left alone.
+Untrusted replies: every reply is checked before any strategy sees it
+(``runtime.reply_checks``: arrays like the ones sent, finite, an update that cannot overflow
+the model's dtype, metrics of the declared types, ``num-examples`` a positive integer within
+the node's data as it reported it in the handshake, ``partition-id`` the node's own). A reply
+that fails is turned into an error reply with the reason: counted as a failed client, its
+partition and the reason in the round's failures and in one WARNING line. Phases declare what
+their replies hold (``expect``); other message types get the lenient rules. With
+``max-update-norm`` the training replies' updates are clipped after they pass.
+
+Membership: the nodes that answered the handshake, under the partition ids they reported
+there, are the run's; a node that connects later (or failed the handshake) is never listed
+for sampling and is logged once. A malformed handshake reply leaves its node out, with the
+reason.
 
 Reproducibility: node ids are random per run, so the wrapper lists nodes in partition order
 (learnt from a handshake), returns replies in partition order and records their metrics and
@@ -35,13 +43,22 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from logging import ERROR, INFO, WARNING
 
-import numpy as np
-from flwr.app import ConfigRecord, Error, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.logger import log
+
+from .reply_checks import (
+    LENIENT,
+    NodeSizes,
+    RejectedReply,
+    ReplyRules,
+    check_reply,
+    clip_update,
+    rejection,
+)
 
 
 def payload_bytes(content: RecordDict) -> int:
@@ -55,21 +72,19 @@ def short_reason(reply: Message) -> str:
     return (lines[-1] if lines else "unknown error")[:500]
 
 
-NONFINITE_ERROR_CODE = 1001  # flowerbed's error code for a reply dropped as non-finite
-
-
-def nonfinite_entry(content: RecordDict) -> str | None:
-    """The first ``record/key`` of a reply holding NaN or Inf where it must not, or ``None``."""
-    for name, record in content.array_records.items():
-        for key, array in record.items():
-            values = array.numpy()
-            if np.issubdtype(values.dtype, np.inexact) and not np.isfinite(values).all():
-                return f"{name}/{key}"
-    for name, record in content.metric_records.items():
-        count = record.get("num-examples")
-        if count is not None and not np.isfinite(float(count)):
-            return f"{name}/num-examples"
-    return None
+def handshake_info(content: RecordDict) -> tuple[int, int]:
+    """(partition id, number of partitions) of a handshake reply; ``ValueError`` naming what
+    is wrong with a malformed one."""
+    info = content.metric_records.get("info")
+    if info is None:
+        raise ValueError("no 'info' metrics")
+    values = []
+    for key in ("partition-id", "num-partitions"):
+        value = info.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"info/{key}={value!r} is not a non-negative integer")
+        values.append(value)
+    return values[0], values[1]
 
 
 @dataclass
@@ -85,6 +100,7 @@ class RoundTraffic:
     evaluate: list[dict] = field(default_factory=list)  # per-client evaluate metrics
     started: float = field(default_factory=time.perf_counter)
     seconds: float = float("nan")
+    clients_clipped: int | None = None  # training updates clipped (max-update-norm), if on
 
 
 class RecordingGrid:
@@ -105,6 +121,13 @@ class RecordingGrid:
         self.handshake_replies: dict[int, RecordDict] = {}
         self.handshake_failures: dict[int, str] = {}
         self.left_out: set[int] = set()
+        # the number of partitions, and each partition's local split sizes (the bound on a
+        # reply's num-examples): computed by the server from the partition, or as the node
+        # reported them (site-owned data, a server without data); None = no bound
+        self.num_partitions: int | None = None
+        self.partition_sizes: Callable[[int], NodeSizes | None] = lambda partition: None
+        self.rules: dict[str, ReplyRules] = {}  # message type -> what its replies hold
+        self.strangers: set[int] = set()  # nodes seen after the handshake (logged once)
 
     def __getattr__(self, name):
         return getattr(self._grid, name)
@@ -160,9 +183,13 @@ class RecordingGrid:
                 self.handshake_failures[node] = short_reason(reply)
                 log(WARNING, "node %d did not answer the handshake: %s", node, short_reason(reply))
                 continue
+            try:
+                info[node] = handshake_info(reply.content)
+            except ValueError as error:
+                self.handshake_failures[node] = f"malformed handshake reply: {error}"
+                log(WARNING, "node %d left out: malformed handshake reply: %s", node, error)
+                continue
             self.handshake_replies[node] = reply.content
-            metrics = reply.content.metric_records["info"]
-            info[node] = (int(metrics["partition-id"]), int(metrics["num-partitions"]))
         self.partition_of = {node: pid for node, (pid, _) in info.items()}
         self.nodes_in_partition_order = ask_all
         log(
@@ -183,6 +210,10 @@ class RecordingGrid:
             self.left_out.add(node)
             self.partition_of.pop(node, None)
 
+    def expect(self, rules: dict[str, ReplyRules]) -> None:
+        """What the replies to these message types hold (``reply_checks.ReplyRules``)."""
+        self.rules.update(rules)
+
     def seed_sampling(self, seed: int | None) -> None:
         """Reseed Python's ``random`` with ``seed`` whenever the nodes are listed from now on
         (None: stop): Flower's strategies list the nodes and draw their sample from ``random``
@@ -196,9 +227,19 @@ class RecordingGrid:
         connected = [node for node in self._grid.get_node_ids() if node not in self.left_out]
         if not self.nodes_in_partition_order:
             nodes = sorted(connected)
-        else:
-            unknown = 1 << 62
-            nodes = sorted(connected, key=lambda n: (self.partition_of.get(n, unknown), n))
+        else:  # only the nodes of the handshake take part
+            strangers = [node for node in connected if node not in self.partition_of]
+            for node in sorted(set(strangers) - self.strangers):
+                log(
+                    WARNING,
+                    "flowerbed: node %d is not one of the nodes that answered the handshake;"
+                    " it is never sampled in this run",
+                    node,
+                )
+            self.strangers.update(strangers)
+            nodes = sorted(
+                (n for n in connected if n in self.partition_of), key=self.partition_of.get
+            )
         if self.sampling_seed is not None:
             random.seed(self.sampling_seed)
         return nodes
@@ -214,11 +255,13 @@ class RecordingGrid:
         replies = list(self._grid.send_and_receive(messages, timeout=timeout))
         if not messages:
             return replies
-        kind = messages[0].metadata.message_type.split(".")[0]
+        message_type = messages[0].metadata.message_type
+        kind = message_type.split(".")[0]
+        rules = self.rules.get(message_type, LENIENT)
+        if rules.max_update_norm > 0 and traffic.clients_clipped is None:
+            traffic.clients_clipped = 0
         sent = {m.metadata.dst_node_id: m for m in messages}
-        replies = [self._drop_if_nonfinite(reply, sent, traffic) for reply in replies]
-        for reply in replies:
-            self._learn_partition(reply)
+        replies = [self._checked(reply, sent, rules, traffic) for reply in replies]
         # recorded in partition order, not arrival order: the history is the same every run
         for reply in sorted(replies, key=self._partition_order):
             if reply.has_error():
@@ -227,6 +270,8 @@ class RecordingGrid:
                 continue
             traffic.bytes_received += payload_bytes(reply.content)
             metrics = dict(reply.content.metric_records.get("metrics", {}))
+            if "partition-id" in metrics:  # keyed by the node that sent them
+                metrics["partition-id"] = self.partition_of[reply.metadata.src_node_id]
             if kind == MessageType.TRAIN:
                 traffic.clients_trained += 1
                 traffic.train.append(metrics)
@@ -238,14 +283,6 @@ class RecordingGrid:
             traffic.failures.append(f"{missing} node(s) did not reply within the timeout")
         return sorted(replies, key=self._reply_order)
 
-    def _learn_partition(self, reply: Message) -> None:
-        """Note the partition a reply reports (``partition-id`` in its metrics), if any."""
-        if reply.has_error():
-            return
-        metrics = reply.content.metric_records.get("metrics")
-        if metrics is not None and "partition-id" in metrics:
-            self.partition_of.setdefault(reply.metadata.src_node_id, int(metrics["partition-id"]))
-
     def describe(self, reply: Message) -> str:
         """``partition 3`` (or ``node <id>`` before the handshake has named it)."""
         node = reply.metadata.src_node_id
@@ -253,18 +290,43 @@ class RecordingGrid:
             f"partition {self.partition_of[node]}" if node in self.partition_of else f"node {node}"
         )
 
-    def _drop_if_nonfinite(self, reply: Message, sent: dict, traffic: RoundTraffic) -> Message:
-        """The reply, or an error reply in its place if it carries NaN or Inf (module doc)."""
-        if reply.has_error() or reply.metadata.src_node_id not in sent:
+    def _checked(
+        self, reply: Message, sent: dict[int, Message], rules: ReplyRules, traffic: RoundTraffic
+    ) -> Message:
+        """The reply, or an error reply in its place if it fails the checks (module doc);
+        learns the partition a node reports when the handshake did not ask it."""
+        node = reply.metadata.src_node_id
+        if reply.has_error() or node not in sent:
             return reply
-        entry = nonfinite_entry(reply.content)
-        if entry is None:
-            return reply
-        traffic.bytes_received += payload_bytes(reply.content)
-        reason = f"non-finite values (NaN or Inf) in {entry}; the reply was dropped"
-        log(WARNING, "%s sent %s", self.describe(reply), reason)
-        error = Error(code=NONFINITE_ERROR_CODE, reason=reason)
-        return Message(error, reply_to=sent[reply.metadata.src_node_id])
+        request = sent[node].content
+        try:
+            partition = self.partition_of.get(node)
+            if partition is None:
+                partition = self._claimed_partition(reply)
+            sizes = self.partition_sizes(partition) if partition is not None else None
+            check_reply(reply.content, request, rules, sizes, partition)
+        except RejectedReply as error:
+            traffic.bytes_received += payload_bytes(reply.content)
+            log(WARNING, "%s sent a reply that was dropped: %s", self.describe(reply), error)
+            return rejection(sent[node], f"{error}; the reply was dropped")
+        if partition is not None:
+            self.partition_of[node] = partition
+        if rules.max_update_norm > 0 and clip_update(reply.content, request, rules.max_update_norm):
+            traffic.clients_clipped += 1
+        return reply
+
+    def _claimed_partition(self, reply: Message) -> int | None:
+        """The partition a node not asked in the handshake reports (``partition-id``), if it
+        is a valid one that no other node holds."""
+        claimed = reply.content.metric_records.get("metrics", {}).get("partition-id")
+        if claimed is None:
+            return None
+        if not isinstance(claimed, int) or not 0 <= claimed < (self.num_partitions or 0):
+            raise RejectedReply(f"partition-id {claimed!r} is not in [0, {self.num_partitions})")
+        holders = {pid: n for n, pid in self.partition_of.items()}
+        if claimed in holders:
+            raise RejectedReply(f"claims partition {claimed}, which node {holders[claimed]} holds")
+        return claimed
 
     def _partition_order(self, reply: Message):
         node = reply.metadata.src_node_id

@@ -15,11 +15,13 @@ from . import (
     fedmedian,
     fednova,
     fedprox,
+    krum,
     moon,
     qfedfisher,
     quantum_baselines,
     scaffold,
     server_optimizers,
+    trimmed_mean,
 )
 from .common import StrategySpec
 
@@ -30,6 +32,8 @@ STRATEGIES: dict[str, StrategySpec] = {
         fedprox.SPEC,
         *server_optimizers.SPECS,
         fedmedian.SPEC,
+        *krum.SPECS,
+        trimmed_mean.SPEC,
         fednova.SPEC,
         scaffold.SPEC,
         feddyn.SPEC,

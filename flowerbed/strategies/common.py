@@ -30,6 +30,7 @@ from flwr.serverapp.strategy.strategy_utils import (
 
 from ..data.site_reports import data_shape
 from ..models import Classifier, build_model, run_model
+from ..runtime.reply_checks import Schema, model_like_sent
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 
@@ -51,6 +52,22 @@ class StrategySpec:
     # The model the algorithm trains, when it is not the registry's ``config.model`` as is
     # (MOON adds a projection head): ``model_builder(config, input_shape, num_classes)``.
     model_builder: Callable[..., Classifier] | None = None
+    # The ``arrays`` record of a training reply is the client's trained model, so that
+    # reply - global is its update (what model-poisoning attacks and ``max-update-norm`` act
+    # on); False where it is something else (FedNova's normalised direction, SCAFFOLD's
+    # update and control-variate deltas).
+    replies_model: bool = True
+    # What a training reply holds, exactly (``runtime.reply_checks``): given the run config,
+    # a function from the content the server sent to the array records, keys, shapes and
+    # dtypes of the reply. By default the ``arrays`` the server sent; algorithms that send
+    # more back declare it (SCAFFOLD's control-variate deltas, QFedFisher's Fisher values).
+    reply_arrays: Callable[[RunConfig], Callable[[RecordDict], Schema]] = lambda config: (
+        model_like_sent
+    )
+    # Requirements that depend on the federation (Krum's n > 2f + 2 sampled clients):
+    # ``check_federation(config, num_clients)`` returns an error message or None; FLRounds
+    # raises it before any training.
+    check_federation: Callable[[RunConfig, int], str | None] | None = None
 
     def build_model(self, config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
         """The global model of this algorithm (the server's initial and evaluated model)."""
@@ -149,7 +166,7 @@ def as_arrayrecord(arrays: dict[str, np.ndarray], like: dict[str, np.ndarray]) -
         value = np.asarray(arrays[key])
         if np.issubdtype(ref.dtype, np.integer):
             value = np.rint(value)
-        out[key] = Array(np.ascontiguousarray(value.astype(ref.dtype)))
+        out[key] = Array(np.array(value.astype(ref.dtype), order="C"))  # keeps 0-d entries
     return ArrayRecord(out)
 
 

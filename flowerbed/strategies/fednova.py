@@ -95,4 +95,5 @@ SPEC = StrategySpec(
     build_server=build_fednova,
     client_train=train_fednova,
     settings=SETTINGS,
+    replies_model=False,
 )

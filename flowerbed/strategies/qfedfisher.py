@@ -66,11 +66,12 @@ from torch import Tensor, nn
 from ..data.site_reports import data_shape
 from ..models import build_model
 from ..runtime.device import to_device_of
+from ..runtime.reply_checks import Schema, schema_of
 from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from ..training.loops import cross_entropy, minibatches
-from .common import StrategySpec
+from .common import StrategySpec, trainable_keys
 
 FISHER_KEY = "fisher"
 STATE_PARAMS, STATE_FISHER = "qfedfisher-params", "qfedfisher-fisher"
@@ -396,7 +397,7 @@ class QFedFisher(FedAvg):
             substituted,
             total,
         )
-        record = ArrayRecord({k: Array(np.ascontiguousarray(arrays[k])) for k in theta_avg})
+        record = ArrayRecord({k: Array(np.array(arrays[k], order="C")) for k in theta_avg})
         return record, metrics
 
 
@@ -412,6 +413,19 @@ def build_qfedfisher(config: RunConfig, **kwargs) -> QFedFisher:
     return QFedFisher(Significance.of(config, circuit_layers), **kwargs)
 
 
+def fisher_reply(config: RunConfig):
+    """A QFedFisher reply holds the model the server sent and a Fisher value for each of its
+    trainable parameters."""
+    trainable = trainable_keys(config)
+
+    def schema(sent: RecordDict) -> Schema:
+        arrays = schema_of(sent.array_records["arrays"])
+        fisher = {key: value for key, value in arrays.items() if key in trainable}
+        return {"arrays": arrays, FISHER_KEY: fisher}
+
+    return schema
+
+
 SPEC = StrategySpec(
     name="qfedfisher",
     summary="Fisher-weighted average of client models, FedAvg value where sum F_i < delta",
@@ -419,4 +433,5 @@ SPEC = StrategySpec(
     build_server=build_qfedfisher,
     client_train=train_qfedfisher,
     settings=SETTINGS,
+    reply_arrays=fisher_reply,
 )

@@ -33,9 +33,10 @@ from collections.abc import Iterable
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
+from ..runtime.reply_checks import Schema, schema_of
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from ..training.terms import effective_steps, require_sgd
@@ -110,6 +111,18 @@ class Scaffold(ParameterRuleStrategy):
         return {k: self.current[k] + self.server_learning_rate * mean[k] for k in params}
 
 
+def scaffold_reply(config: RunConfig):
+    """A SCAFFOLD reply holds the model's entries (updates, buffers) and one Delta c_i entry
+    shaped like each entry of the c the server sent."""
+
+    def schema(sent: RecordDict) -> Schema:
+        arrays = schema_of(sent.array_records["arrays"])
+        deltas = schema_of(sent.array_records[C_KEY])
+        return {"arrays": {**arrays, **{DC_PREFIX + k: v for k, v in deltas.items()}}}
+
+    return schema
+
+
 def build_scaffold(config: RunConfig, **kwargs) -> Scaffold:
     require_sgd(config, "scaffold")
     return Scaffold(
@@ -126,4 +139,6 @@ SPEC = StrategySpec(
     build_server=build_scaffold,
     client_train=train_scaffold,
     settings=SETTINGS,
+    replies_model=False,
+    reply_arrays=scaffold_reply,
 )

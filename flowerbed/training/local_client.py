@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
+from ..attacks import poisoned_labels
 from ..data import DatasetSplits
 from ..data.datasets import DataNotFoundError
 from ..data.federation import load_splits, node_split
@@ -77,14 +78,15 @@ class LocalClient:
         partition_id = int(context.node_config["partition-id"])
         num_partitions = int(context.node_config["num-partitions"])
         x_train, y_train, x_test, y_test = node_split(config, num_partitions, partition_id)
+        data = load_splits(config)
         return cls(
             config=config,
             context=context,
             partition_id=partition_id,
             num_partitions=num_partitions,
-            data=load_splits(config),
+            data=data,
             x_train=x_train,
-            y_train=y_train,
+            y_train=poisoned_labels(config, partition_id, y_train, data.num_classes),  # label-flip
             x_test=x_test,
             y_test=y_test,
         )
