@@ -33,7 +33,9 @@ skips the completed points. Writes to ``--out`` (default ``benchmarks/results/ro
   clipped): the committed record every table and plot is made from;
 * ``table.md``: final test accuracy (mean ± sample std over seeds) per defence and attack, and
   the replies the server dropped;
-* ``accuracy.png``: the same as grouped bars.
+* ``accuracy.png``: the same as grouped bars;
+* the table's block in ``docs/robustness.md`` (the full benchmark's only, not ``--quick``'s or
+  another ``--out``'s), which ``tests/test_published_tables.py`` checks against ``runs.csv``.
 
     python benchmarks/robustness.py [--workers 2]
     python benchmarks/robustness.py --quick           # 2 defences, 2 attacks, 1 seed, 3 rounds
@@ -78,7 +80,21 @@ ATTACKS = {
     "free-rider": {"attack": "free-rider", "attackers": ATTACKERS},
 }
 SETTING = {"dataset": "digits", "model": "mlp", "fraction-train": 1.0, "fraction-evaluate": 0.0}
-FIELDS = ("defence", "attack", "seed", "rounds", "final", "best", "dropped", "clipped")
+RESULTS = Path(__file__).parent / "results" / "robustness"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "robustness.md"
+DOCS_START = "<!-- robustness table: "
+DOCS_END = "<!-- end of robustness table -->"
+FIELDS = (
+    "defence",
+    "attack",
+    "seed",
+    "rounds",
+    "final",
+    "best",
+    "dropped",
+    "clipped",
+    "stopped",
+)
 
 
 def sweep_spec(defences, attacks, seeds, rounds) -> SweepSpec:
@@ -93,7 +109,10 @@ def sweep_spec(defences, attacks, seeds, rounds) -> SweepSpec:
     )
 
 
-def run_record(labels: dict, run_dir: Path) -> dict:
+def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
+    """What the table reads from one run. A run the attack stopped (a round in which no client
+    could send a finite update: the model had diverged) counts with the last global model it
+    had, which no later round would have changed."""
     history = load_history(run_dir)
     accuracy = [row["central_accuracy"] for row in history]
     return {
@@ -105,6 +124,7 @@ def run_record(labels: dict, run_dir: Path) -> dict:
         "best": max(accuracy[1:]),
         "dropped": sum(row.get("clients_failed", 0) for row in history),
         "clipped": sum(row.get("clients_clipped", 0) for row in history),
+        "stopped": history[-1]["round"] + 1 if stopped else 0,
     }
 
 
@@ -113,7 +133,7 @@ def read_runs(path: Path) -> list[dict]:
         rows = list(csv.DictReader(f))
     for row in rows:
         row["final"], row["best"] = float(row["final"]), float(row["best"])
-        for key in ("seed", "rounds", "dropped", "clipped"):
+        for key in ("seed", "rounds", "dropped", "clipped", "stopped"):
             row[key] = int(row[key])
     return rows
 
@@ -129,16 +149,25 @@ def cell(runs, defence, attack, key="final"):
     return [r[key] for r in runs if r["defence"] == defence and r["attack"] == attack]
 
 
+def accuracy_cell(runs, defence, attack) -> str:
+    """mean ± std, and how many of the runs the attack stopped."""
+    stopped = sum(1 for s in cell(runs, defence, attack, "stopped") if s)
+    note = f" ({stopped}/{len(cell(runs, defence, attack))} stopped)" if stopped else ""
+    return mean_std(cell(runs, defence, attack)) + note
+
+
 def table(runs: list[dict]) -> str:
     defences = [d for d in DEFENCES if any(r["defence"] == d for r in runs)]
     attacks = [a for a in ATTACKS if any(r["attack"] == a for r in runs)]
     seeds = sorted({r["seed"] for r in runs})
-    rounds = sorted({r["rounds"] for r in runs})
+    rounds = max(r["rounds"] for r in runs)  # a stopped run has fewer
     caption = (
-        f"Digits, 10 clients (Dirichlet 0.5), mlp, {'/'.join(map(str, rounds))} rounds, every"
+        f"Digits, 10 clients (Dirichlet 0.5), mlp, {rounds} rounds, every"
         f" client every round; attackers: partitions {ATTACKERS} (30 %) where attacked; seeds"
         f" {', '.join(map(str, seeds))}. Final centralized test accuracy in % (mean ± sample std"
-        " over seeds)."
+        ' over seeds). "k/3 stopped": in k runs a round came in which no client could send a'
+        " finite update (the model had diverged), and the run failed there; it counts with the"
+        " last global model it had."
     )
     lines = [
         caption,
@@ -147,7 +176,7 @@ def table(runs: list[dict]) -> str:
         "|---|" + "---|" * len(attacks),
     ]
     for defence in defences:
-        cells = [mean_std(cell(runs, defence, attack)) for attack in attacks]
+        cells = [accuracy_cell(runs, defence, attack) for attack in attacks]
         lines.append(f"| {defence} | " + " | ".join(cells) + " |")
     dropped = [
         f"{defence} / {attack}: {sum(cell(runs, defence, attack, 'dropped'))}"
@@ -162,6 +191,14 @@ def table(runs: list[dict]) -> str:
         + ".",
     ]
     return "\n".join(lines) + "\n"
+
+
+def publish(text: str, docs: Path = DOCS) -> None:
+    """Put the table into its block of the documentation page."""
+    page = docs.read_text()
+    start = page.index("\n", page.index(DOCS_START)) + 1
+    new = page[:start] + "\n" + text + "\n" + page[page.index(DOCS_END) :]
+    atomic_write(docs, lambda f: f.write(new))
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -203,9 +240,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--defences", nargs="+", default=list(DEFENCES), choices=list(DEFENCES))
     parser.add_argument("--attacks", nargs="+", default=list(ATTACKS), choices=list(ATTACKS))
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "robustness"
-    )
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument("--report-only", action="store_true", help="table and plot from runs.csv")
     parser.add_argument(
@@ -224,13 +259,16 @@ def main() -> None:
         records = []
         for point in spec.points():
             state = point_state(point_dir(sweep, point))
-            if state.finished:
-                records.append(run_record(point.labels, state.run_dir))
+            stopped = state.status == "failed" and "no client succeeded" in state.reason
+            if state.finished or (stopped and state.run_dir is not None):
+                records.append(run_record(point.labels, state.run_dir, stopped))
         write_csv(runs_csv, records, FIELDS)
     runs = read_runs(runs_csv)
     text = table(runs)
     atomic_write(args.out / "table.md", lambda f: f.write(text))
     plot(runs, args.out / "accuracy.png")
+    if args.out.resolve() == RESULTS.resolve():
+        publish(text)
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
 

@@ -270,8 +270,9 @@ class RecordingGrid:
                 continue
             traffic.bytes_received += payload_bytes(reply.content)
             metrics = dict(reply.content.metric_records.get("metrics", {}))
-            if "partition-id" in metrics:  # keyed by the node that sent them
-                metrics["partition-id"] = self.partition_of[reply.metadata.src_node_id]
+            node = reply.metadata.src_node_id
+            if "partition-id" in metrics and node in self.partition_of:  # keyed by the sender
+                metrics["partition-id"] = self.partition_of[node]
             if kind == MessageType.TRAIN:
                 traffic.clients_trained += 1
                 traffic.train.append(metrics)
@@ -307,7 +308,7 @@ class RecordingGrid:
             check_reply(reply.content, request, rules, sizes, partition)
         except RejectedReply as error:
             traffic.bytes_received += payload_bytes(reply.content)
-            log(WARNING, "%s sent a reply that was dropped: %s", self.describe(reply), error)
+            log(WARNING, "%s's reply was dropped: %s", self.describe(reply), error)
             return rejection(sent[node], f"{error}; the reply was dropped")
         if partition is not None:
             self.partition_of[node] = partition

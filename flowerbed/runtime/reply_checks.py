@@ -117,12 +117,11 @@ def _decoded(name: str, record: ArrayRecord) -> dict[str, np.ndarray]:
         try:
             out[key] = array.numpy()
         except Exception as error:  # noqa: BLE001 - any undecodable payload is the sender's fault
-            raise RejectedReply(f"{name}/{key} cannot be decoded ({error})") from None
+            raise RejectedReply(
+                f"{name}/{key} cannot be decoded as a {array.dtype} array of shape"
+                f" {tuple(array.shape)} ({type(error).__name__})"
+            ) from None
     return out
-
-
-def _describe(schema: Mapping[str, tuple[tuple[int, ...], str]]) -> str:
-    return ", ".join(f"{k} {shape} {dtype}" for k, (shape, dtype) in list(schema.items())[:3])
 
 
 def _check_schema(name: str, got: dict[str, np.ndarray], expected: Mapping) -> None:

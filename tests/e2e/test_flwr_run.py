@@ -65,13 +65,36 @@ def test_stateful_strategy_runs_two_rounds_with_flwr_run(name, tmp_path):
         assert 0.0 <= rows[r]["central_accuracy"] <= 1.0
 
 
+def test_flwr_run_with_an_attacker_and_a_robust_strategy_runs_like_in_process(tmp_path, fast_run):
+    """Through Ray: partition 0 scales its update tenfold (the attack mod inside the actors),
+    the trimmed mean aggregates; the same history as the in-process run."""
+    overrides = {
+        **fast_run,
+        "model": "mlp",
+        "strategy": "trimmedavg",
+        "attack": "scale",
+        "attackers": "0",
+    }
+    result = simulate(overrides, num_supernodes=4, flwr_home=tmp_path / "home")
+    assert result.returncode == 0, result.log[-3000:]
+    assert "this run is attacked on purpose: attack='scale' (attack-scale=10.0)" in result.log
+    for row in result.history[1:]:
+        assert row["clients_trained"] == 4 and row["clients_failed"] == 0
+    reference = json.loads((run_in_process(overrides, num_clients=4) / "history.json").read_text())
+    assert [r["central_accuracy"] for r in result.history] == pytest.approx(
+        [r["central_accuracy"] for r in reference], abs=1e-3
+    )
+
+
 def test_flwr_run_drops_a_nonfinite_client_and_fails_a_run_without_clients(tmp_path, fast_run):
     """Through Ray: a client replying NaN weights is dropped (counted, named, the model stays
     finite); a run whose clients all fail ends `failed` in one log line, without model.pt."""
     overrides = {**fast_run, "model": "mlp", "failing-partitions": "1", "failure-mode": "nonfinite"}
     result = simulate(overrides, num_supernodes=3, flwr_home=tmp_path / "home-a")
     assert result.returncode == 0, result.log[-3000:]
-    assert "partition 1 sent non-finite values (NaN or Inf) in arrays/" in result.log
+    assert (
+        "partition 1's reply was dropped: non-finite values (NaN or Inf) in arrays/" in result.log
+    )
     for row in result.history[1:]:
         assert row["clients_trained"] == 2 and row["clients_failed"] == 1
     assert json.loads((result.run_dir / "status.json").read_text())["status"] == "completed"
