@@ -261,7 +261,8 @@ class RecordingGrid:
         if rules.max_update_norm > 0 and traffic.clients_clipped is None:
             traffic.clients_clipped = 0
         sent = {m.metadata.dst_node_id: m for m in messages}
-        replies = [self._checked(reply, sent, rules, traffic) for reply in replies]
+        decoded_sent: dict = {}  # the arrays sent, decoded once for all replies
+        replies = [self._checked(reply, sent, rules, traffic, decoded_sent) for reply in replies]
         # recorded in partition order, not arrival order: the history is the same every run
         for reply in sorted(replies, key=self._partition_order):
             if reply.has_error():
@@ -292,7 +293,12 @@ class RecordingGrid:
         )
 
     def _checked(
-        self, reply: Message, sent: dict[int, Message], rules: ReplyRules, traffic: RoundTraffic
+        self,
+        reply: Message,
+        sent: dict[int, Message],
+        rules: ReplyRules,
+        traffic: RoundTraffic,
+        decoded_sent: dict,
     ) -> Message:
         """The reply, or an error reply in its place if it fails the checks (module doc);
         learns the partition a node reports when the handshake did not ask it."""
@@ -305,7 +311,7 @@ class RecordingGrid:
             if partition is None:
                 partition = self._claimed_partition(reply)
             sizes = self.partition_sizes(partition) if partition is not None else None
-            check_reply(reply.content, request, rules, sizes, partition)
+            check_reply(reply.content, request, rules, sizes, partition, decoded_sent)
         except RejectedReply as error:
             traffic.bytes_received += payload_bytes(reply.content)
             log(WARNING, "%s's reply was dropped: %s", self.describe(reply), error)

@@ -100,13 +100,16 @@ def check_reply(
     rules: ReplyRules,
     sizes: NodeSizes | None,
     partition: int | None,
+    decoded_sent: dict | None = None,
 ) -> None:
     """Raise ``RejectedReply`` naming the first thing wrong with ``reply`` (module docstring).
 
-    ``sizes``: the node's handshake report (None: not asked, no upper bound on num-examples);
-    ``partition``: the partition the node holds (None: not known yet).
+    ``sizes``: the node's data (None: unknown, no upper bound on num-examples); ``partition``:
+    the partition the node holds (None: not known yet); ``decoded_sent``: a dict kept across
+    the replies to one send, so that the arrays the server sent to every node (one record) are
+    decoded once.
     """
-    _check_arrays(reply, sent, rules)
+    _check_arrays(reply, sent, rules, {} if decoded_sent is None else decoded_sent)
     for name, record in reply.metric_records.items():
         _check_metrics(name, record, rules, sizes, partition)
 
@@ -141,7 +144,7 @@ def _check_schema(name: str, got: dict[str, np.ndarray], expected: Mapping) -> N
             )
 
 
-def _check_arrays(reply: RecordDict, sent: RecordDict, rules: ReplyRules) -> None:
+def _check_arrays(reply: RecordDict, sent: RecordDict, rules: ReplyRules, cache: dict) -> None:
     sent_records = sent.array_records
     if rules.arrays is not None:
         expected = rules.arrays(sent)
@@ -156,7 +159,12 @@ def _check_arrays(reply: RecordDict, sent: RecordDict, rules: ReplyRules) -> Non
             _check_schema(name, values, expected[name])
         elif name in sent_records:
             _check_schema(name, values, schema_of(sent_records[name]))
-        reference = _decoded(name, sent_records[name]) if name in sent_records else {}
+        reference = {}
+        if name in sent_records:
+            record = sent_records[name]
+            if id(record) not in cache:  # the record object, the same for every node
+                cache[id(record)] = (record, _decoded(name, record))
+            reference = cache[id(record)][1]
         _check_values(name, values, reference)
 
 
