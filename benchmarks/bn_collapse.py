@@ -112,7 +112,7 @@ def run_record(strategy: str, buffers: str | None, seed: int, rounds: int, run_d
     """What the table reads from one completed run folder."""
     history = load_history(run_dir)
     accuracy = [row["central_accuracy"] for row in history]
-    model = torch.load(run_dir / "model.pt")
+    model = torch.load(run_dir / "model.pt", weights_only=True)
     running_var = [v for k, v in model.items() if k.endswith("running_var")]
     return {
         "strategy": strategy,

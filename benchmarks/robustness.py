@@ -45,13 +45,13 @@ skips the completed points. Writes to ``--out`` (default ``benchmarks/results/ro
 from __future__ import annotations
 
 import argparse
-import csv
-import math
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from result_tables import paired_interval, percent_cell, publish, read_runs
 
 from flowerbed.runtime.results import atomic_write, write_csv
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
@@ -129,23 +129,6 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     }
 
 
-def read_runs(path: Path) -> list[dict]:
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    for row in rows:
-        row["final"], row["best"] = float(row["final"]), float(row["best"])
-        for key in ("seed", "rounds", "dropped", "clipped", "stopped"):
-            row[key] = int(row[key])
-    return rows
-
-
-def mean_std(values: list[float]) -> str:
-    if not values:
-        return "–"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * statistics.mean(values):.1f} ± {100 * std:.1f}"
-
-
 def cell(runs, defence, attack, key="final"):
     return [r[key] for r in runs if r["defence"] == defence and r["attack"] == attack]
 
@@ -154,7 +137,7 @@ def accuracy_cell(runs, defence, attack) -> str:
     """mean ± std, and how many of the runs the attack stopped."""
     stopped = sum(1 for s in cell(runs, defence, attack, "stopped") if s)
     note = f" ({stopped}/{len(cell(runs, defence, attack))} stopped)" if stopped else ""
-    return mean_std(cell(runs, defence, attack)) + note
+    return percent_cell(cell(runs, defence, attack)) + note
 
 
 def table(runs: list[dict]) -> str:
@@ -194,27 +177,6 @@ def table(runs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def publish(text: str, docs: Path = DOCS) -> None:
-    """Put the table into its block of the documentation page."""
-    page = docs.read_text()
-    start = page.index("\n", page.index(DOCS_START)) + 1
-    new = page[:start] + "\n" + text + "\n" + page[page.index(DOCS_END) :]
-    atomic_write(docs, lambda f: f.write(new))
-
-
-def paired_interval(differences: list[float]) -> tuple[float, float, float]:
-    """Mean of per-seed paired differences and its 95 % Student-t interval (t with n - 1
-    degrees of freedom; n = 3 seeds gives t = 4.30, so only large, consistent gaps exclude 0)."""
-    from scipy import stats
-
-    mean = statistics.mean(differences)
-    if len(differences) < 2:
-        return mean, math.nan, math.nan
-    half = stats.t.ppf(0.975, len(differences) - 1) * statistics.stdev(differences)
-    half /= math.sqrt(len(differences))
-    return mean, mean - half, mean + half
-
-
 def paired_table(runs: list[dict]) -> str:
     """Each defence against FedAvg under the same attack, paired by seed (same partition, same
     initial model): mean difference of final accuracy and its 95 % t interval."""
@@ -252,6 +214,18 @@ def paired_table(runs: list[dict]) -> str:
             cells.append(f"**{text}**" if low > 0 or high < 0 else text)
         lines.append(f"| {defence} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def read_results(runs_csv: Path) -> list[dict]:
+    return read_runs(
+        runs_csv, ("final", "best"), ("seed", "rounds", "dropped", "clipped", "stopped")
+    )
+
+
+def report(runs_csv: Path) -> str:
+    """The tables (the docs' block and ``table.md``), from ``runs.csv`` alone."""
+    runs = read_results(runs_csv)
+    return table(runs) + "\n" + paired_table(runs)
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -316,12 +290,11 @@ def main() -> None:
             if state.finished or (stopped and state.run_dir is not None):
                 records.append(run_record(point.labels, state.run_dir, stopped))
         write_csv(runs_csv, records, FIELDS)
-    runs = read_runs(runs_csv)
-    text = table(runs) + "\n" + paired_table(runs)
+    text = report(runs_csv)
     atomic_write(args.out / "table.md", lambda f: f.write(text))
-    plot(runs, args.out / "accuracy.png")
+    plot(read_results(runs_csv), args.out / "accuracy.png")
     if args.out.resolve() == RESULTS.resolve():
-        publish(text)
+        publish(text, DOCS, DOCS_START, DOCS_END)
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
 

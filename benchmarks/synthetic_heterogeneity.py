@@ -116,7 +116,7 @@ def run_one(strategy: str, seed: int, rounds: int, workdir: Path) -> dict:
     data = load_splits(config)
     model = build_model(config.model, data.input_shape, data.num_classes)
     train_loss = []
-    for arrays in [*tap.global_arrays, torch.load(run_dir / "model.pt")]:
+    for arrays in [*tap.global_arrays, torch.load(run_dir / "model.pt", weights_only=True)]:
         model.load_state_dict(arrays)
         loss, _ = evaluate(model, data.x_train, data.y_train)
         train_loss.append(loss if math.isfinite(loss) else None)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import attacks
+from . import attacks, privacy
 from .data import federation, site_reports
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
@@ -97,6 +97,7 @@ SETTINGS: dict[str, Setting] = index_settings(
         *TRACKER_SETTINGS,
         *MOD_SETTINGS,
         *attacks.SETTINGS,
+        *privacy.SETTINGS,
         *(s for protocol in PROTOCOLS.values() for s in protocol.settings),
         *kt_metrics.SETTINGS,
         *distill.SETTINGS,
@@ -114,6 +115,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
             f" {', '.join(STRATEGIES)})"
         )
     check_model_replies(config)
+    privacy.check_run_config(config, STRATEGIES)
     if config.resume and not PROTOCOLS[config.strategy].protocol(config).resumable:
         raise ConfigError(
             f"resume={config.resume!r}: strategy={config.strategy!r} cannot resume; only runs"

@@ -1,4 +1,5 @@
-"""flowerbed's command line, the ``flowerbed`` console script: ``flowerbed sweep ...``.
+"""flowerbed's command line, the ``flowerbed`` console script: ``flowerbed sweep ...``,
+``flowerbed report FOLDER``.
 
 The parser is built from the standard library alone, so ``--help`` and a mistyped option
 answer at once; the module doing a subcommand's work (which brings torch, Flower and Ray) is
@@ -12,7 +13,7 @@ import importlib
 import sys
 from pathlib import Path
 
-COMMANDS = {"sweep": "flowerbed.sweep.command"}
+COMMANDS = {"sweep": "flowerbed.sweep.command", "report": "flowerbed.sweep.report"}
 
 SWEEP_HELP = """Run a grid of runs and summarise them (mean ± std over seeds).
 
@@ -22,6 +23,17 @@ SWEEP_HELP = """Run a grid of runs and summarise them (mean ± std over seeds).
 A TOML file holds the same: [grid] key = [values] (or a table of named bundles of keys),
 [set] key = value, num-clients = N. A rerun of the same sweep skips the completed points and
 redoes the others; see README, Sweeps."""
+
+REPORT_HELP = """Write report.html, one self-contained page (no network needed), for a run folder
+(status, configuration, curves, clinical metrics, partition, per-client accuracy, distillation,
+the protocol's own results) or a sweep folder (a history column by round, mean ± std over
+seeds per configuration, and every point with a link to its run's report).
+
+  flowerbed report ~/.flowerbed/runs/20250101-120000-fedavg-digits-seed42
+  flowerbed report sweeps/demo --metric central_auroc
+
+A run writes its report when it ends; this rebuilds it, for old runs too (a file an old run
+lacks leaves its section out). See README, Results."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -68,6 +80,18 @@ def parser() -> argparse.ArgumentParser:
         "--report-only",
         action="store_true",
         help="only rewrite the summary of the sweep folder --out from its runs",
+    )
+    report = commands.add_parser(
+        "report",
+        help="write report.html for a run or sweep folder",
+        description=REPORT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    report.add_argument("folder", type=Path, help="a run folder or a sweep folder")
+    report.add_argument(
+        "--metric",
+        metavar="COLUMN",
+        help="sweeps: the history column to draw (default: the summary's accuracy column)",
     )
     return root
 

@@ -13,7 +13,9 @@ A ``LocalClient`` (config, partition, model helpers) is built from the context p
 data sets and partitions are cached per process, so a Ray actor reads its files once.
 Training handlers carry the ``fail_on_purpose`` mod (test-only fault injection); the FL-rounds
 handlers (``train``, ``evaluate``) carry ``keep_client_state``, which checkpoints the node's
-``context.state`` for resumed runs (``client_state``).
+``context.state`` for resumed runs (``client_state``); ``train`` also carries ``privacy_mod``
+(Flower's DP mods when the run config's ``dp`` asks for them), innermost, so that a declared
+attacker rewrites its reply after it, as a malicious client would.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .methods.fedsa import AMALGAMATE as FEDSA_AMALGAMATE
 from .methods.fedsa import PRETRAIN as FEDSA_PRETRAIN
 from .methods.fedsa import SALIENCY as FEDSA_SALIENCY
 from .mods import fail_on_purpose
+from .privacy import privacy_mod
 from .protocols.exchange import ACTION as EXCHANGE
 from .protocols.kt_metrics import ACTION as KT_METRICS
 from .protocols.local_fit import ACTION as LOCAL_FIT
@@ -80,7 +83,7 @@ def _action(message_type: str) -> str:
 
 
 # The table: message type -> handler (every one reaches the phase's client half).
-app.train(mods=[keep_client_state, fail_on_purpose, attack_update])(run_phase_step)
+app.train(mods=[keep_client_state, fail_on_purpose, attack_update, privacy_mod])(run_phase_step)
 app.evaluate(mods=[keep_client_state])(run_phase_step)
 app.train(_action(LOCAL_FIT), mods=[fail_on_purpose])(run_phase_step)
 app.train(_action(EXCHANGE), mods=[fail_on_purpose])(run_phase_step)

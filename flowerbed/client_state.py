@@ -31,11 +31,29 @@ of the seed and the round (``protocols.rounds_strategy``). So "< t" never picks 
 checkpoint r. Two files
 are kept so that the file of round r survives the killed run's file of round r + 1.
 
-Where the files go: ``<state-dir>/<run folder name>`` when the SuperNode was started with
-``--node-config "... state-dir='/abs/site/folder'"`` (deployment: each site's own folder);
-else ``<run folder>/client-state`` when the run folder is on this machine (simulation, the
-in-process federation, a deployment on one machine); else nowhere (warned once per process):
-a resumed run then restarts that node's state from empty.
+Where the files go: ``<state-dir>/run-<digest>/partition-<id>`` when the SuperNode was
+started with ``--node-config "... state-dir='/abs/site/folder'"`` (deployment: each site's own
+folder); else ``<run folder>/client-state/partition-<id>`` when the run folder is on this
+machine (simulation, the in-process federation, a deployment on one machine); else nowhere
+(warned once per process): a resumed run then restarts that node's state from empty.
+
+Why ``run-<digest>``, 16 hex digits of the SHA-256 of the run folder's absolute path as the
+server sends it (``state_key``), and no part of that path itself: the path comes from the
+server, and a name taken from it (its last component, say ``..``) could point outside
+``state-dir``; a digest is always one plain folder name. The key must be
+
+* *unique per run*: the run folder is (``results.make_run_dir`` makes a new folder for every
+  run and never reuses one), so two runs never share a node's state, even when their folders
+  have the same name under two ``output-dir``s;
+* *the same for a resumed run*: a resumed run goes on in its own folder (``resume`` is
+  resolved to the same absolute path), so a restarted SuperNode finds its state again. Flower's
+  run id cannot be part of the key: a resumed run is a new Flower run, with a new id.
+
+``run.json`` in that folder records the run folder it belongs to (for the site's operator, and
+checked on every use: a folder that names another run is refused). The resolved state folder
+must lie inside ``state-dir`` (a link planted there is refused, naming both paths). Limit: two
+servers writing their runs at the same absolute path in the same second would share a site's
+state folder; ``run.json`` cannot tell them apart.
 
 Storage: arrays in an ``.npz`` (``allow_pickle=False``) with the records' layout and their
 config and metric values as JSON inside it (one file, so one atomic rename); only public
@@ -45,6 +63,7 @@ record accessors are used.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from logging import WARNING
@@ -71,6 +90,7 @@ RECORD = "flowerbed-run"  # the bookkeeping ConfigRecord the server adds to FL-r
 RUN_DIR_KEY = "run-dir"
 NODE_STATE_DIR_KEY = "state-dir"  # node-config key: a real site's own state folder
 CLIENT_STATE_DIR = "client-state"  # under the run folder
+RUN_FILE = "run.json"  # in a run's folder under state-dir: the run folder it belongs to
 KEPT_ROUNDS = 2
 LAYOUT = "__layout__"  # the npz entry holding the JSON layout
 _FILE = re.compile(r"round-(\d+)\.npz")
@@ -98,7 +118,7 @@ def state_folder(msg: Message, context: Context) -> Path | None:
                 f"node-config {NODE_STATE_DIR_KEY}={str(site)!r} on node {context.node_id} must"
                 " be an absolute path"
             )
-        return base / run_dir.name / partition
+        return site_state_folder(base, str(record[RUN_DIR_KEY]), partition, context.node_id)
     if run_dir.is_dir():
         return run_dir / CLIENT_STATE_DIR / partition
     if str(run_dir) not in _warned:
@@ -111,6 +131,44 @@ def state_folder(msg: Message, context: Context) -> Path | None:
             NODE_STATE_DIR_KEY,
         )
     return None
+
+
+def state_key(run_dir: str) -> str:
+    """The name of a run's folder under ``state-dir``: ``run-`` and 16 hex digits of the
+    SHA-256 of the run folder's path (module docstring: unique per run, stable on resume)."""
+    return "run-" + hashlib.sha256(run_dir.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def site_state_folder(base: Path, run_dir: str, partition: str, node_id: int) -> Path:
+    """``<base>/run-<digest>/<partition>`` for the run folder ``run_dir``, checked: inside
+    ``base`` once links are resolved, and of that run folder (its ``run.json``)."""
+    folder = base / state_key(run_dir) / partition
+    where = f"node-config {NODE_STATE_DIR_KEY}={str(base)!r} on node {node_id}"
+    resolved, root = folder.resolve(), base.resolve()
+    if not resolved.is_relative_to(root):
+        raise ConfigError(
+            f"{where}: the run's state folder {folder} resolves to {resolved}, outside"
+            f" {root}; remove that link"
+        )
+    marker = folder.parent / RUN_FILE
+    try:
+        owner = json.loads(marker.read_text())[RUN_DIR_KEY] if marker.is_file() else run_dir
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ConfigError(f"{where}: {marker} cannot be read ({error})") from None
+    if owner != run_dir:
+        raise ConfigError(
+            f"{where}: {folder.parent} holds the state of the run folder {owner!r}, not {run_dir!r}"
+        )
+    return folder
+
+
+def claim(folder: Path, msg: Message) -> None:
+    """Before a node's first state file under ``state-dir``: write the run's ``run.json``
+    (a stateless client writes nothing, not even that)."""
+    run_dir = str(msg.content.config_records[RECORD][RUN_DIR_KEY])
+    parent = folder.parent
+    if parent.name == state_key(run_dir) and not (parent / RUN_FILE).is_file():
+        atomic_write(parent / RUN_FILE, lambda f: json.dump({RUN_DIR_KEY: run_dir}, f))
 
 
 # --- a RecordDict as one .npz file ------------------------------------------------------------
@@ -196,6 +254,7 @@ def keep_client_state(msg: Message, context: Context, call_next: ClientAppCallab
     before = dict(context.state.items())
     reply = call_next(msg, context)
     if len(context.state) and not (is_evaluate(msg) and same_records(before, context.state)):
+        claim(folder, msg)
         save_state(folder / f"round-{server_round}.npz", context.state)
         files = saved_rounds(folder)
         for old in sorted(files)[:-KEPT_ROUNDS]:

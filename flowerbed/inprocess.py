@@ -16,9 +16,9 @@ Flower upgrade breaks it.
 from __future__ import annotations
 
 import copy
+import tomllib
 from pathlib import Path
 
-import tomllib
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.supercore.task_identity import TaskIdentity  # private Flower API: used here only

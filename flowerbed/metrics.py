@@ -1,4 +1,11 @@
-"""Per-class accuracy and the knowledge-transfer metrics of the QKT paper (Appendix A.2).
+"""Per-class accuracy, the clinical metrics of a classifier, and the knowledge-transfer metrics
+of the QKT paper (Appendix A.2).
+
+Clinical metrics (``clinical_metrics``, from the predicted class probabilities, numpy only):
+balanced accuracy (the mean over classes of their recall) and macro AUROC (one-vs-rest, the
+mean over classes of the area under the ROC curve of that class's probability); for a binary
+task also the sensitivity (recall of class 1, the positive class), the specificity (recall of
+class 0) and the AUROC of class 1. ``CLINICAL`` and ``BINARY`` name them.
 
 For one client with local (training) classes Y_S, query classes Y_Q and per-class accuracies
 acc_pre(j) (its model before the transfer) and acc_post(j) (after), all measured on the
@@ -36,6 +43,8 @@ from .runtime.device import to_device_of
 from .runtime.results import write_csv, write_json
 
 METRIC_NAMES = ("acc", "query_gain", "forgetting", "uniform_acc")
+CLINICAL = ("balanced_accuracy", "auroc")  # every classification task
+BINARY = ("sensitivity", "specificity", "auroc_positive")  # two classes, class 1 positive
 
 
 def confusion_matrix(labels, predictions, num_classes: int) -> np.ndarray:
@@ -62,6 +71,64 @@ def per_class_accuracy(predictions, labels, num_classes: int) -> np.ndarray:
     support = matrix.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(support > 0, np.diag(matrix) / np.maximum(support, 1), np.nan)
+
+
+def auroc(scores, positive) -> float:
+    """Area under the ROC curve of ``scores`` for the boolean ``positive``: the probability
+    that a random positive scores above a random negative, ties counted as one half. Computed
+    by the rank (Mann-Whitney U) formula, tied scores sharing their mean rank:
+    AUC = (R+ - n+(n+ + 1)/2) / (n+ n-), R+ the sum of the positives' ranks. NaN when either
+    class is empty (the curve is not defined)."""
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    positive = np.asarray(positive, dtype=bool).reshape(-1)
+    n_pos = int(positive.sum())
+    n_neg = len(positive) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    order = np.argsort(scores, kind="mergesort")
+    ordered = scores[order]
+    # mean rank (1-based) of each run of equal scores
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], len(ordered)]
+    ranks = np.empty(len(scores))
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    u = ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0
+    return float(u / (n_pos * n_neg))
+
+
+def clinical_metrics(probabilities, labels, num_classes: int) -> dict[str, float]:
+    """The clinical metrics of predictions (``probabilities``: (N, C) class probabilities, the
+    model's softmax; ``labels``: (N,) true classes); the prediction is the most probable class.
+
+    * ``balanced_accuracy``: the mean of the per-class recall over the classes present in
+      ``labels`` (scikit-learn's ``balanced_accuracy_score``);
+    * ``auroc``: macro one-vs-rest AUROC, the mean over the classes present in ``labels`` of
+      ``auroc(probabilities[:, c], labels == c)``; a class absent from the evaluated labels
+      has no positive and is skipped (so a client's test split missing a class is scored
+      on the others); NaN when fewer than two classes are present;
+    * two classes only: ``sensitivity`` (recall of class 1), ``specificity`` (recall of class
+      0) and ``auroc_positive`` (the AUROC of class 1's probability; equal to ``auroc``, since
+      p0 = 1 - p1), each NaN when a class it needs is absent.
+
+    NaN everywhere for no sample.
+    """
+    probabilities = np.asarray(probabilities, dtype=np.float64).reshape(-1, num_classes)
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+    recall = per_class_accuracy(probabilities.argmax(axis=1), labels, num_classes)
+    present = np.flatnonzero(~np.isnan(recall))
+    areas = [auroc(probabilities[:, c], labels == c) for c in present]
+    areas = [a for a in areas if not math.isnan(a)]
+    metrics = {
+        "balanced_accuracy": float(recall[present].mean()) if len(present) else math.nan,
+        "auroc": float(np.mean(areas)) if areas else math.nan,
+    }
+    if num_classes == 2:
+        metrics.update(
+            sensitivity=float(recall[1]),
+            specificity=float(recall[0]),
+            auroc_positive=auroc(probabilities[:, 1], labels == 1),
+        )
+    return metrics
 
 
 @torch.no_grad()

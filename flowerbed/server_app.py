@@ -9,7 +9,8 @@
    its own history rows and results;
 4. plot the history; ``status.json`` in the run folder says how the run ended
    (``runtime.outcome``), and so do the trackers' runs (``runtime.trackers``); flowerbed's own
-   errors are logged as one line.
+   errors are logged as one line. The run holds its folder's lock (``runtime.run_lock``) until
+   its last status is written, and ``report.html`` (``report``) after it.
 
 It names no algorithm: what ``strategy=<name>`` runs is the registered protocol's business.
 """
@@ -26,6 +27,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from .catalog import get_protocol, parse_run_config
 from .ray_cluster import check_ray_cluster, in_flower_simulation
+from .report import written_report
 from .runtime.context import start_run
 from .runtime.outcome import CLEAR_ERRORS, OneLineErrors, one_line, recorded_outcome
 from .runtime.trackers import closed_with_outcome
@@ -54,7 +56,12 @@ def run_protocol(grid: Grid, config: RunConfig) -> Path:
     protocol = spec.protocol(config)
     protocol.check_server_data(config)
     run = start_run(grid, config, spec.build_model)
-    with recorded_outcome(run.run_dir), closed_with_outcome(run.history.trackers):
+    with (
+        run.lock,
+        written_report(run.run_dir),  # report.html, after status.json, however the run ended
+        recorded_outcome(run.run_dir, note=lambda: run.ended_early),
+        closed_with_outcome(run.history.trackers),
+    ):
         protocol.run(run)
         run.history.plot(f"{config.strategy} on {config.dataset} ({run.num_partitions} clients)")
     return run.run_dir

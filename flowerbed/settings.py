@@ -135,8 +135,11 @@ class RunConfig(Mapping[str, Value]):
     (the run config's value, else the declared default), typed and checked.
     """
 
-    def __init__(self, values: Mapping[str, Value]) -> None:
+    def __init__(
+        self, values: Mapping[str, Value], defaults: Mapping[str, Value] | None = None
+    ) -> None:
         self._values = dict(values)
+        self._defaults = dict(defaults or {})  # the declared defaults, when parsed
 
     @classmethod
     def parse(cls, run_config: Mapping[str, Any], declared: Mapping[str, Setting]) -> RunConfig:
@@ -150,7 +153,7 @@ class RunConfig(Mapping[str, Value]):
             key: setting.coerce(run_config[key]) if key in run_config else setting.default
             for key, setting in declared.items()
         }
-        config = cls(values)
+        config = cls(values, {key: setting.default for key, setting in declared.items()})
         for key, setting in declared.items():
             setting.validate(values[key])
         for key, setting in declared.items():
@@ -180,10 +183,16 @@ class RunConfig(Mapping[str, Value]):
 
     def replace(self, **changes: Value) -> RunConfig:
         """A copy with some keys changed (kebab-case keys given with underscores)."""
-        return RunConfig({**self._values, **{k.replace("_", "-"): v for k, v in changes.items()}})
+        changed = {**self._values, **{k.replace("_", "-"): v for k, v in changes.items()}}
+        return RunConfig(changed, self._defaults)
 
     def to_dict(self) -> dict[str, Value]:
         return dict(self._values)
+
+    @property
+    def defaults(self) -> dict[str, Value]:
+        """The declared default of every key (empty for a config that was not parsed)."""
+        return dict(self._defaults)
 
     @property
     def data_path(self) -> Path:

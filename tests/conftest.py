@@ -3,6 +3,7 @@ clients and Flower messages for the tests of server rules and client steps."""
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -27,6 +28,10 @@ from flowerbed.models import build_model
 from flowerbed.runtime.device import to_device_of
 from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import train_local
+
+# The ServerApp writes report.html at the end of every run (about a second of plotting); the
+# suite's hundreds of runs skip it. tests/test_report.py turns it on where it tests it.
+os.environ.setdefault("FLOWERBED_REPORT", "0")
 
 
 @pytest.fixture

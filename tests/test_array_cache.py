@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import numpy as np
 import pytest
 
@@ -63,3 +66,40 @@ def test_an_unwritable_cache_dir_is_named(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(ConfigError, match=r"cache-dir='.*file/cache' cannot be created"):
         cached_arrays(tmp_path / "file" / "cache", "toy", {"n": 5}, Builder())
+
+
+def test_a_full_disk_is_a_clear_error_naming_the_folder_before_any_row_is_written(
+    tmp_path, monkeypatch
+):
+    reserved = []
+
+    def full_disk(fd, offset, size):
+        reserved.append(size)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full_disk)
+    build = Builder(1000)
+    with pytest.raises(ConfigError) as caught:
+        cached_arrays(tmp_path, "toy", {"n": 1000}, build)
+    assert str(caught.value) == (
+        f"cache-dir={str(tmp_path)!r} has no room for a.npy ({reserved[0]:,} bytes: No space left"
+        " on device); free space there or set cache-dir to another disk"
+    )
+    assert reserved[0] == 128 + 1000 * 8  # the .npy header, then 1,000 int64 values
+    assert [p for p in tmp_path.iterdir() if p.is_dir()] == []  # no folder, no leftover
+
+
+def test_a_synthetic_set_reserves_each_file_whole_before_writing_it(tmp_path, monkeypatch):
+    from flowerbed.data.simulations import SimulationOptions, generate
+
+    reserved, fallocate = {}, os.posix_fallocate
+
+    def spy(fd, offset, size):
+        reserved[os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[1]] = (offset, size)
+        fallocate(fd, offset, size)
+
+    monkeypatch.setattr(os, "posix_fallocate", spy)
+    generate("synthetic", 3, SimulationOptions(nodes=4), cache_dir=tmp_path)
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    files = {file.name: (0, file.stat().st_size) for file in folder.glob("*.npy")}
+    assert len(files) == 6 and reserved == files

@@ -55,6 +55,13 @@ AT_PARSE = [
     ("attack-scale", NAN, "attack-scale must be a finite number, got nan"),
     ("attack-noise-std", 0.0, "attack-noise-std must be > 0, got 0.0"),
     ("attack-inflation", 1, "attack-inflation must be > 1, got 1"),
+    ("dp", "gaussian", "unknown dp 'gaussian'; valid choices: none, central-server-fixed"),
+    ("dp-noise-multiplier", -1.0, "dp-noise-multiplier must be >= 0, got -1.0"),
+    ("dp-clipping-norm", 0.0, "dp-clipping-norm must be > 0, got 0.0"),
+    ("dp-clipped-quantile", 1.5, r"dp-clipped-quantile must be in \[0, 1\], got 1.5"),
+    ("dp-delta", 1.0, r"dp-delta must be in \(0, 1\), got 1.0"),
+    ("dp-delta", 0.0, r"dp-delta must be in \(0, 1\), got 0.0"),
+    ("dp-epsilon-budget", -1.0, "dp-epsilon-budget must be >= 0, got -1.0"),
     ("proximal-mu", -1.0, "proximal-mu must be >= 0, got -1.0"),
     ("proximal-mu", NAN, "proximal-mu must be a finite number >= 0, got nan"),
     ("server-learning-rate", 0.0, "server-learning-rate must be > 0, got 0.0"),
@@ -112,6 +119,12 @@ AT_PARSE = [
     ("sim-shifts", 0, "sim-shifts must be"),
     ("sim-spread", -1.0, "sim-spread must be >= 0, got -1.0"),
     ("partitioner", "dataset-nodes", "partitioner='dataset-nodes' needs a data set with its own"),
+    ("samples-per-client", 10**12, r"samples-per-client must be in \[1, 1000000\], got 10{12}"),
+    ("run-name", "x/../../../escaped", r"run-name='x/../../../escaped' holds a path separator"),
+    ("run-name", "a\\b", r"run-name='a\\\\b' holds a path separator; valid: one folder name"),
+    ("run-name", "..", r"run-name='..' is a relative folder reference"),
+    ("run-name", "a\x00b", r"run-name='a\\x00b' holds a control character"),
+    ("run-name", "x" * 300, r"run-name='x{300}' is 300 bytes long; valid: .* at most 235 bytes"),
 ]
 
 
@@ -162,6 +175,22 @@ AT_START = [
         r"ctl-num-guests=2 but each node has 1 other node\(s\) in a federation of 2",
     ),
     ({"strategy": "fedsa"}, "strategy='fedsa' needs the server's labelled target set"),
+    ({"dp": "local", "strategy": "ctl"}, "strategy='ctl' is not made of FL rounds"),
+    ({"dp": "local", "strategy": "scaffold"}, "strategy='scaffold' replies something else"),
+    (
+        {"dp": "central-server-fixed", "strategy": "fedmedian"},
+        "strategy='fedmedian' aggregates with FedMedian.aggregate_train, not FedAvg's mean",
+    ),
+    ({"dp": "local", "dp-noise-multiplier": 0.0}, "without noise there is no privacy"),
+    ({"dp": "local", "model": "cnn-bn"}, "model='cnn-bn' has integer entries"),
+    (
+        {"dp": "central-server-adaptive"},
+        r"dp-noise-multiplier=1 .* \(dp-clipped-count-stddev, here 0.1 = n/20 for n = 2\)",
+    ),
+    (
+        {"dp": "central-server-fixed", "dp-epsilon-budget": 1.0},
+        "dp-epsilon-budget=1 is spent by the first round already",
+    ),
 ]
 
 

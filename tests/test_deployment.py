@@ -1,9 +1,13 @@
 """Deployment: SuperLink and SuperNodes as separate processes over TLS on loopback.
 
 * ``test_compose_file_*``: ``docker/compose.yml`` validates with ``docker-compose config`` and
-  is consistent (ports, volumes, one partition per SuperNode). No Docker engine is needed.
+  is consistent (ports, volumes, one partition per SuperNode) and safe to leave running (the
+  SuperLink's port on 127.0.0.1 unless ``SUPERLINK_BIND_ADDRESS``, SuperNode authentication
+  with each private key in its SuperNode only, TLS private keys only where they are used). No
+  Docker engine is needed.
 * ``test_compose_federation_*`` (e2e): runs the compose file's own command lines (SuperLink,
-  SuperExec for the ServerApp, two SuperNodes and their SuperExecs, isolation ``process``),
+  its ``register`` script, SuperExec for the ServerApp, two authenticated SuperNodes and their
+  SuperExecs, isolation ``process``),
   with loopback addresses, free ports and temporary folders in place of ``/app/...``, then two
   rounds of FedAvg through ``flwr run``.
 * ``test_killed_supernode_*`` (e2e): the multi-machine commands of docs/deploy.md (isolation
@@ -110,19 +114,22 @@ def volumes(service: dict) -> list[dict]:
     return out
 
 
-def published_ports(service: dict) -> dict[int, int]:
-    """``{container port: host port}`` from short (``"8000:8000"``) or long port entries."""
+def published_ports(service: dict) -> dict[int, tuple[str, int]]:
+    """``{container port: (host address, host port)}`` from short (``"8000:8000"``,
+    ``"127.0.0.1:8000:8000/tcp"``) or long port entries; no address means every interface."""
     out = {}
     for port in service.get("ports", []):
         if isinstance(port, dict):
-            out[int(port["target"])] = int(port["published"])
+            address = port.get("host_ip", "0.0.0.0")
+            out[int(port["target"])] = (address, int(port["published"]))
         else:
-            host, _, container = str(port).rpartition(":")
-            out[int(container)] = int(host.rpartition(":")[2] or container)
+            parts = str(port).split("/")[0].split(":")
+            address = parts[0] if len(parts) == 3 else "0.0.0.0"
+            out[int(parts[-1])] = (address, int(parts[-2] if len(parts) > 1 else parts[-1]))
     return out
 
 
-def docker_compose_config() -> dict:
+def docker_compose_config(**environment: str) -> dict:
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.skip("docker-compose is not installed (CI installs Debian's docker-compose)")
@@ -133,9 +140,31 @@ def docker_compose_config() -> dict:
         text=True,
         cwd=COMPOSE.parent,
         timeout=120,
+        env={**os.environ, **environment},
     )
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load(proc.stdout)
+
+
+def mounts(service: dict) -> dict[str, str]:
+    """``{container folder: host source}`` of a service's volumes."""
+    return {v["target"]: v["source"] for v in volumes(service)}
+
+
+def host_source(service: dict, path: str) -> str:
+    """The host file or folder behind ``path`` in a service's container (its volumes)."""
+    for target, source in sorted(mounts(service).items(), key=lambda item: -len(item[0])):
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            return source + path[len(target) :]
+    raise AssertionError(f"{path} is in no volume of {sorted(mounts(service))}")
+
+
+def sees(service: dict, host_path: str) -> bool:
+    """Whether a service's container has ``host_path`` (a host file) in one of its volumes."""
+    return any(
+        host_path == source or host_path.startswith(source.rstrip("/") + "/")
+        for source in mounts(service).values()
+    )
 
 
 def test_compose_file_validates_and_ports_and_volumes_agree():
@@ -143,6 +172,7 @@ def test_compose_file_validates_and_ports_and_volumes_agree():
     services = config["services"]
     expected = {
         "init",
+        "register",
         "superlink",
         "superexec-serverapp",
         *NODE_SERVICES,
@@ -163,7 +193,10 @@ def test_compose_file_validates_and_ports_and_volumes_agree():
     assert option(link, "--isolation") == "process"
     assert "--disable-runtime-dependency-installation" in link
     port = int(option(link, "--port"))
-    assert published_ports(services["superlink"]) == {port: port}
+    # on the host's loopback only, unless SUPERLINK_BIND_ADDRESS says otherwise
+    assert published_ports(services["superlink"]) == {port: ("127.0.0.1", port)}
+    everywhere = docker_compose_config(SUPERLINK_BIND_ADDRESS="0.0.0.0")["services"]
+    assert published_ports(everywhere["superlink"]) == {port: ("0.0.0.0", port)}
     deploy = (REPO / "docs" / "deploy.md").read_text()
     assert f'address = "127.0.0.1:{port}"' in deploy.split("[superlink.docker]", 1)[1][:200]
     assert services["superlink"]["image"].startswith("flwr/superlink:")
@@ -191,6 +224,45 @@ def test_compose_file_validates_and_ports_and_volumes_agree():
         assert config_["data-dir"] in targets and targets[config_["data-dir"]]["read_only"]
     assert sorted(partitions) == list(range(len(NODE_SERVICES)))
 
+    # SuperNode authentication: the SuperLink accepts registered keys only (and keeps them in
+    # its database); each SuperNode's private key is in its container only; the `register`
+    # service registers the public keys (it sees no private key) before any SuperNode starts
+    assert "--enable-supernode-auth" in link
+    database = option(link, "--database")  # in a named volume: it outlives the container
+    assert [
+        v["type"] for v in volumes(services["superlink"]) if database.startswith(v["target"])
+    ] == ["volume"]
+    assert command_line(services["register"])[-3:-1] == [f"superlink:{port}", "/app/keys"]
+    register_keys = host_source(services["register"], "/app/keys")
+    assert register_keys == host_source(services["init"], "/app/keys") + "/public"
+    assert services["register"]["depends_on"] == {"superlink": {"condition": "service_started"}}
+    assert services["init"]["environment"]["SUPERNODES"].split() == list(NODE_SERVICES)
+    for name in NODE_SERVICES:
+        node = command_line(services[name])
+        key = host_source(services[name], option(node, "--auth-supernode-private-key"))
+        assert key.startswith(host_source(services["init"], "/app/keys") + "/")
+        assert {other for other in services if sees(services[other], key)} == {"init", name}
+        assert services[name]["depends_on"] == {
+            "register": {"condition": "service_completed_successfully"}
+        }
+    assert not any(
+        sees(services["register"], host_source(services[n], "/app/keys")) for n in NODE_SERVICES
+    )
+    # TLS private keys: the SuperLink's in the SuperLink only, the Runtime API's in the
+    # SuperNodes only; the folder every service mounts holds the CA certificate alone
+    server_key = host_source(services["superlink"], option(link, "--ssl-keyfile"))
+    assert {name for name in services if sees(services[name], server_key)} == {"init", "superlink"}
+    runtime_key = host_source(
+        services["supernode-1"], option(command_line(services["supernode-1"]), "--ssl-keyfile")
+    )
+    assert {name for name in services if sees(services[name], runtime_key)} == {
+        "init",
+        *NODE_SERVICES,
+    }
+    for name in set(services) - {"init"}:
+        ca = host_source(services[name], "/app/certificates/ca.crt")
+        assert not server_key.startswith(str(Path(ca).parent) + "/"), name
+
     # every file a command names lies in a volume mounted into that service (the node-config
     # data-dir is read by the ClientApps, in the SuperExec's container: checked above)
     for name, service in services.items():
@@ -206,11 +278,16 @@ def test_compose_file_validates_and_ports_and_volumes_agree():
                     f"{name}: {path} is not in a mounted volume {targets}"
                 )
     # the `init` service writes the certificates and keys into the folders the others mount
-    init_sources = {v["target"]: v["source"] for v in volumes(services["init"])}
-    for name in ("superlink", *NODE_SERVICES, "superexec-serverapp"):
+    init_sources = [v["source"] for v in volumes(services["init"]) if v["type"] == "bind"]
+    for name in set(services) - {"init"}:
         for volume in volumes(services[name]):
-            if volume["target"] in init_sources:
-                assert volume["source"] == init_sources[volume["target"]]
+            if volume["type"] == "bind" and volume["target"].startswith(
+                ("/app/certificates", "/app/keys", "/app/superl")
+            ):
+                assert any(
+                    volume["source"] == source or volume["source"].startswith(source + "/")
+                    for source in init_sources
+                ), (name, volume)
     # results persist in a named volume at the ServerApp's default output-dir (~ = /app)
     runs = [v for v in volumes(services["superexec-serverapp"]) if v["type"] == "volume"]
     assert [v["target"] for v in runs] == ["/app/.flowerbed/runs"]
@@ -550,19 +627,45 @@ class FlwrRun:
 # --- e2e ---------------------------------------------------------------------------------------
 
 
+def demo_secrets(root: Path, nodes: tuple[str, ...]) -> None:
+    """What the compose file's ``init`` service makes (docker/init-secrets.sh), where its
+    command lines look for it once ``/app`` is ``root``: the CA certificate in certificates/,
+    the SuperLink's and the Runtime API's certificates and keys in folders of their own, one
+    SuperNode key pair per node in keys/, the SuperLink's database folder."""
+    certs = make_certs(root / "certificates")
+    for folder, names in (("superlink-tls", "server"), ("supernode-tls", "supernode-runtime")):
+        (root / folder).mkdir()
+        for suffix in (".pem", ".key"):
+            (certs / f"{names}{suffix}").rename(root / folder / f"{names}{suffix}")
+    make_node_keys(root / "keys", *nodes)
+    (root / "superlink-state").mkdir()
+
+
 @pytest.mark.e2e
 def test_compose_federation_over_tls_runs_two_rounds_of_fedavg(federation, tmp_path):
     services = compose_services()
-    make_certs(tmp_path / "certificates")
+    demo_secrets(tmp_path, ("supernode-1", "supernode-2"))
     ports = {8000: free_port(), 9094: free_port(), 9095: free_port()}
     for site in ("site-1", "site-2"):  # the SuperNodes' own data folders (node-config data-dir)
         (tmp_path / "data" / site).mkdir(parents=True)
     commands = {
         name: to_loopback(command_line(services[name]), ports, tmp_path)
-        for name in LOOPBACK_SERVICES
+        for name in (*LOOPBACK_SERVICES, "register")
     }
     federation.start("superlink", commands["superlink"])
     federation.wait_for_port(ports[8000], "superlink")
+    # the `register` service's script, with its compose arguments: both keys, then again
+    # (a SuperLink that knows them already, as after a restart with its database)
+    register = ["bash", str(REPO / "docker" / "register-supernodes.sh"), *commands["register"][2:]]
+    env = {**federation.env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for expected in ("registered", "registered before"):
+        proc = subprocess.run(
+            register, check=False, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.splitlines() == [
+            f"{tmp_path}/keys/supernode-{i}.pub: {expected}" for i in (1, 2)
+        ], proc.stdout
     for name in LOOPBACK_SERVICES[1:]:
         federation.start(name, commands[name])
     connection = federation.connect(

@@ -13,6 +13,7 @@ import torch
 
 from flowerbed.inprocess import run_in_process
 from flowerbed.runtime.outcome import (
+    MAX_REASON_CHARS,
     OneLineErrors,
     RunFailed,
     recorded_outcome,
@@ -72,6 +73,18 @@ def test_an_interrupted_block_says_interrupted(tmp_path):
     }
     with pytest.raises(ValueError, match="valid choices: running, completed"):
         write_status(tmp_path, "done")
+
+
+def test_a_failed_runs_reason_is_its_whole_message_on_one_line_and_bounded(tmp_path):
+    with pytest.raises(ValueError), recorded_outcome(tmp_path):
+        raise ValueError("bad shard:\n  expected 3 columns,   got 2\n\n  (file a.csv)\n")
+    assert status(tmp_path)["status"] == "failed"
+    assert status(tmp_path)["reason"] == "bad shard: | expected 3 columns, got 2 | (file a.csv)"
+    with pytest.raises(RuntimeError), recorded_outcome(tmp_path):
+        raise RuntimeError("\n".join(f"line {i}" for i in range(1000)))
+    reason = status(tmp_path)["reason"]
+    assert len(reason) == MAX_REASON_CHARS and reason.startswith("line 0 | line 1 | ")
+    assert reason.endswith(" [...]") and "\n" not in reason
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,8 @@
 """Protocols of phases: every phase is checked before any runs, state is handed from phase to
 phase, and a message type finds its phase's client half."""
 
+from types import SimpleNamespace
+
 import pytest
 from flwr.app import MessageType
 
@@ -10,6 +12,7 @@ from flowerbed.protocols.fl_rounds import FLRounds
 from flowerbed.protocols.kt_metrics import KTMetrics
 from flowerbed.protocols.local_fit import LocalFit
 from flowerbed.protocols.phase import Phase, Protocol
+from flowerbed.runtime.reply_checks import ReplyRules
 from flowerbed.settings import ConfigError
 
 
@@ -28,14 +31,33 @@ class Recorder(Phase):
         self.log.append(f"run {self.name} after {handoff.arrays}")
         handoff.arrays = self.name
 
+    def reply_rules(self, config):
+        return {f"train.{self.name}": RULES}
+
+
+RULES = ReplyRules(list_metrics=frozenset())
+
+
+class ExpectingGrid:
+    """The recording grid's ``expect``, remembered."""
+
+    def __init__(self):
+        self.rules = {}
+
+    def expect(self, rules):
+        self.rules.update(rules)
+
 
 def test_every_phase_is_checked_before_the_first_runs_and_state_is_handed_on():
     log = []
-    Protocol((Recorder("a", log), Recorder("b", log))).run(run=None)
+    run = SimpleNamespace(config=None, grid=ExpectingGrid())
+    Protocol((Recorder("a", log), Recorder("b", log))).run(run=run)
     assert log == ["check a", "check b", "run a after None", "run b after a"]
+    # every phase's reply rules reach the grid before any phase runs
+    assert run.grid.rules == {"train.a": RULES, "train.b": RULES}
     log.clear()
     with pytest.raises(ConfigError, match="b cannot run"):
-        Protocol((Recorder("a", log), Recorder("b", log, fail_check=True))).run(run=None)
+        Protocol((Recorder("a", log), Recorder("b", log, fail_check=True))).run(run=run)
     assert log == ["check a", "check b"]  # nothing ran
 
 

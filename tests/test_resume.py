@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from flwr.app import (
 )
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.client_app import app as client_app
 from flowerbed.client_state import (
     RECORD,
     RUN_DIR_KEY,
@@ -34,6 +36,7 @@ from flowerbed.client_state import (
     load_state,
     save_state,
     saved_rounds,
+    state_key,
 )
 from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
 from flowerbed.runtime.checkpoint import (
@@ -46,9 +49,18 @@ from flowerbed.runtime.checkpoint import (
     restore_strategy_state,
     rng_states,
     strategy_state,
+    versions,
     write_checkpoint,
 )
 from flowerbed.runtime.results import round_seconds
+from flowerbed.runtime.resume import (
+    RUN_ID_KEY,
+    VERSIONS_FILE,
+    config_digest,
+    digested_config,
+    new_run_id,
+)
+from flowerbed.runtime.run_lock import LOCK_FILE, hold, holder, lock_record, settled_status
 from flowerbed.settings import ConfigError
 from flowerbed.strategies import STRATEGIES
 
@@ -127,11 +139,17 @@ def test_a_killed_run_resumes_to_the_history_of_an_uninterrupted_run(name, tmp_p
     done = read_checkpoint(killed).round
     assert 2 <= done < ROUNDS
     assert not (killed / "model.pt").exists()
+    assert not holder(killed).alive  # its lock is left behind, its process gone
+    assert settled_status(killed)["reason"].startswith(  # whoever looks sees it interrupted
+        "the run stopped without a word: its process (PID "
+    )
+    assert status(killed) == "interrupted"
 
     resumed = run_in_process(
         overrides(name, tmp_path / "killed", resume=str(killed)), num_clients=4
     )
     assert resumed == killed  # the same folder, never a new one
+    assert not (resumed / LOCK_FILE).exists()
     assert [p.name for p in (tmp_path / "killed" / "runs").iterdir()] == [killed.name]
     assert status(resumed) == "completed"
     assert (resumed / "history.json").read_bytes() == (reference / "history.json").read_bytes()
@@ -324,7 +342,8 @@ def test_the_mod_does_nothing_without_the_run_folder_and_uses_the_site_folder(tm
         node(2, **{"state-dir": str(site)}),
         counting_step,
     )
-    assert sorted(saved_rounds(site / "run-a" / "partition-2")) == [1]
+    key = state_key(str(tmp_path / "elsewhere" / "run-a"))
+    assert sorted(saved_rounds(site / key / "partition-2")) == [1]
     with pytest.raises(ConfigError, match="state-dir='relative' on node 1 must be an absolute"):
         keep_client_state(
             client_message(1, tmp_path), node(**{"state-dir": "relative"}), counting_step
@@ -389,11 +408,6 @@ def test_bad_resumes_stop_with_one_line_and_change_nothing(interrupted, tmp_path
         r"checkpoint=True \(given False\)",
         parent,
     )
-    # a checkpoint of other versions
-    checkpoint = read_checkpoint(interrupted)
-    checkpoint.versions = {**checkpoint.versions, "torch": "0.0.1"}
-    write_checkpoint(interrupted, checkpoint)
-    resume_fails({**base, "resume": str(interrupted)}, r"other versions \(torch 0.0.1 -> ", parent)
 
 
 def test_a_completed_run_has_nothing_to_resume(tmp_path, one_thread):
@@ -414,3 +428,156 @@ def test_a_resume_at_the_last_checkpoint_only_finishes_the_run(interrupted, tmp_
     assert resumed == interrupted and not (tmp_path / "elsewhere").exists()
     assert (interrupted / "history.json").read_bytes() == before
     assert (interrupted / "model.pt").is_file() and status(interrupted) == "completed"
+
+
+# --- whose checkpoint, which versions, who holds the folder -------------------------------------
+
+
+def test_a_checkpoint_of_another_run_or_another_config_is_refused(interrupted, tmp_path):
+    base = overrides("fedavg", tmp_path / "first", **{"num-server-rounds": 2})
+    resume = {**base, "resume": str(interrupted)}
+    config = json.loads((interrupted / "config.json").read_text())
+    ours, lr = read_checkpoint(interrupted), config["learning-rate"]
+    assert ours.run_id == config[RUN_ID_KEY] and len(ours.run_id) == 32 and lr != 0.5
+    assert ours.config_digest == config_digest(digested_config(config))
+
+    # another run's checkpoint (same settings) copied into the folder: its run id differs
+    other = read_checkpoint(interrupted)
+    other.run_id = new_run_id()
+    write_checkpoint(interrupted, other)
+    resume_fails(
+        resume,
+        f"is not this run's: it is run {other.run_id}'s, the folder's config.json says run"
+        f" {ours.run_id}; was it copied",
+        interrupted.parent,
+    )
+    # a checkpoint of this run id but other settings: the differing key is named
+    other.run_id = ours.run_id
+    other.run_config = digested_config({**config, "learning-rate": 0.5})
+    other.config_digest = config_digest(other.run_config)
+    write_checkpoint(interrupted, other)
+    resume_fails(
+        resume,
+        rf"its run config differs from config.json in learning-rate=0.5 \(config.json {lr}\)",
+        interrupted.parent,
+    )
+    # this run's checkpoint, but config.json edited since (and the run config given to match)
+    write_checkpoint(interrupted, ours)
+    (interrupted / "config.json").write_text(json.dumps({**config, "learning-rate": 0.5}))
+    resume_fails(
+        {**resume, "learning-rate": 0.5},
+        rf"differs from config.json in learning-rate={lr} \(config.json 0.5\)",
+        interrupted.parent,
+    )
+
+
+def set_versions(run_dir: Path, **changed: str) -> dict:
+    checkpoint = read_checkpoint(run_dir)
+    checkpoint.versions = {**versions(), **changed}
+    write_checkpoint(run_dir, checkpoint)
+    (run_dir / "status.json").write_text(json.dumps({"status": "interrupted", "reason": ""}))
+    return checkpoint.versions
+
+
+def test_a_minor_version_change_warns_a_major_one_refuses_unless_overridden(
+    interrupted, tmp_path, caplog
+):
+    base = overrides("fedavg", tmp_path / "first", **{"num-server-rounds": 2})
+    resume = {**base, "resume": str(interrupted)}
+    torch_major = int(versions()["torch"].split(".")[0])
+    old = set_versions(interrupted, torch=f"{torch_major - 1}.9.0")
+    resume_fails(
+        resume,
+        rf"another major version \(torch {torch_major - 1}.9.0 -> \S+\), which may compute other"
+        r" numbers; resume with the versions that wrote it, or set resume-any-version=true",
+        interrupted.parent,
+    )
+    run_in_process({**resume, "resume-any-version": True}, num_clients=4)
+    assert status(interrupted) == "completed"
+    minor = set_versions(interrupted, torch=f"{torch_major}.0.0", flwr="1.0.0")
+    caplog.clear()
+    run_in_process(resume, num_clients=4)
+    assert status(interrupted) == "completed"
+    assert "checkpoint was written under other versions (" in caplog.text
+    assert f"torch {torch_major}.0.0 -> {versions()['torch']}" in caplog.text
+    # versions.json keeps both, for every resume under other versions
+    record = json.loads((interrupted / VERSIONS_FILE).read_text())
+    assert [(r["after_round"], r["checkpoint"], r["now"]) for r in record] == [
+        (2, old, versions()),
+        (2, minor, versions()),
+    ]
+
+
+def test_a_checkpoint_of_another_format_needs_the_override(interrupted, tmp_path, caplog):
+    """A format-1 checkpoint (before run identities) of a folder of that time."""
+    base = overrides("fedavg", tmp_path / "first", **{"num-server-rounds": 2})
+    resume = {**base, "resume": str(interrupted)}
+    path = interrupted / "checkpoint" / "server.pt"
+    content = torch.load(path, weights_only=True)
+    for key in ("run_id", "config_digest", "run_config"):
+        del content[key]
+    torch.save({**content, "format": 1}, path)
+    config = json.loads((interrupted / "config.json").read_text())
+    del config[RUN_ID_KEY]
+    (interrupted / "config.json").write_text(json.dumps(config))
+    resume_fails(
+        resume,
+        r"the checkpoint has format 1, this flowerbed reads format 2; resume with the flowerbed"
+        " that wrote it, or set resume-any-version=true",
+        interrupted.parent,
+    )
+    run_in_process({**resume, "resume-any-version": True}, num_clients=4)
+    assert status(interrupted) == "completed"
+    assert "predates run identities (format 1)" in caplog.text
+
+
+def test_a_live_run_refuses_a_resume_and_a_second_writer_and_a_dead_one_is_resumed(
+    interrupted, tmp_path
+):
+    base = overrides("fedavg", tmp_path / "first", **{"num-server-rounds": 2})
+    resume = {**base, "resume": str(interrupted)}
+    pid, host = os.getpid(), socket.gethostname()
+    (interrupted / "status.json").write_text(json.dumps({"status": "running", "reason": ""}))
+    # a live run (this process) holds the folder: refused by name, nothing touched
+    with hold(interrupted, "a live run"):
+        resume_fails(resume, rf"a live run holds this run folder \(PID {pid} on host", interrupted)
+
+    # no lock any more: whoever looks marks the run interrupted
+    assert settled_status(interrupted)["status"] == "interrupted"
+    # a second process takes the folder while this resume waits for its nodes: refused when
+    # this one comes to hold it, before it writes anything
+    second = []
+
+    def taking_the_folder_during_the_handshake(msg, context):
+        if not second:
+            second.append(hold(interrupted, "another resume"))
+        return client_app(msg, context)
+
+    before = snapshot(interrupted)
+    with pytest.raises(ConfigError, match=rf"a live run holds this run folder \(PID {pid} on"):
+        run_in_process(resume, num_clients=4, app=taking_the_folder_during_the_handshake)
+    second[0].release()
+    assert snapshot(interrupted) == before
+
+    # a dead run's lock (its process gone): marked interrupted, then resumed
+    (interrupted / "status.json").write_text(json.dumps({"status": "running", "reason": ""}))
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    lock = {**lock_record("dead"), "pid": child.pid, "host": host}
+    (interrupted / LOCK_FILE).write_text(json.dumps(lock))
+    assert run_in_process(resume, num_clients=4) == interrupted
+    assert status(interrupted) == "completed" and not (interrupted / LOCK_FILE).exists()
+
+
+def test_a_key_declared_since_the_run_started_counts_as_equal_at_its_default():
+    """A newer flowerbed declares a key that the run's config.json lacks: at its default it
+    is no difference (the run goes on as it would have); set otherwise it is one."""
+    from flowerbed.catalog import parse_run_config
+    from flowerbed.inprocess import resolve_run_config
+    from flowerbed.runtime.resume import differing_keys
+
+    config = parse_run_config(resolve_run_config({}))
+    stored = {k: v for k, v in config.to_dict().items() if k != "max-update-norm"}
+    assert differing_keys(stored, config) == []
+    changed = parse_run_config(resolve_run_config({"max-update-norm": 1.0}))
+    assert differing_keys(stored, changed) == ["max-update-norm"]

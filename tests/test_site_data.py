@@ -4,6 +4,7 @@ refused with an error that names the file and the problem."""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -511,3 +512,57 @@ def test_site_data_is_frozen(tmp_path):
     with pytest.raises(AttributeError):
         site.num_classes = 3
     np.testing.assert_array_equal(site.x_train.numpy(), np.zeros((3, 2)))  # constant: centred
+
+
+# --- links: the walk stays inside the site's folder ---------------------------------------------
+def test_links_are_not_followed_and_are_named(tmp_path, caplog):
+    images = [np.full((4, 4), 40 * i, dtype=np.uint8) for i in range(6)]
+    site = tmp_path / "site"
+    write_images(site, "train", images, [0, 0, 0, 1, 1, 1])
+    outside = tmp_path / "elsewhere"
+    write_images(outside, "x", images[:2], [5, 5])
+    (site / "train" / "0" / "again").symlink_to("..")  # a loop: train/0/again/0/again/...
+    (site / "train" / "1" / "theirs").symlink_to(outside / "x" / "5")  # a folder outside
+    (site / "train" / "1" / "one.png").symlink_to(outside / "x" / "5" / "0000.png")
+    (site / "train" / "7").symlink_to(outside / "x" / "5")  # a class folder outside
+    flwr_logger = logging.getLogger("flwr")
+    flwr_logger.addHandler(caplog.handler)
+    try:
+        data = load_site_data(site, test_fraction=0)
+    finally:
+        flwr_logger.removeHandler(caplog.handler)
+    assert sorted(data.y_train.tolist()) == [0, 0, 0, 1, 1, 1] and data.num_classes == 2
+    assert set(data.skipped_links) == {
+        "train/0/again -> ..",
+        f"train/1/one.png -> {outside}/x/5/0000.png",
+        f"train/1/theirs -> {outside}/x/5",
+        f"train/7 -> {outside}/x/5",
+    }
+    warnings = {r.getMessage() for r in caplog.records if r.levelno == logging.WARNING}
+    (warning,) = [message for message in warnings if "symbolic link" in message]
+    assert f"site data folder {site}: 4 symbolic link(s) not followed" in warning
+    assert "train/0/again -> .." in warning and f"train/7 -> {outside}/x/5" in warning
+
+
+def test_without_links_the_images_are_listed_as_torchvisions_image_folder_lists_them(tmp_path):
+    from torchvision.datasets import ImageFolder
+
+    image = np.zeros((2, 2), dtype=np.uint8)
+    for path in ("b/2.png", "b/sub/1.PNG", "b/10.jpg", "a/z/y.png", "a/x.png", "a/notes.txt"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        if path.endswith("txt"):
+            (tmp_path / path).write_text("")
+        else:
+            Image.fromarray(image).save(tmp_path / path, format="PNG")
+    (tmp_path / "empty").mkdir()
+    listed = site_data._list_images(tmp_path, tmp_path, skipped := [])
+    reference = ImageFolder(str(tmp_path), allow_empty=True)
+    assert (listed.classes, listed.samples, skipped) == (reference.classes, reference.samples, [])
+
+
+def test_a_linked_train_folder_is_refused(tmp_path):
+    write_images(tmp_path / "real", "train", [np.zeros((2, 2), np.uint8)], [0])
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "train").symlink_to(tmp_path / "real" / "train")
+    with pytest.raises(SiteDataError, match="train is a symbolic link .*inside its folder"):
+        load_site_data(tmp_path / "site")

@@ -1,7 +1,8 @@
 """What a run imports: every Ray actor imports ``flowerbed.client_app`` and the ServerApp process
 ``flowerbed.server_app``, so the heavy libraries a run may not need (torchvision, PennyLane,
-MedMNIST, scikit-learn, SciPy, Hugging Face ``datasets``, flwr-datasets, matplotlib) are
-imported only by the code that uses them: a model's builder, a data set's loader, the plot.
+MedMNIST, scikit-learn, SciPy, Hugging Face ``datasets``, flwr-datasets, matplotlib,
+dp-accounting) are imported only by the code that uses them: a model's builder, a data set's
+loader, the plot, a run with ``dp`` set.
 The default data set, ``digits``, imports none of them.
 
 One fresh interpreter (this one has imported everything) goes through the stages of a run and
@@ -30,6 +31,7 @@ WATCHED = (
     "matplotlib",
     "tensorboard",
     "mlflow",
+    "dp_accounting",
 )
 
 STAGES = r"""
@@ -72,6 +74,7 @@ def loaded() -> dict[str, list[str]]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "OMP_NUM_THREADS": "1",
+        "FLOWERBED_REPORT": "1",  # the default run writes its report.html, as outside the tests
     }
     proc = subprocess.run(
         [sys.executable, "-c", STAGES, ",".join(WATCHED)],

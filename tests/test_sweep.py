@@ -273,7 +273,8 @@ def test_point_states_come_from_the_run_folders(tmp_path):
     (point_dir(sweep, d) / ERROR_FILE).write_text("data file missing\n\ntraceback")
     assert point_state(point_dir(sweep, a)) == PointState("completed", done)
     assert point_state(point_dir(sweep, b)).finished
-    assert point_state(point_dir(sweep, c)).status == "running"
+    # running, but its process left no lock: it died without a word
+    assert point_state(point_dir(sweep, c)).status == "interrupted"
     assert point_state(point_dir(sweep, d)) == PointState("failed", None, "data file missing")
     assert point_state(point_dir(sweep, e)) == PointState("pending")
 

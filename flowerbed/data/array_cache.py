@@ -14,7 +14,8 @@ wait on the lock, then open the finished folder. Should ``flock`` not work (some
 systems), two builders both build and the second rename fails because the folder exists: the
 loser removes its copy and opens the winner's, so there is still exactly one. A builder that
 was killed leaves ``.<key>.<host>.<pid>.tmp``; the next builder on that host removes it once
-that process is gone.
+that process is gone. A build logs a progress line every 10 seconds (what builders report
+through ``build_progress``, the time so far and left) and the time it took.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from logging import INFO, WARNING
 from pathlib import Path
 from typing import TypeVar
@@ -35,6 +40,7 @@ from typing import TypeVar
 import numpy as np
 from flwr.common.logger import log
 
+from ..runtime.progress import duration, time_left
 from ..settings import ConfigError
 
 Opened = TypeVar("Opened")
@@ -121,7 +127,8 @@ def build_folder(folder: Path, key: str, build: Callable[[Path], None], source: 
     temporary.mkdir()
     log(INFO, "flowerbed: building the data cache %s from %s (once)", folder, source)
     try:
-        build(temporary)
+        with _progress_lines(key):
+            build(temporary)
         for path in temporary.iterdir():
             with open(path, "rb") as f:
                 os.fsync(f.fileno())
@@ -134,6 +141,76 @@ def build_folder(folder: Path, key: str, build: Callable[[Path], None], source: 
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+
+
+# --- progress of a build: a line at least every PROGRESS_SECONDS ----------------------------
+
+PROGRESS_SECONDS = 10.0
+
+
+@dataclass
+class BuildProgress:
+    """What the build running in this process has done: ``done`` of ``total`` ``unit``."""
+
+    done: float = 0
+    total: float = 0
+    unit: str = ""
+    since: float = 0.0  # when work on this unit began: the end of the previous unit's
+    last: float = 0.0  # when the last report came (time.monotonic)
+
+    def line(self, key: str, elapsed: float, now: float) -> str:
+        text = f"flowerbed: building the data cache of {key}: {duration(elapsed)} so far"
+        if self.total > 0 and self.done > 0:
+            share = min(self.done / self.total, 1.0)
+            left = (now - self.since) * (1 - share) / share  # at this unit's pace
+            text += (
+                f", {self.done:,.0f} of {self.total:,.0f} {self.unit} ({100 * share:.0f} %),"
+                f" {time_left(left)} for them"
+            )
+        return text
+
+
+_building: BuildProgress | None = None
+
+
+def build_progress(done: float, total: float, unit: str) -> None:
+    """A builder reports how far it is (``done`` of ``total`` ``unit``); the build's progress
+    lines show it. Outside a build, nothing happens."""
+    if _building is not None:
+        now = time.monotonic()
+        if unit != _building.unit:
+            _building.since = _building.last
+        _building.done, _building.total, _building.unit, _building.last = done, total, unit, now
+
+
+@contextmanager
+def _progress_lines(key: str, every: float = PROGRESS_SECONDS) -> Iterator[BuildProgress]:
+    """Log the build's progress every ``every`` seconds from a daemon thread while the block
+    runs (a data set can take minutes to convert), and the time it took at its end."""
+    global _building
+    stop, started = threading.Event(), time.monotonic()
+    progress = BuildProgress(since=started, last=started)
+    _building = progress
+
+    def beat() -> None:
+        while not stop.wait(every):
+            now = time.monotonic()
+            log(INFO, "%s", progress.line(key, now - started, now))
+
+    thread = threading.Thread(target=beat, name=f"cache-progress-{key}", daemon=True)
+    thread.start()
+    try:
+        yield progress
+    finally:
+        stop.set()
+        thread.join()
+        _building = None
+    log(
+        INFO,
+        "flowerbed: built the data cache of %s in %s",
+        key,
+        duration(time.monotonic() - started),
+    )
 
 
 def _remove_dead_builders(cache_dir: Path, key: str) -> None:
@@ -157,6 +234,12 @@ def _remove_dead_builders(cache_dir: Path, key: str) -> None:
 Allocate = Callable[[str, tuple[int, ...], type], np.ndarray]
 
 
+def arrays_folder(cache_dir: Path, key: str, identity: dict) -> Path:
+    """Where ``cached_arrays`` keeps the arrays of ``key`` made from ``identity``."""
+    identity = {"format": ARRAYS_FORMAT, **identity}
+    return Path(cache_dir).expanduser().resolve() / f"{key}-{digest_of(identity)}"
+
+
 def cached_arrays(
     cache_dir: Path, key: str, identity: dict, build: Callable[[Allocate], None]
 ) -> dict[str, np.ndarray]:
@@ -166,16 +249,14 @@ def cached_arrays(
     ``allocate(name, shape, dtype)`` for each array and fills it; ``allocate`` gives a mapped
     ``.npy`` file of the temporary folder. ``meta.json`` records the identity, shapes and
     dtypes; opening checks them (a truncated file fails ``np.load``'s size check)."""
+    folder = arrays_folder(cache_dir, key, identity)
     identity = {"format": ARRAYS_FORMAT, **identity}
-    folder = Path(cache_dir).expanduser().resolve() / f"{key}-{digest_of(identity)}"
 
     def build_into(temporary: Path) -> None:
         made: dict[str, np.ndarray] = {}
 
         def allocate(name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
-            made[name] = np.lib.format.open_memmap(
-                temporary / f"{name}.npy", mode="w+", dtype=dtype, shape=shape
-            )
+            made[name] = reserved_npy(temporary / f"{name}.npy", shape, dtype)
             return made[name]
 
         build(allocate)
@@ -189,6 +270,37 @@ def cached_arrays(
 
     source = ", ".join(f"{name}={value}" for name, value in identity.items())
     return cached_folder(folder, key, _open_arrays, build_into, source)
+
+
+def reserve_space(file, size: int, path: Path) -> None:
+    """Allocate ``size`` bytes of the open ``file`` (``path``, in a temporary folder of
+    ``cache-dir``) on disk now: a memory-mapped file with holes would be filled page by page,
+    and on a full disk the process writing it would die by SIGBUS with no message. No room is
+    a ``ConfigError`` naming ``cache-dir`` and the bytes."""
+    try:
+        os.posix_fallocate(file.fileno(), 0, size)
+    except OSError as error:
+        raise ConfigError(
+            f"cache-dir={str(path.parent.parent)!r} has no room for {path.name} ({size:,}"
+            f" bytes: {error.strerror or error}); free space there or set cache-dir to another"
+            " disk"
+        ) from None
+
+
+def reserved_npy(path: Path, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """A new ``.npy`` file of ``shape`` and ``dtype``, its space reserved on disk
+    (``reserve_space``), memory-mapped for writing."""
+    dtype = np.dtype(dtype)
+    header = {
+        "descr": np.lib.format.dtype_to_descr(dtype),
+        "fortran_order": False,
+        "shape": tuple(int(size) for size in shape),
+    }
+    with open(path, "wb") as file:
+        np.lib.format.write_array_header_1_0(file, header)
+        file.flush()
+        reserve_space(file, file.tell() + dtype.itemsize * math.prod(header["shape"]), path)
+    return np.lib.format.open_memmap(path, mode="r+")
 
 
 def _open_arrays(folder: Path) -> dict[str, np.ndarray] | None:

@@ -45,6 +45,9 @@ from .simulations import SETTINGS as SIMULATION_SETTINGS
 from .site_data import load_site_data
 
 SITE = "site"  # partitioner: every node's own whole data set; dataset: a site folder's files
+# more than any data set here holds per client (the largest training split, TissueMNIST's, has
+# 165,466 images); the memory it takes is checked too (``runtime.resources``)
+MAX_SAMPLES_PER_CLIENT = 1_000_000
 
 
 def _partitioner_check(value: str, config: RunConfig) -> str | None:
@@ -172,6 +175,7 @@ SETTINGS = (
         "`dirichlet-sized`: samples every client holds (class proportions ~ Dir(`dirichlet-alpha`);"
         " drawn again from a class once it is used up, so clients may share samples)",
         low=1,
+        high=MAX_SAMPLES_PER_CLIENT,
     ),
     Setting(
         "local-test-fraction",

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..settings import Setting
-from .array_cache import Allocate
+from .array_cache import Allocate, build_progress
 
 # the version of the generator: bump it when the same seed gives other arrays (cached sets of an
 # older version are then not read)
@@ -217,6 +217,7 @@ def generate_synthetic(
         y_train[train_start[k] : train_start[k + 1]] = y[:cut]
         x_test[test_start[k] : test_start[k + 1]] = x[cut:]
         y_test[test_start[k] : test_start[k + 1]] = y[cut:]
+        build_progress(k + 1, num_clients, "clients")  # a cache build's progress lines
     return SyntheticFederation(
         x_train=x_train,
         y_train=y_train,

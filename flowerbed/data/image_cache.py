@@ -39,7 +39,6 @@ that fails the check is rebuilt, with a warning in the log.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -49,7 +48,13 @@ from pathlib import Path
 import numpy as np
 
 from ..settings import ConfigError
-from .array_cache import CorruptCacheError, cached_folder, digest_of
+from .array_cache import (
+    CorruptCacheError,
+    build_progress,
+    cached_folder,
+    digest_of,
+    reserve_space,
+)
 
 CACHE_FORMAT = 1  # bump when the layout or the statistics change: old folders are not read
 SPLITS = ("train", "test")
@@ -91,15 +96,11 @@ class ImageWriter:
         header = {"descr": "|u1", "fortran_order": False, "shape": self.shape}
         np.lib.format.write_array_header_1_0(self._file, header)
         self._file.flush()
-        size = self._file.tell() + int(np.prod(self.shape))
         try:
-            os.posix_fallocate(self._file.fileno(), 0, size)
-        except OSError as error:
+            reserve_space(self._file, self._file.tell() + int(np.prod(self.shape)), self.path)
+        except ConfigError:
             self._file.close()
-            raise ConfigError(
-                f"cache-dir={str(folder.parent)!r} has no room for {self.path.name} ({size:,}"
-                f" bytes: {error.strerror}); free space there or set cache-dir to another disk"
-            ) from None
+            raise
 
     def write(self, rows: np.ndarray) -> None:
         if rows.dtype != np.uint8 or rows.shape[1:] != self.shape[1:]:
@@ -111,6 +112,7 @@ class ImageWriter:
             raise ValueError(f"{self.path.name} holds {self.shape[0]} rows, got more")
         self._file.write(np.ascontiguousarray(rows).data)
         self.written += len(rows)
+        build_progress(self.written, self.shape[0], f"{self.path.stem} rows")
 
     def close(self) -> None:
         self._file.close()

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ..settings import RunConfig, Setting
-from .array_cache import Allocate, cached_arrays
+from .array_cache import Allocate, arrays_folder, cached_arrays
 from .fedprox_synthetic import FORMAT as SYNTHETIC_FORMAT
 from .fedprox_synthetic import SETTINGS as SYNTHETIC_SETTINGS
 from .fedprox_synthetic import generate_synthetic
@@ -308,16 +308,30 @@ def ctl_gaussian(
     return Generated(x_train, y_train, x_test, y_test, train_nodes, test_nodes)
 
 
-def _shared_synthetic(
-    name: str, seed: int, options: SimulationOptions, cache_dir: Path
-) -> dict[str, np.ndarray]:
-    """The rows of a FedProx set, generated straight into the cache's files on first use."""
-    identity = {
+def _synthetic_identity(name: str, seed: int, options: SimulationOptions) -> dict:
+    """What determines a FedProx set's arrays (its cache entry's identity)."""
+    return {
         "generator": f"{name} {SYNTHETIC_FORMAT}",
         "seed": seed,
         "clients": options.nodes,
         **({} if name == "synthetic-iid" else {"alpha": options.alpha, "beta": options.beta}),
     }
+
+
+def synthetic_cache_folder(
+    name: str, seed: int, options: SimulationOptions, cache_dir: Path
+) -> Path:
+    """The cache folder of a FedProx set (``_shared_synthetic``): there once it was built."""
+    return arrays_folder(
+        cache_dir, f"{name}-{options.nodes}", _synthetic_identity(name, seed, options)
+    )
+
+
+def _shared_synthetic(
+    name: str, seed: int, options: SimulationOptions, cache_dir: Path
+) -> dict[str, np.ndarray]:
+    """The rows of a FedProx set, generated straight into the cache's files on first use."""
+    identity = _synthetic_identity(name, seed, options)
 
     def build(allocate: Allocate) -> None:
         generate_synthetic(

@@ -4,9 +4,14 @@ trains on all of its local files and the server never sees a sample.
 ``detect_format(folder)`` says which layout a folder holds, ``load_site_data(folder)`` reads it.
 Exactly one layout per folder:
 
-* ``images``: ``train/<class>/<image files>``, optionally ``test/<class>/...``. torchvision's
-  ``ImageFolder`` lists classes and files (other extensions are skipped; an empty class folder
-  still counts). Pixels become float32 ``(N, C, H, W)`` in [0, 1]: 'L' (and '1', 'LA') 1 channel,
+* ``images``: ``train/<class>/<image files>``, optionally ``test/<class>/...``. Classes and
+  files are listed as torchvision's ``ImageFolder`` lists them (class folders sorted, files of
+  each class folder and its subfolders in sorted order; other extensions are skipped; an empty
+  class folder still counts), except that the walk never follows a symbolic link: a link to a
+  folder or an image is skipped, named in ``SiteData.skipped_links`` and in a WARNING of the
+  node's log. A link inside a site's folder either loops (``train/0/again -> ..`` turned 6
+  images into 246 samples, some under another class) or lists images twice; one pointing
+  outside it reads files the site did not put into its folder. Pixels become float32 ``(N, C, H, W)`` in [0, 1]: 'L' (and '1', 'LA') 1 channel,
   'RGB' (and 'P', 'RGBA', 'CMYK', ...; transparency dropped) 3 channels, 16-bit grayscale
   ('I;16', or 'I' within 0..65535) divided by 65535 without passing through 8 bits; other modes
   ('F', ...) are refused. All images of a site must have the same channels, height and width.
@@ -44,15 +49,18 @@ file (absolute path) and the problem; arguments out of range raise a plain ``Val
 from __future__ import annotations
 
 import csv
+import os
 import re
 import warnings
 import zipfile
 from dataclasses import dataclass
+from logging import WARNING
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import torch
+from flwr.common.logger import log
 
 SITE_FORMATS = ("images", "csv", "npz")
 _MARKERS = {  # format -> the path that marks it, and what that path must be
@@ -69,6 +77,9 @@ _16BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N", "I"}
 _CSV_ENCODING = "utf-8-sig"  # also reads the byte-order mark that Excel writes
 _LOADTXT = {"delimiter": ",", "skiprows": 1, "ndmin": 2, "comments": None, "quotechar": '"'}
 _CHUNK_VALUES = 1 << 22  # values standardised at a time (bounds the float64 temporaries)
+# torchvision's IMG_EXTENSIONS (``ImageFolder``'s), written out: no torchvision import
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+MAX_NAMED_LINKS = 10  # links named in the log line (SiteData.skipped_links has them all)
 
 
 class SiteDataError(ValueError):
@@ -86,6 +97,8 @@ class SiteData:
     num_classes: int
     format: str  # one of SITE_FORMATS
     source: Path  # the folder or file that was read
+    # images: the links the walk did not follow, ``<path in the folder> -> <link target>``
+    skipped_links: tuple[str, ...] = ()
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -147,9 +160,22 @@ def load_site_data(
         raise ValueError(f"input_shape={input_shape} must hold positive sizes")
     folder = Path(folder).expanduser().absolute()
     site_format = detect_format(folder)
-    source, folder_classes = folder, 0
+    source, folder_classes, skipped = folder, 0, []
     if site_format == "images":
-        train, test, folder_classes = _read_images(folder)
+        train, test, folder_classes = _read_images(folder, skipped)
+        if skipped:
+            log(
+                WARNING,
+                "flowerbed: site data folder %s: %d symbolic link(s) not followed (a site's"
+                " images are read inside its folder, each once): %s",
+                folder,
+                len(skipped),
+                ", ".join(skipped[:MAX_NAMED_LINKS])
+                + (
+                    f", ... ({len(skipped) - MAX_NAMED_LINKS} more)"
+                    * (len(skipped) > MAX_NAMED_LINKS)
+                ),
+            )
     elif site_format == "csv":
         train, test = _read_csv_files(folder, label_column, input_shape)
     else:
@@ -180,21 +206,76 @@ def load_site_data(
         num_classes=num_classes or found_classes,
         format=site_format,
         source=source,
+        skipped_links=tuple(skipped),
     )
 
 
 # --- images -----------------------------------------------------------------------------------
-def _read_images(folder: Path) -> tuple[_Part, _Part | None, int]:
-    """The train part, the test part (None without ``test/``) and the number of classes."""
-    from torchvision.datasets import ImageFolder
+class _ImageList(NamedTuple):
+    """A split folder as ``ImageFolder`` lists it: its class folders and (file, class index)."""
 
+    root: str
+    classes: list[str]
+    samples: list[tuple[str, int]]
+
+
+def _is_image(name: str) -> bool:
+    return name.lower().endswith(IMAGE_EXTENSIONS)
+
+
+def _list_images(split_folder: Path, site: Path, skipped: list[str]) -> _ImageList:
+    """``ImageFolder``'s classes and samples of ``split_folder`` (same order), walked without
+    following a link: each link met that would have given a class folder, a subfolder or an
+    image is added to ``skipped`` as ``<path relative to site> -> <target>``."""
+
+    def skip(path: str) -> None:
+        skipped.append(f"{Path(path).relative_to(site)} -> {os.readlink(path)}")
+
+    try:
+        entries = sorted(os.scandir(split_folder), key=lambda entry: entry.name)
+    except OSError as error:
+        raise SiteDataError(f"{split_folder}: {error}") from error
+    classes = []
+    for entry in entries:
+        if entry.is_symlink():
+            if entry.is_dir() or _is_image(entry.name) or not entry.is_file():
+                skip(entry.path)
+        elif entry.is_dir():
+            classes.append(entry.name)
+    if not classes:
+        raise SiteDataError(f"{split_folder}: Couldn't find any class folder in {split_folder}.")
+    samples = []
+    for index, name in enumerate(classes):
+        for root, folders, files in sorted(os.walk(split_folder / name, followlinks=False)):
+            for sub in sorted(folders):
+                if os.path.islink(os.path.join(root, sub)):
+                    skip(os.path.join(root, sub))
+            for file in sorted(files):
+                path = os.path.join(root, file)
+                if not _is_image(file):
+                    continue
+                if os.path.islink(path):
+                    skip(path)
+                else:
+                    samples.append((path, index))
+    return _ImageList(str(split_folder), classes, samples)
+
+
+def _read_images(folder: Path, skipped: list[str]) -> tuple[_Part, _Part | None, int]:
+    """The train part, the test part (None without ``test/``) and the number of classes;
+    ``skipped`` receives the links not followed (``_list_images``)."""
     found = {}
     for split in ("train", "test"):
-        if (folder / split).exists():
-            try:
-                found[split] = ImageFolder(str(folder / split), allow_empty=True)
-            except OSError as error:  # FileNotFoundError: no class folder
-                raise SiteDataError(f"{folder / split}: {error}") from error
+        path = folder / split
+        if path.is_symlink():
+            skipped.append(f"{split} -> {os.readlink(path)}")
+            if split == "train":
+                raise SiteDataError(
+                    f"{path} is a symbolic link ({os.readlink(path)}): a site's images must lie"
+                    " inside its folder; copy them there"
+                )
+        elif path.exists():
+            found[split] = _list_images(path, folder, skipped)
     names = sorted(set().union(*(dataset.classes for dataset in found.values())))
     if all(re.fullmatch(r"[0-9]+", name) for name in names):
         label_of = {name: int(name) for name in names}

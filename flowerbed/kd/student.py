@@ -12,6 +12,11 @@ set: one row per epoch with every weighted loss term's mean. Self-distillation (
 two generations: the first learns from the teacher, the second, freshly initialised, from the
 first; the second is the result. "Best" is the epoch with the highest test accuracy (selected
 on the test set, as the paper does); "final" is the last epoch's.
+
+Progress: every epoch is logged as one line (loss terms, test accuracy, seconds per epoch and
+the time the remaining epochs would take at that pace), and ``on_epoch(row, rows)`` lets the
+caller keep the rows so far (``protocols.distill`` rewrites ``distill_history.json`` and feeds
+the trackers, so an interrupted distillation leaves its epochs behind).
 """
 
 from __future__ import annotations
@@ -20,13 +25,16 @@ import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from logging import INFO
 
 import torch
+from flwr.common.logger import log
 from torch import Tensor, nn
 
 from ..models import Classifier
 from ..models.classifier import feature_width
 from ..runtime.device import device_of, to_device_of
+from ..runtime.progress import pace
 from ..runtime.seeding import seed_for
 from ..training.loops import evaluate
 from .loop import WithAdapters, distill
@@ -90,10 +98,14 @@ def distill_student(
     params: KDParams,
     training: StudentTraining,
     seed: int,
+    on_epoch: Callable[[dict, list[dict]], None] | None = None,
 ) -> StudentResult:
-    """Train ``objective.generations`` students in turn (module docstring)."""
+    """Train ``objective.generations`` students in turn (module docstring); ``on_epoch(row,
+    rows)`` runs after every epoch's row is added."""
     x, y = proxy
     result = StudentResult(student=teacher)
+    total = objective.generations * training.epochs
+    started = time.perf_counter()
     for generation in range(1, objective.generations + 1):
         source = result.student  # the teacher, then the previous generation
         source_outputs = outputs_of(source, x)
@@ -126,18 +138,37 @@ def distill_student(
             )
             scheduler.step()
             loss, accuracy = evaluate(student, *test)
-            result.rows.append(
-                {
-                    "generation": generation,
-                    "epoch": epoch,
-                    "test_accuracy": accuracy,
-                    "test_loss": loss,
-                    "train_loss": step.mean_loss,
-                    **{f"term_{name}": value for name, value in step.terms.items()},
-                }
+            row = {
+                "generation": generation,
+                "epoch": epoch,
+                "test_accuracy": accuracy,
+                "test_loss": loss,
+                "train_loss": step.mean_loss,
+                **{f"term_{name}": value for name, value in step.terms.items()},
+            }
+            result.rows.append(row)
+            done = len(result.rows)
+            per_epoch = (time.perf_counter() - started) / done
+            log(
+                INFO,
+                "%s",
+                epoch_line(row, objective.generations, training.epochs, per_epoch, total - done),
             )
+            if on_epoch is not None:
+                on_epoch(row, result.rows)
         result.student = student
     return result
+
+
+def epoch_line(row: dict, generations: int, epochs: int, per_epoch: float, left: int) -> str:
+    """One epoch's progress line: loss terms, test accuracy and loss, pace and time left."""
+    where = f"generation {row['generation']}/{generations}, " if generations > 1 else ""
+    terms = ", ".join(f"{key[5:]} {value:.4f}" for key, value in row.items() if key[:5] == "term_")
+    return (
+        f"flowerbed distill {where}epoch {row['epoch']}/{epochs}: train loss"
+        f" {row['train_loss']:.4f} ({terms}) | test acc {row['test_accuracy']:.4f}"
+        f" loss {row['test_loss']:.4f} | {pace(per_epoch, left, 'epoch')}"
+    )
 
 
 @torch.no_grad()

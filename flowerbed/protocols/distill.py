@@ -14,8 +14,11 @@ with the objective in ``distill-mode`` (``labeled``, ``no-ce``, ``unlabeled``: t
 two label-free controls).
 
 Writes ``student.pt`` (the final student), ``distill_history.json``/``.csv`` (per epoch: the
-student's test accuracy and every weighted loss term) and ``distill.json`` (objective, mode,
-whether it is label-free, CE weight, teacher and student accuracy, size and CPU latency).
+student's test accuracy and every weighted loss term; rewritten after every epoch, so that an
+interrupted distillation leaves the epochs it finished) and ``distill.json`` (objective, mode,
+whether it is label-free, CE weight, teacher and student accuracy, size and CPU latency). Every
+epoch is logged (``kd.student.epoch_line``) and sent to the run's trackers as ``distill_<name>``
+at step (generation - 1) x epochs + epoch.
 """
 
 from __future__ import annotations
@@ -99,6 +102,11 @@ SETTINGS = (
     Setting("distill-crd-temperature", 0.07, "CRD: temperature", low=0, low_open=True),
     Setting("distill-crd-dim", 128, "CRD: head width", low=1),
 )
+
+
+def tracked(values: dict) -> dict:
+    """An epoch's values under the trackers' names: ``distill_test_accuracy``, ..."""
+    return {f"distill_{key}": value for key, value in values.items()}
 
 
 def distill_params(config: RunConfig) -> KDParams:
@@ -196,6 +204,16 @@ class Distill(Phase):
             params.mode,
             len(proxy[0]),
         )
+        epochs = config.distill_epochs
+
+        def on_epoch(row: dict, rows: list[dict]) -> None:
+            # the epochs so far on disk (an interrupted distillation leaves them) and live
+            write_json(run.run_dir / "distill_history.json", rows)
+            write_csv(run.run_dir / "distill_history.csv", rows, list(row))
+            step = (row["generation"] - 1) * epochs + row["epoch"]
+            values = {k: v for k, v in row.items() if k not in ("generation", "epoch")}
+            run.history.trackers.log({"round": step, **tracked(values)})
+
         result = distill_student(
             teacher,
             lambda: self.student(config, data.input_shape, data.num_classes),
@@ -205,10 +223,9 @@ class Distill(Phase):
             params,
             student_training(config),
             config.seed,
+            on_epoch,
         )
         save_model(run.run_dir / "student.pt", result.student.state_dict())
-        write_json(run.run_dir / "distill_history.json", result.rows)
-        write_csv(run.run_dir / "distill_history.csv", result.rows, list(result.rows[-1]))
         batch = data.x_test[: config.distill_batch_size]
         summary = {
             "objective": objective.name,

@@ -10,7 +10,8 @@ history row is logged and written, with the strategy's own metrics of the round
 best round's (highest ``central_accuracy``, the earliest on a tie, round 0 included) go to
 ``model_best.pt``, with that round and accuracy in ``model_best.json``. "Best" is selected on
 the test set, as the point-cloud FL + KD benchmark does for its teachers: an optimistic choice,
-never a held-out one.
+never a held-out one. ``best-model-metric`` selects on a clinical metric instead
+(``central_auroc``, ...; the one evaluation pass computes them all, ``evaluate_clinical``).
 
 A server without data (``server-data``) evaluates nothing itself: the row's accuracy is the
 round's federated evaluation (``federated_accuracy``, the clients' local test splits,
@@ -26,36 +27,48 @@ saves their ``context.state``. A resumed run (``run.checkpoint``) restores the s
 state, the history, the best-round bookkeeping and the random states, and runs the remaining
 rounds through Flower's own loop with true round numbers (``rounds_strategy``, which also
 seeds every round's client sampling).
+
+Differential privacy (run-config ``dp``, ``flowerbed.privacy``): ``check`` wraps the strategy
+in Flower's DP wrapper and flowerbed's accounting (``privacy.wrap``); every row then has
+``dp_epsilon``, the checkpoint keeps the accounting, and a round that would exceed
+``dp-epsilon-budget`` is never started: the run ends cleanly after the rounds it allowed.
 """
 
 from __future__ import annotations
 
-from logging import INFO
+import math
+from logging import INFO, WARNING
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Strategy
 
+from .. import privacy
 from ..client_state import RECORD, RUN_DIR_KEY
+from ..metrics import BINARY, CLINICAL
 from ..runtime.checkpoint import (
     ServerCheckpoint,
     restore_rng_states,
     restore_strategy_state,
     rng_states,
     strategy_state,
-    versions,
     write_checkpoint,
 )
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
 from ..runtime.reply_checks import TEST, TRAIN, ReplyRules, no_arrays
 from ..runtime.results import save_model, write_json
+from ..runtime.resume import checkpoint_stamp
 from ..settings import ConfigError, RunConfig, Setting
 from ..strategies.common import StrategySpec, flower_kwargs
 from ..training.local_client import LocalClient
-from ..training.loops import evaluate
+from ..training.loops import evaluate_clinical
 from .phase import Handoff, Phase
 from .rounds_strategy import RoundsStrategy, resumed_evaluate_fn
+
+# what can pick model_best.pt: accuracy and the clinical metrics (metrics.clinical_metrics)
+BEST_MODEL_METRICS = ("accuracy", *(name.replace("_", "-") for name in CLINICAL + BINARY))
+BINARY_ONLY = tuple(name.replace("_", "-") for name in BINARY)
 
 SETTINGS = (
     Setting(
@@ -73,6 +86,15 @@ SETTINGS = (
         " 0 = off",
         low=0,
     ),
+    Setting(
+        "best-model-metric",
+        "accuracy",
+        "FL rounds: the metric of the global model that picks `model_best.pt` (highest, on the"
+        " server's test set, or the clients' local test splits with `server-data`):"
+        " `accuracy`, the clinical metrics `balanced-accuracy`, `auroc`, or for two classes"
+        " `sensitivity`, `specificity`, `auroc-positive`",
+        choices=BEST_MODEL_METRICS,
+    ),
 )
 
 
@@ -85,6 +107,7 @@ class FLRounds(Phase):
     def __init__(self, spec: StrategySpec) -> None:
         self.spec = spec
         self.strategy: Strategy | None = None
+        self.private: privacy.PrivateRounds | None = None  # the strategy with `dp` (privacy)
 
     def check(self, run: RunContext) -> None:
         if run.data is None and run.config.fraction_evaluate == 0:
@@ -96,7 +119,15 @@ class FLRounds(Phase):
             message = self.spec.check_federation(run.config, run.num_partitions)
             if message:
                 raise ConfigError(message)
+        if run.config.best_model_metric in BINARY_ONLY and run.num_classes != 2:
+            raise ConfigError(
+                f"best-model-metric={run.config.best_model_metric!r} needs two classes;"
+                f" dataset={run.config.dataset!r} has {run.num_classes}: use accuracy,"
+                " balanced-accuracy or auroc"
+            )
         self.strategy = self.spec.build_server(run.config, **flower_kwargs(run.config))
+        nodes = len(run.grid.get_node_ids())
+        self.private = privacy.wrap(self.strategy, run.config, run.model.state_dict(), nodes)
 
     def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
         """Training replies: exactly the arrays the algorithm declares (by default the model
@@ -119,35 +150,46 @@ class FLRounds(Phase):
         config, data, model = run.config, run.data, run.model
         resumed = run.checkpoint
         best_accuracy = resumed.best_accuracy if resumed else -1.0
-        run_versions = versions()
+        stamp = checkpoint_stamp(run.run_dir) if config.checkpoint else {}  # versions, identity
 
         def central_evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
-            nonlocal best_accuracy
+            nonlocal best_accuracy, latest
+            latest = arrays
             model.load_state_dict(arrays.to_torch_state_dict())
             if data is None:  # the round's federated evaluation, already in the grid's record
                 row = round_row(server_round, run.grid, federated=True)
-                column, selected_on = "federated_accuracy", "clients' local test splits"
-                accuracy, loss = row[column], row["federated_loss"]
-            else:
-                loss, accuracy = evaluate(model, data.x_test, data.y_test)
+                where, selected_on = "federated", "clients' local test splits"
+                accuracy, loss = row["federated_accuracy"], row["federated_loss"]
+            else:  # one pass: loss, accuracy and the clinical metrics
+                result = evaluate_clinical(model, data.x_test, data.y_test, data.num_classes)
+                accuracy, loss = result.accuracy, result.loss
                 row = round_row(
-                    server_round, run.grid, central_accuracy=accuracy, central_loss=loss
+                    server_round,
+                    run.grid,
+                    central_accuracy=accuracy,
+                    central_loss=loss,
+                    **result.columns("central"),
                 )
-                column, selected_on = "central_accuracy", "test"
-            if accuracy > best_accuracy:
-                best_accuracy = accuracy
+                where, selected_on = "central", "test"
+            column = f"{where}_{config.best_model_metric.replace('-', '_')}"
+            score = row.get(column, math.nan)  # NaN (undefined, no evaluation) never wins
+            if score > best_accuracy:
+                best_accuracy = score
                 save_model(run.run_dir / "model_best.pt", model.state_dict())
                 write_json(
                     run.run_dir / "model_best.json",
-                    {"round": server_round, column: accuracy, "selected_on": selected_on},
+                    {"round": server_round, column: score, "selected_on": selected_on},
                 )
             row.update(self.server_metrics())
+            if self.private is not None:
+                row.update(self.private.columns())
             run.history.add(row, config.num_server_rounds)
             if config.checkpoint:
-                self.save_checkpoint(run, server_round, arrays, best_accuracy, run_versions)
+                self.save_checkpoint(run, server_round, arrays, best_accuracy, stamp)
             return MetricRecord({"accuracy": accuracy, "loss": loss})
 
-        strategy = RoundsStrategy(self.strategy, config.seed)
+        rounds = self.private or self.strategy  # what Flower's loop runs
+        strategy = RoundsStrategy(rounds, config.seed)
         evaluate_fn, num_rounds = central_evaluate, config.num_server_rounds
         if resumed is None:
             initial = handoff.arrays
@@ -155,11 +197,13 @@ class FLRounds(Phase):
         else:
             initial = resumed.arrays
             self.restore(run, resumed)
-            strategy = RoundsStrategy(self.strategy, config.seed, done=resumed.round)
+            strategy = RoundsStrategy(rounds, config.seed, done=resumed.round)
             evaluate_fn = resumed_evaluate_fn(central_evaluate, resumed.round)
             num_rounds -= resumed.round
+        latest = initial  # the global model of the last round evaluated
         if config.checkpoint:  # where the clients keep their state (client_state)
             run.grid.bookkeeping[RECORD] = ConfigRecord({RUN_DIR_KEY: str(run.run_dir)})
+        stopped = ""
         try:
             result = strategy.start(
                 grid=run.grid,
@@ -168,12 +212,21 @@ class FLRounds(Phase):
                 timeout=config.round_timeout,
                 evaluate_fn=evaluate_fn,
             )
+        except privacy.BudgetSpent as stop:  # a clean end: the rounds the budget allowed
+            stopped, result = str(stop), None
+            run.ended_early = stopped  # the completed run's status says why
+            log(WARNING, "flowerbed: %s", stopped)
         finally:
             run.grid.bookkeeping.pop(RECORD, None)
             run.grid.seed_sampling(None)
         # Flower's result holds no arrays when no round aggregated anything (every round failed,
         # as max-failed-rounds allows): the global model is then still the initial one.
-        arrays = result.arrays if len(result.arrays) else initial
+        if result is None:
+            arrays = latest
+        else:
+            arrays = result.arrays if len(result.arrays) else initial
+        if self.private is not None:
+            write_json(run.run_dir / "privacy.json", self.private.record(stopped))
         final = arrays.to_torch_state_dict()
         save_model(run.run_dir / "model.pt", final)
         model.load_state_dict(final)
@@ -192,30 +245,43 @@ class FLRounds(Phase):
         server_round: int,
         arrays: ArrayRecord,
         best_accuracy: float,
-        run_versions: dict[str, str],
+        stamp: dict,
     ) -> None:
         """The server's checkpoint after ``server_round``'s history row (``runtime.checkpoint``)."""
         checkpoint = ServerCheckpoint(
             round=server_round,
             arrays=arrays,
-            strategy=strategy_state(self.strategy),
+            strategy=self.strategy_state(),
             rng=rng_states(),
             history=run.history.rows,
             failed_rounds=run.history.failed_rounds,
             best_accuracy=best_accuracy,
-            versions=run_versions,
+            **stamp,
         )
         write_checkpoint(run.run_dir, checkpoint)
 
     def restore(self, run: RunContext, resumed: ServerCheckpoint) -> None:
         """Everything of the checkpoint but the arrays and the best accuracy (which ``run``
         takes): the strategy's attributes, the history, the grid's round, the random states."""
-        restore_strategy_state(self.strategy, resumed.strategy)
+        state = dict(resumed.strategy)
+        private = state.pop(privacy.STATE_KEY, None)
+        restore_strategy_state(self.strategy, state)
+        if self.private is not None:
+            self.private.restore(private)
+            self.private.check_resumable(f"resume={str(run.config.resume)!r}")
         run.history.rows = list(resumed.history)
         run.history.failed_rounds = resumed.failed_rounds
         run.grid.continue_after(resumed.round)
         log(INFO, "flowerbed: resuming %s after round %d", run.run_dir, resumed.round)
         restore_rng_states(resumed.rng)  # last: nothing draws from them before round r + 1
+
+    def strategy_state(self) -> dict:
+        """The strategy's attributes (``runtime.checkpoint.strategy_state``) and, with ``dp``,
+        the privacy accounting (plain numbers) under ``privacy.STATE_KEY``."""
+        state = strategy_state(self.strategy)
+        if self.private is not None:
+            state[privacy.STATE_KEY] = self.private.state()
+        return state
 
     def server_metrics(self) -> dict[str, float]:
         """The strategy's own metrics of the round just aggregated (``round_metrics``:

@@ -13,8 +13,15 @@ end of every round, after the round's history row is written. It holds:
 * ``history``, ``failed_rounds``: the history rows so far (with their seconds, so that
   ``timings.csv`` continues) and the count of rounds in which no client succeeded;
 * ``best_accuracy``: the best-round bookkeeping of ``model_best.pt``;
-* ``versions``: flwr, torch, numpy and flowerbed; a resume under other versions is refused
-  (another version may compute other numbers from the same state).
+* ``versions``: flwr, torch, numpy and flowerbed of the process that wrote it (``runtime.resume``
+  warns about another minor or patch version and refuses another major one);
+* ``run_id``, ``config_digest``, ``run_config``: whose run it is (the ``run-id`` of the run
+  folder's ``config.json``) and a SHA-256 digest of that ``config.json`` less the keys a
+  resume may change (``runtime.resume.checkpoint_stamp``), with the digested items, so that
+  a resume can name what differs; a checkpoint of another run, or of another config, is refused.
+
+``format`` numbers the layout (``FORMAT``; format 1 had no identity); a file of another format
+is ``OtherFormat``, read anyway only when asked (run-config ``resume-any-version``).
 
 Everything is stored as tensors and plain Python values (``encode``), so the file is read with
 ``torch.load(weights_only=True)``: reading a checkpoint runs no pickled code.
@@ -37,7 +44,7 @@ from .results import atomic_write
 
 CHECKPOINT_DIR = "checkpoint"
 SERVER_FILE = "server.pt"
-FORMAT = 1  # bump when the layout below changes
+FORMAT = 2  # bump when the layout below changes (1: without run_id, config_digest, run_config)
 
 
 def checkpoint_path(run_dir: Path) -> Path:
@@ -179,6 +186,17 @@ class ServerCheckpoint:
     failed_rounds: int
     best_accuracy: float
     versions: dict[str, str]
+    run_id: str = ""  # format 1 had none of these three
+    config_digest: str = ""
+    run_config: dict = dataclasses.field(default_factory=dict)
+
+
+class OtherFormat(ValueError):
+    """A checkpoint of another layout than ``FORMAT``."""
+
+    def __init__(self, found: Any) -> None:
+        super().__init__(f"a checkpoint of format {found!r}, this flowerbed reads format {FORMAT}")
+        self.found = found
 
 
 def write_checkpoint(run_dir: Path, checkpoint: ServerCheckpoint) -> None:
@@ -198,15 +216,24 @@ def checkpointed_round(run_dir: Path) -> int:
         return -1
 
 
-def read_checkpoint(run_dir: Path) -> ServerCheckpoint:
-    """The checkpoint of ``run_dir``; ``ValueError`` for a file that is not one."""
+def read_checkpoint(run_dir: Path, any_format: bool = False) -> ServerCheckpoint:
+    """The checkpoint of ``run_dir``; ``OtherFormat`` for another format (read as far as it
+    goes with ``any_format``: the fields it lacks keep their defaults, when they have one);
+    ``ValueError`` for a file that is not one."""
     content = torch.load(checkpoint_path(run_dir), weights_only=True)
-    if not isinstance(content, dict) or content.get("format") != FORMAT:
-        raise ValueError(f"not a flowerbed checkpoint of format {FORMAT}")
-    fields = {f.name for f in dataclasses.fields(ServerCheckpoint)}
-    if missing := sorted(fields - set(content)):
+    if not isinstance(content, dict) or "format" not in content:
+        raise ValueError("not a flowerbed checkpoint")
+    if content["format"] != FORMAT and not any_format:
+        raise OtherFormat(content["format"])
+    fields = dataclasses.fields(ServerCheckpoint)
+    required = {
+        f.name
+        for f in fields
+        if content["format"] == FORMAT or f.default is f.default_factory is dataclasses.MISSING
+    }
+    if missing := sorted(required - set(content)):
         raise ValueError(f"the checkpoint lacks {missing}")
-    values = {name: content[name] for name in fields}
+    values = {f.name: content[f.name] for f in fields if f.name in content}
     values["arrays"] = decode(values["arrays"])
     values["history"] = decode(values["history"])
     return ServerCheckpoint(**values)

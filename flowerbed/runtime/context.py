@@ -4,7 +4,8 @@
 
 0. check that the packages of the chosen trackers are installed (``runtime.trackers``); with
    ``resume`` set, check the run folder to resume (``runtime.resume``): nothing is written
-   before it passes;
+   before it passes; estimate the memory per process and the cache's disk
+   (``runtime.resources``): a run that cannot fit this machine stops here;
 1. load the data set (a missing file stops here, naming the path) and build the protocol's
    global model once, seeded (a model that does not fit the data stops here); a server
    without data (``server-data``) does this after step 2, with what the nodes reported;
@@ -15,8 +16,10 @@
    report their data's shape, classes and label counts (``data.site_reports``): the label
    table is theirs, and nodes that cannot read their data or disagree with the majority are
    left out of the run;
-3. make the run folder, write ``config.json`` and the partition table (a resumed run goes on
-   in its own folder, whose files stay as they are, once the federation's size is checked);
+3. make the run folder, write ``config.json`` (with a random ``run-id``, the run's identity)
+   and the partition table (a resumed run goes on in its own folder, whose files stay as they
+   are, once the federation's size is checked), and take the folder's lock
+   (``runtime.run_lock``: a live run holding a folder to resume stops the run here);
 4. seed Python's ``random`` (Flower samples clients with it) and torch for what follows, and
    open the trackers (live curves; one that cannot start is warned about, never fatal).
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import random
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,9 +62,46 @@ from .history import History
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid
 from .reply_checks import NodeSizes
+from .resources import check_resources
 from .results import make_run_dir, write_json, write_partition_table
-from .resume import FEDERATION_KEY, open_resume
+from .resume import FEDERATION_KEY, RUN_ID_KEY, hold_run_folder, new_run_id, open_resume
+from .run_lock import RunLock
 from .trackers import check_trackers, open_trackers
+
+# A run folder is named ``<YYYYmmdd-HHMMSS>-<run-name>[-<n>]`` (``results.make_run_dir``: 16
+# bytes of timestamp, up to 4 of suffix); a file name must stay under 255 bytes.
+MAX_RUN_NAME_BYTES = 255 - len("20250101-120000-") - len("-999")
+
+
+def default_run_name(config: RunConfig) -> str:
+    return f"{config['strategy']}-{config['dataset']}-seed{config['seed']}"
+
+
+def run_name_error(value: str, config: RunConfig) -> str | None:
+    """Why ``run-name`` (or, when empty, the default name it stands for) cannot name a folder
+    inside ``output-dir``, or ``None``: it must be one folder name (no separator, not ``.`` or
+    ``..``), printable and short enough for the run folder's prefix."""
+    valid = (
+        "one folder name: no '/' or '\\', not '.' or '..', no control characters, at most"
+        f" {MAX_RUN_NAME_BYTES} bytes in UTF-8"
+    )
+    named_by = ("strategy", "dataset", "seed")
+    name = value or (default_run_name(config) if all(k in config for k in named_by) else "")
+    if not name:
+        return None
+    if "/" in name or "\\" in name:
+        problem = "holds a path separator"
+    elif name in (".", ".."):
+        problem = "is a relative folder reference"
+    elif any(unicodedata.category(char) == "Cc" for char in name):
+        problem = "holds a control character"
+    elif len(name.encode("utf-8", "surrogatepass")) > MAX_RUN_NAME_BYTES:
+        problem = f"is {len(name.encode('utf-8', 'surrogatepass'))} bytes long"
+    else:
+        return None
+    given = f"run-name={value!r}" if value else f"run-name='' (the default name {name!r})"
+    return f"{given} {problem}; valid: {valid}"
+
 
 SETTINGS = (
     Setting("num-server-rounds", 5, "federated rounds", low=1),
@@ -86,7 +127,14 @@ SETTINGS = (
         "seed", 42, "seeds partitions, initial model, client sampling and local shuffling", low=0
     ),
     Setting("output-dir", "~/.flowerbed/runs", "results root; each run gets its own folder"),
-    Setting("run-name", "", "folder name suffix (default `<strategy>-<dataset>-seed<seed>`)"),
+    Setting(
+        "run-name",
+        "",
+        "folder name suffix (default `<strategy>-<dataset>-seed<seed>`): one folder name, no"
+        f" `/` or `\\`, not `.` or `..`, no control characters, at most {MAX_RUN_NAME_BYTES}"
+        " bytes (UTF-8)",
+        check=run_name_error,
+    ),
     Setting(
         "round-timeout",
         3600.0,
@@ -137,6 +185,8 @@ class RunContext:
     run_dir: Path
     history: History
     checkpoint: ServerCheckpoint | None = None  # a resumed run's last checkpoint
+    lock: RunLock | None = None  # this run's hold on run_dir, released when the run ends
+    ended_early: str = ""  # why a completed run stopped before its last round (a DP budget)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -182,6 +232,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     """Steps 0-4 of the module docstring; returns the context the protocol runs in."""
     check_trackers(config)
     resumed = open_resume(config) if config.resume else None
+    check_resources(config)
     data = load_splits(config) if server_has_data(config) else None
     if data is not None:
         model = initial_model(config, build_model, data.input_shape, data.num_classes)
@@ -199,6 +250,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     num_partitions, strays = federation_size(nodes)
     recording.leave_out(strays)
     recording.num_partitions = num_partitions
+    check_resources(config, num_partitions)  # the parts sized by the clients, before the partition
     if resumed is not None and resumed.stored_config.get(FEDERATION_KEY) != num_partitions:
         raise ConfigError(
             f"resume={str(config.resume)!r}: the run had"
@@ -256,12 +308,14 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     config_record = {**config.to_dict(), FEDERATION_KEY: num_partitions}
     if resumed is None:
         run_dir = new_run_dir(config)
+        config_record[RUN_ID_KEY] = new_run_id()
         write_json(run_dir / "config.json", config_record)
         write_partition_table(run_dir, counts)
         log(INFO, "flowerbed: results go to %s", run_dir)
     else:
         run_dir = resumed.folder
         log(INFO, "flowerbed: results go to %s (a resumed run)", run_dir)
+    lock = hold_run_folder(run_dir, resumed)  # before the status: a live holder stops here
 
     random.seed(config.seed)  # Flower samples clients with Python's random
     torch.manual_seed(config.seed)
@@ -277,6 +331,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         run_dir,
         history,
         checkpoint,
+        lock,
     )
 
 
@@ -339,7 +394,7 @@ def agree_on_node_data(
 
 def new_run_dir(config: RunConfig) -> Path:
     """A new folder for the run under ``output-dir`` (``results.make_run_dir``)."""
-    name = config.run_name or f"{config.strategy}-{config.dataset}-seed{config.seed}"
+    name = config.run_name or default_run_name(config)  # checked: ``run_name_error``
     try:
         return make_run_dir(config.output_path, name)
     except OSError as error:

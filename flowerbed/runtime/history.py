@@ -13,6 +13,12 @@ seconds). Two accuracies on the held-out test set, never mixed in one column:
 ``client_accuracy_mean`` / ``_std`` are the clients' accuracies on their local test splits;
 ``nonlocal_accuracy_mean`` (CTL) the mean accuracy of the clients on other clients' test data.
 
+Clinical metrics of the global model (``metrics.clinical_metrics``): ``central_<name>`` on the
+held-out test set, ``federated_<name>`` the sample-weighted mean of the clients' values on their
+local test splits (clients where it is undefined left out), in every round with client
+evaluation, for ``balanced_accuracy``, ``auroc`` (macro one-vs-rest) and, for two classes,
+``sensitivity``, ``specificity``, ``auroc_positive`` (class 1).
+
 ``history.json`` (and ``history.csv``) hold only what the run config and seed determine, so two
 runs with the same config and seed write byte-identical files (clients in partition order:
 ``recording_grid``). The wall-clock seconds of each round, which no seed reproduces, are logged
@@ -28,6 +34,8 @@ from pathlib import Path
 import numpy as np
 from flwr.common.logger import log
 
+from ..metrics import BINARY, CLINICAL
+from . import progress
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid, RoundTraffic
 from .results import plot_accuracy, write_csv, write_json
@@ -40,6 +48,7 @@ HISTORY_COLUMNS = (
     "central_loss",
     "federated_accuracy",
     "federated_loss",
+    *(f"{where}_{name}" for where in ("central", "federated") for name in CLINICAL + BINARY),
     "client_models_test_accuracy_mean",
     "client_accuracy_mean",
     "client_accuracy_std",
@@ -47,11 +56,14 @@ HISTORY_COLUMNS = (
     "clients_trained",
     "clients_failed",
     "clients_clipped",
+    "dp_epsilon",
     "bytes_sent",
     "bytes_received",
 )
 TIMING_COLUMNS = ("round", "seconds")  # timings.csv: what differs from run to run
 CLIENT_MODELS_ACCURACY = "client_models_test_accuracy_mean"
+# the clinical metrics as a client's evaluation reply names them (LocalClient.evaluation_metrics)
+CLIENT_CLINICAL = tuple(name.replace("_", "-") for name in CLINICAL + BINARY)
 
 
 def traffic_columns(traffic: RoundTraffic) -> dict:
@@ -90,6 +102,12 @@ def round_row(
         for name in ("accuracy", "loss"):
             pairs = [(m["num-examples"], m[name]) for m in traffic.evaluate if name in m]
             row[f"federated_{name}"] = weighted_mean(pairs)
+    # the clinical metrics of the clients' evaluation replies: their sample-weighted mean over
+    # the clients where defined, as federated_<name> (every round with client evaluation)
+    for key in CLIENT_CLINICAL:
+        pairs = [(m["num-examples"], m[key]) for m in traffic.evaluate if key in m]
+        if pairs:
+            row[f"federated_{_column(key)}"] = weighted_mean(pairs)
     train_losses = [
         (m["num-examples"], m["train-loss"]) for m in traffic.train if "train-loss" in m
     ]
@@ -107,7 +125,7 @@ def round_row(
     )
     # any other metric the clients' evaluation reports (Ditto's personal-accuracy): its mean
     # over the clients, as client_<name>_mean (JSON history only)
-    standard = {"num-examples", "partition-id", "loss", "accuracy"}
+    standard = {"num-examples", "partition-id", "loss", "accuracy", *CLIENT_CLINICAL}
     for key in sorted({k for m in traffic.evaluate for k in m} - standard):
         values = _numbers(traffic.evaluate, key)
         if values:
@@ -152,12 +170,28 @@ def format_round(row: dict, num_rounds: int) -> str:
     text = f"flowerbed round {row['round']}/{num_rounds}: {accuracy}"
     if row["round"] == 0:
         return text + " (initial model)"
+    privacy = f" | epsilon {row['dp_epsilon']:.3g}" if "dp_epsilon" in row else ""  # dp
     return text + (
         f" | train loss {row['train_loss']:.4f} | client acc {row['client_accuracy_mean']:.4f}"
         f" ± {row['client_accuracy_std']:.4f} | clients {row['clients_trained']} ok,"
         f" {row['clients_failed']} failed | {row['bytes_sent'] / 1e6:.2f} MB sent,"
-        f" {row['bytes_received'] / 1e6:.2f} MB received | {row['seconds']:.1f} s"
+        f" {row['bytes_received'] / 1e6:.2f} MB received | {row['seconds']:.1f} s{privacy}"
     )
+
+
+def round_pace(rows: list[dict], num_rounds: int) -> str:
+    """The log line's timing: the median seconds per round so far (rounds >= 1; the first
+    round's start-up does not skew it) and the time the remaining rounds of ``num_rounds``
+    would take at that pace; empty before round 1."""
+    row = rows[-1]
+    seconds = [r["seconds"] for r in rows if r["round"] >= 1 and _finite(r.get("seconds"))]
+    if row["round"] < 1 or not seconds:
+        return ""
+    return " | " + progress.pace(float(np.median(seconds)), num_rounds - row["round"], "round")
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 class History:
@@ -180,7 +214,8 @@ class History:
 
     def add(self, row: dict, num_rounds: int, note: str = "") -> None:
         self.rows.append(row)
-        log(INFO, format_round(row, num_rounds) + (f" ({note})" if note else ""))
+        line = format_round(row, num_rounds) + round_pace(self.rows, num_rounds)
+        log(INFO, line + (f" ({note})" if note else ""))
         timed = TIMING_COLUMNS[1:]
         reproducible = [{k: v for k, v in r.items() if k not in timed} for r in self.rows]
         write_json(self.run_dir / "history.json", reproducible)

@@ -1,8 +1,10 @@
 """How a run ends: ``status.json`` in its run folder, and errors that read as one line.
 
 ``status.json`` is written atomically: ``running`` when the run folder is made, then
-``completed``, ``failed`` (with the reason: a configuration or data error, a round in which no
-client succeeded, an exception) or ``interrupted`` (SIGINT or SIGTERM). A failed run also
+``completed``, ``failed`` (with the reason, the exception's whole message on one line: a
+configuration or data error, a round in which no client succeeded, an exception) or
+``interrupted`` (SIGINT or SIGTERM; a run killed without a word, SIGKILL or a crash, is marked
+``interrupted`` by whoever looks at it: ``runtime.run_lock.settled_status``). A failed run also
 writes ``error.log`` with the traceback. ``flwr run`` exits 0 whatever the ServerApp does, so
 the status file (or ``flwr ls``) is where a script learns how a run ended.
 
@@ -19,7 +21,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,9 +43,17 @@ class Interrupted(KeyboardInterrupt):
 CLEAR_ERRORS = (ConfigError, DataNotFoundError, DataFileError, RunFailed)
 
 
+MAX_REASON_CHARS = 1000  # a reason longer than this is cut, marked with " [...]"
+
+
 def one_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
+    """The whole message of ``error`` on one line: its lines stripped and joined with ``" | "``
+    (a multi-line message keeps every line), at most ``MAX_REASON_CHARS`` characters."""
+    lines = [" ".join(line.split()) for line in str(error).splitlines() if line.strip()]
+    text = " | ".join(lines) or type(error).__name__
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - len(" [...]")].rstrip() + " [...]"
+    return text
 
 
 def write_status(run_dir: Path, status: str, reason: str = "") -> None:
@@ -60,8 +70,9 @@ def _raise_interrupted(signum, frame):
 
 
 @contextmanager
-def recorded_outcome(run_dir: Path) -> Iterator[None]:
-    """``running`` now; ``completed``, ``failed`` or ``interrupted`` when the block ends."""
+def recorded_outcome(run_dir: Path, note: Callable[[], str] = str) -> Iterator[None]:
+    """``running`` now; ``completed``, ``failed`` or ``interrupted`` when the block ends;
+    ``note()`` is a completed run's reason (why it ended before its last round, if it did)."""
     write_status(run_dir, "running")
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_interrupted) if in_main_thread else None
@@ -77,7 +88,7 @@ def recorded_outcome(run_dir: Path) -> Iterator[None]:
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
-    write_status(run_dir, "completed")
+    write_status(run_dir, "completed", note())
 
 
 class OneLineErrors(logging.Filter):

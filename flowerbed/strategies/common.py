@@ -30,6 +30,7 @@ from flwr.serverapp.strategy.strategy_utils import (
 
 from ..data.site_reports import data_shape
 from ..models import Classifier, build_model, run_model
+from ..runtime.history import CLIENT_CLINICAL, weighted_mean
 from ..runtime.reply_checks import Schema, model_like_sent
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
@@ -94,10 +95,18 @@ def valid_replies(
 def aggregate_with_spread(records: list[RecordDict], weighting_key: str) -> MetricRecord:
     """Weighted mean of every metric (Flower's rule) plus the spread of client accuracy.
 
-    ``partition-id`` is an identifier, not a metric: it is left out of the average.
+    ``partition-id`` is an identifier, not a metric: it is left out of the average. A clinical
+    metric (``runtime.history.CLIENT_CLINICAL``) is averaged over the clients where it is
+    defined (a client whose test split lacks a class has no AUROC for it: NaN), as the
+    history's ``federated_<name>`` is.
     """
     metrics = aggregate_metricrecords(records, weighting_key)
     metrics.pop("partition-id", None)
+    replies = [record.metric_records.get("metrics", {}) for record in records]
+    for key in CLIENT_CLINICAL:
+        pairs = [(float(m[weighting_key]), float(m[key])) for m in replies if key in m]
+        if pairs:
+            metrics[key] = weighted_mean(pairs)
     accuracies = [
         float(record.metric_records["metrics"]["accuracy"])
         for record in records

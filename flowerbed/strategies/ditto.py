@@ -86,13 +86,13 @@ def train_ditto(client: LocalClient, msg: Message) -> Message:
 
 
 def evaluate_ditto(client: LocalClient, msg: Message) -> Message:
-    """Global model w^t and personal model v_k on the client's local test split."""
-    loss, accuracy = evaluate(client.model_from(msg), client.x_test, client.y_test)
+    """Global model w^t (with the clinical metrics) and personal model v_k on the client's
+    local test split."""
+    global_metrics = client.evaluation_metrics(client.model_from(msg))
     p_loss, p_accuracy = evaluate(personal_model(client, msg), client.x_test, client.y_test)
     metrics: MetricRecord = client.metrics(
         len(client.y_test),
-        loss=loss,
-        accuracy=accuracy,
+        **global_metrics,
         **{"personal-loss": p_loss, "personal-accuracy": p_accuracy},
     )
     return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)

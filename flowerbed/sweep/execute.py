@@ -12,7 +12,8 @@ therefore be on a file system all nodes share, and every node needs flowerbed in
 
 A point that fails is recorded (its run folder's ``status.json``, or ``sweep_error.log`` when
 it failed before making one) and the sweep goes on; Ray does not retry it. Interrupting the
-sweep leaves the running points ``running``: the next run of the same sweep redoes them.
+sweep stops its running points (they read as ``interrupted`` once their processes are gone):
+the next run of the same sweep redoes them.
 """
 
 from __future__ import annotations

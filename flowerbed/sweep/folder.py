@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..runtime.results import atomic_write
+from ..runtime.run_lock import settled_status
 from ..settings import ConfigError, Value
 from .grid import Axis, Point, SweepSpec, grid_from_toml
 
@@ -158,8 +159,9 @@ def point_dir(sweep_dir: Path, point: Point) -> Path:
 
 @dataclass(frozen=True)
 class PointState:
-    """How a point stands: ``completed`` (with its run folder), ``failed``, ``interrupted``,
-    ``running`` (a sweep that stopped without a word) or ``pending`` (never started)."""
+    """How a point stands: ``completed`` (with its run folder), ``failed``, ``interrupted`` (a
+    run stopped, or killed without a word: its process is gone), ``running`` (its process is
+    alive) or ``pending`` (never started)."""
 
     status: str
     run_dir: Path | None = None
@@ -178,9 +180,11 @@ def run_dirs(folder: Path) -> list[Path]:
 
 
 def run_status(run_dir: Path) -> dict:
+    """The run folder's ``status.json``; a ``running`` run whose process is dead reads (and is
+    rewritten) as ``interrupted`` (``runtime.run_lock.settled_status``)."""
     try:
-        return json.loads((run_dir / STATUS_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+        return settled_status(run_dir)
+    except (OSError, ValueError):
         return {"status": "running", "reason": "unreadable status.json"}
 
 

@@ -22,11 +22,10 @@ import hashlib
 import itertools
 import json
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from ..catalog import SETTINGS, parse_run_config
 from ..settings import ConfigError, Value

@@ -26,7 +26,7 @@ from ..models import Classifier, build_model
 from ..runtime.device import run_device
 from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig
-from .loops import TrainResult, build_optimizer, evaluate, train_local
+from .loops import TrainResult, build_optimizer, evaluate_clinical, train_local
 
 NODE_DATA_DIR_KEY = "data-dir"  # node-config key: a real site's own data folder
 
@@ -171,7 +171,15 @@ class LocalClient:
         )
         return Message(content=content, reply_to=msg)
 
+    def evaluation_metrics(self, model: torch.nn.Module) -> dict[str, float]:
+        """``model`` on the local test split, in one pass: ``loss``, ``accuracy`` and the
+        clinical metrics (``training.loops.Evaluation``) under hyphenated names
+        (``balanced-accuracy``, ``auroc``; for two classes ``sensitivity``, ``specificity``,
+        ``auroc-positive``), numbers only (NaN where a metric is undefined on this split)."""
+        result = evaluate_clinical(model, self.x_test, self.y_test, self.data.num_classes)
+        clinical = {name.replace("_", "-"): value for name, value in result.clinical.items()}
+        return {"loss": result.loss, "accuracy": result.accuracy, **clinical}
+
     def evaluate_reply(self, msg: Message, model: torch.nn.Module) -> Message:
-        loss, accuracy = evaluate(model, self.x_test, self.y_test)
-        metrics = self.metrics(len(self.y_test), loss=loss, accuracy=accuracy)
+        metrics = self.metrics(len(self.y_test), **self.evaluation_metrics(model))
         return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..metrics import clinical_metrics
 from ..runtime.device import to_device_of
 from ..settings import RunConfig, Setting
 
@@ -155,7 +156,39 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int = 512) -> t
     """(mean cross-entropy, accuracy) of ``model`` on ``(x, y)``."""
     if len(x) == 0:
         return float("nan"), float("nan")
-    logits = predict(model, x, batch_size)
+    return _loss_and_accuracy(predict(model, x, batch_size), y)
+
+
+def _loss_and_accuracy(logits: Tensor, y: Tensor) -> tuple[float, float]:
     loss = nn.functional.cross_entropy(logits, y).item()
     accuracy = (logits.argmax(dim=1) == y).float().mean().item()
     return loss, accuracy
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A model on a test set: loss, accuracy and the clinical metrics
+    (``metrics.clinical_metrics``: balanced accuracy, macro AUROC; for two classes
+    sensitivity, specificity, AUROC of class 1), all from one pass over the data."""
+
+    loss: float
+    accuracy: float
+    clinical: dict[str, float]
+
+    def columns(self, prefix: str) -> dict[str, float]:
+        """The clinical metrics as history columns ``<prefix>_<name>``."""
+        return {f"{prefix}_{name}": value for name, value in self.clinical.items()}
+
+
+def evaluate_clinical(
+    model: nn.Module, x: Tensor, y: Tensor, num_classes: int, batch_size: int = 512
+) -> Evaluation:
+    """``evaluate``'s loss and accuracy (the same numbers) and the clinical metrics, from the
+    same logits: the model runs once."""
+    if len(x) == 0:
+        nan = float("nan")
+        return Evaluation(nan, nan, clinical_metrics(np.zeros((0, num_classes)), [], num_classes))
+    logits = predict(model, x, batch_size)
+    loss, accuracy = _loss_and_accuracy(logits, y)
+    probabilities = torch.softmax(logits.double(), dim=1).numpy()
+    return Evaluation(loss, accuracy, clinical_metrics(probabilities, y.numpy(), num_classes))

@@ -22,9 +22,11 @@ run (not root, no overlay file system) or the Docker clients are missing.
    a CPU-only torch wheel lies in ``PIP_FIND_LINKS``, that wheel (served on loopback) in place
    of PyTorch's wheel index.
 4. ``flwr run . docker --run-config "num-server-rounds=2"`` over TLS (the CA the compose
-   ``init`` service made), then the results folder is copied out of the ServerApp's container
-   and checked: rounds 0..2, finite accuracies, three clients trained per round.
-5. ``down -v``, the engine stopped by its PID, the copy with its certificates deleted.
+   ``init`` service made) once the three SuperNodes are online (authenticated with the keys
+   ``init`` made and ``register`` registered), then the results folder is copied out of the
+   ServerApp's container and checked: rounds 0..2, finite accuracies, three clients trained
+   per round; the ``register`` service's log shows the three keys registered.
+5. ``down -v``, the engine stopped by its PID, the copy with its certificates and keys deleted.
 
 Every phase's wall time is printed (``-s``) for docs/deploy.md.
 """
@@ -74,6 +76,9 @@ PROJECT = "flowerbed-docker-test"
 WHEEL_PORT = 28931
 # what docker/Dockerfile and docker/compose.yml read from the repository (the build context)
 BUILD_FILES = ("pyproject.toml", "README.md", "flowerbed", "scripts", "docker")
+# what the compose `init` service writes into docker/ (docker/init-secrets.sh): never copied
+# into the demo, deleted with it
+DEMO_SECRETS = ("certificates", "ca-private", "superlink-tls", "supernode-tls", "keys")
 
 
 def skip_reason() -> str | None:
@@ -184,7 +189,7 @@ def make_debian_image(engine: DockerEngine) -> None:
 def copy_build_files(dest: Path) -> None:
     """The files the images and the compose file use, and this machine's CA bundle for pip
     (the file ``PIP_CERT`` names, when set) as a build option in ``docker/build-ca/``."""
-    ignore = shutil.ignore_patterns("__pycache__", "certificates", "ca-private", "*.crt")
+    ignore = shutil.ignore_patterns(*DEMO_SECRETS, "__pycache__", "*.crt")
     dest.mkdir(parents=True)
     for name in BUILD_FILES:
         source = REPO / name
@@ -382,7 +387,9 @@ def test_compose_demo_runs_two_rounds_over_tls_on_docker(engine, tmp_path):
         assert found, run.log[-4000:]
         container = engine.run([*compose, "ps", "-q", "superexec-serverapp"]).stdout.strip()
         engine.docker("cp", f"{container}:{found[-1]}", str(tmp_path / "results"))
-        logs = engine.run([*compose, "logs", "--no-color", "superlink", "supernode-1"]).stdout
+        logs = engine.run(
+            [*compose, "logs", "--no-color", "superlink", "supernode-1", "register"]
+        ).stdout
     except BaseException:
         print(engine.run([*compose, "logs", "--no-color", "--tail", "60"], check=False).stdout)
         raise
@@ -390,8 +397,8 @@ def test_compose_demo_runs_two_rounds_over_tls_on_docker(engine, tmp_path):
         with timings.phase("docker-compose down -v"):
             engine.run([*compose, "down", "-v", "--remove-orphans"], check=False, timeout=300)
             engine.docker("image", "prune", "-f", check=False)  # superseded builds
-        shutil.rmtree(demo / "docker" / "certificates", ignore_errors=True)
-        shutil.rmtree(demo / "docker" / "ca-private", ignore_errors=True)
+        for folder in DEMO_SECRETS:
+            shutil.rmtree(demo / "docker" / folder, ignore_errors=True)
         print("\n" + timings.table())
 
     history = json.loads((tmp_path / "results" / "history.json").read_text())
@@ -405,3 +412,6 @@ def test_compose_demo_runs_two_rounds_over_tls_on_docker(engine, tmp_path):
     # TLS on the SuperLink's APIs and on a SuperNode's Runtime API, on loopback only
     assert f"Uvicorn running on https://127.0.0.1:{ports[8000]}" in logs, logs[-3000:]
     assert f"running on https://127.0.0.1:{ports[9094]}" in logs, logs[-3000:]
+    # SuperNode authentication: the three keys init made, registered before the SuperNodes
+    for node in ("supernode-1", "supernode-2", "supernode-3"):
+        assert f"/app/keys/{node}.pub: registered" in logs, logs[-3000:]

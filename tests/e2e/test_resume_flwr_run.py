@@ -1,7 +1,9 @@
 """Resume and reproducibility through `flwr run`: a SCAFFOLD simulation whose processes are
 killed (SIGKILL, the local SuperLink with everything it started: ServerApp, Ray, ClientApps)
-after round 2 goes on with `resume=<run folder>` in a new `flwr run` and writes the history of
-an uninterrupted run, byte for byte. Two Ray actors train clients side by side in every one of
+after round 2 leaves its `status.json` at `running` and its lock behind; whoever looks (here
+the sweep's reader) sees it `interrupted`, its ServerApp process gone; it goes on with
+`resume=<run folder>` in a new `flwr run` and writes the history of an uninterrupted run, byte
+for byte. Two Ray actors train clients side by side in every one of
 these runs, so replies arrive in either order: client sampling (3 of 4 per round), aggregation
 and the history depend on the seed alone (the same guarantee in process: tests/test_catalog.py,
 every protocol twice)."""
@@ -15,7 +17,9 @@ import time
 import pytest
 
 from flowerbed.runtime.checkpoint import checkpointed_round
+from flowerbed.runtime.run_lock import LOCK_FILE, read_lock
 from flowerbed.simulation import local_superlink_pids, simulate, with_descendants
+from flowerbed.sweep.folder import point_state
 
 pytestmark = pytest.mark.e2e
 
@@ -71,6 +75,12 @@ def test_scaffold_killed_after_round_2_resumes_through_flwr_run_into_the_same_hi
     status = json.loads((run_dir / "status.json").read_text())["status"]
     assert status == "running", "the run was not killed before it ended"
     assert 2 <= checkpointed_round(run_dir) < ROUNDS
+    lock = read_lock(run_dir)  # left behind by the killed ServerApp process
+    assert lock is not None and lock["pid"] != os.getpid()
+    state = point_state(out)  # the run folders under `out`, as a sweep reads them
+    assert (state.status, state.run_dir) == ("interrupted", run_dir)
+    assert f"its process (PID {lock['pid']} on host {lock['host']}) is gone" in state.reason
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "interrupted"
 
     resumed = simulate(
         {**killed_config, "resume": str(run_dir)},
@@ -80,6 +90,7 @@ def test_scaffold_killed_after_round_2_resumes_through_flwr_run_into_the_same_hi
     assert resumed.returncode == 0 and resumed.run_dir == run_dir, resumed.log[-3000:]
     assert f"flowerbed round {ROUNDS}/{ROUNDS}" in resumed.log
     assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
+    assert not (run_dir / LOCK_FILE).exists()
     assert (run_dir / "history.json").read_bytes() == (
         reference.run_dir / "history.json"
     ).read_bytes()

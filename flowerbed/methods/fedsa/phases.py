@@ -158,12 +158,18 @@ class WeakTarget(Phase):
         config, model = run.config, run.model
         target = target_set(config)
         loss = train_weak(model, *target, config, 0)
-        _, test_loss, accuracy = adapted_accuracy(
-            model, target, (run.data.x_test, run.data.y_test), config, adapt_scope(config), 0
-        )
+        test = (run.data.x_test, run.data.y_test)
+        scope, num_classes = adapt_scope(config), run.data.num_classes
+        _, result = adapted_accuracy(model, target, test, config, scope, 0, num_classes)
         teachers = handoff.shared.get("teacher-accuracy", np.zeros(0))
         seen = teachers[~np.isnan(teachers)]
-        row = round_row(0, run.grid, central_accuracy=accuracy, central_loss=test_loss)
+        row = round_row(
+            0,
+            run.grid,
+            central_accuracy=result.accuracy,
+            central_loss=result.loss,
+            **result.columns("central"),
+        )
         traffic = run.grid.end_round()  # the teachers' pre-training closes with row 0
         row.update(
             train_loss=loss,
@@ -217,10 +223,16 @@ class SelectiveAmalgamation(Phase):
                 log_entry["selections"].append(selection["log"])
                 write_json(run.run_dir / SELECTION_LOG, log_entry)
             self.amalgamate(run, chosen, probabilities, server_round)
-            _, loss, accuracy = adapted_accuracy(
-                model, target, test, config, adapt_scope(config), server_round
+            _, result = adapted_accuracy(
+                model, target, test, config, adapt_scope(config), server_round, run.data.num_classes
             )
-            row = round_row(server_round, run.grid, central_accuracy=accuracy, central_loss=loss)
+            row = round_row(
+                server_round,
+                run.grid,
+                central_accuracy=result.accuracy,
+                central_loss=result.loss,
+                **result.columns("central"),
+            )
             run.history.add(row, config.num_server_rounds)
         handoff.arrays = ArrayRecord(model.state_dict())
 
@@ -322,14 +334,16 @@ class TaskAdaptation(Phase):
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config = run.config
         final_round = 0 if config.fedsa_selection == "scratch" else config.num_server_rounds
-        adapted, _, accuracy = adapted_accuracy(
+        adapted, result = adapted_accuracy(
             run.model,
             target_set(config),
             (run.data.x_test, run.data.y_test),
             config,
             adapt_scope(config),
             final_round,
+            run.data.num_classes,
         )
+        accuracy = result.accuracy
         run.model.load_state_dict(adapted.state_dict())
         save_model(run.run_dir / "model.pt", adapted.state_dict())
         handoff.arrays = ArrayRecord(adapted.state_dict())

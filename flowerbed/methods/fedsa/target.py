@@ -25,7 +25,7 @@ from ...data.federation import server_split
 from ...models import Classifier
 from ...runtime.seeding import seed_for
 from ...settings import RunConfig
-from ...training.loops import evaluate, features_of, train_local
+from ...training.loops import Evaluation, evaluate_clinical, features_of, train_local
 
 ADAPT_WEIGHT_DECAY = 1e-4
 _WEAK_TAG, _ADAPT_TAG = 0x3EA1, 0xADA9
@@ -96,8 +96,8 @@ def adapted_accuracy(
     config,
     scope,
     round_,
-) -> tuple[Classifier, float, float]:
-    """The adapted copy and its (loss, accuracy) on the held-out test set."""
+    num_classes: int,
+) -> tuple[Classifier, Evaluation]:
+    """The adapted copy and its loss, accuracy and clinical metrics on the held-out test set."""
     adapted = adapt(model, *target, config, scope, round_)
-    loss, accuracy = evaluate(adapted, *test)
-    return adapted, loss, accuracy
+    return adapted, evaluate_clinical(adapted, *test, num_classes)

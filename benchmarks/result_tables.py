@@ -1,0 +1,66 @@
+"""What the benchmarks' report steps share: typed result files, mean ± std cells, paired
+intervals, and the generated blocks of the documentation pages.
+
+A benchmark writes one row per run into its ``runs.csv`` (the committed record) and makes its
+tables from that file alone; ``publish`` puts a table into its block of a docs page, between
+a start marker line and an end marker, so that no published number is typed by hand
+(``tests/test_published_tables.py`` checks the blocks against the files).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from pathlib import Path
+
+from flowerbed.runtime.results import atomic_write
+from flowerbed.sweep import mean_std
+
+
+def read_runs(path: Path, floats: tuple[str, ...], ints: tuple[str, ...]) -> list[dict]:
+    """The rows of a ``runs.csv``, with the named columns as floats and ints."""
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key in floats:
+            row[key] = float(row[key])
+        for key in ints:
+            row[key] = int(row[key])
+    return rows
+
+
+def percent_cell(values: list[float]) -> str:
+    """``"94.4 ± 0.7"``: mean ± sample std of fractions, in %; one value has std 0; none: –."""
+    if not values:
+        return "–"
+    mean, std = mean_std(values)
+    return f"{100 * mean:.1f} ± {100 * (std or 0.0):.1f}"
+
+
+def paired_interval(differences: list[float]) -> tuple[float, float, float]:
+    """Mean of per-seed paired differences and its 95 % Student-t interval (t with n - 1
+    degrees of freedom; n = 3 seeds gives t = 4.30, so only large, consistent gaps exclude 0);
+    NaN bounds for a single difference."""
+    from scipy import stats
+
+    mean = statistics.mean(differences)
+    if len(differences) < 2:
+        return mean, math.nan, math.nan
+    half = stats.t.ppf(0.975, len(differences) - 1) * statistics.stdev(differences)
+    half /= math.sqrt(len(differences))
+    return mean, mean - half, mean + half
+
+
+def published_block(page: str, start_marker: str, end_marker: str) -> str:
+    """The text between a page's start marker line and its end marker."""
+    start = page.index("\n", page.index(start_marker)) + 1
+    return page[start : page.index(end_marker)]
+
+
+def publish(text: str, docs: Path, start_marker: str, end_marker: str) -> None:
+    """Put ``text`` into its block of the documentation page ``docs`` (blank lines around)."""
+    page = docs.read_text()
+    start = page.index("\n", page.index(start_marker)) + 1
+    new = page[:start] + "\n" + text + "\n" + page[page.index(end_marker) :]
+    atomic_write(docs, lambda f: f.write(new))

@@ -1,0 +1,166 @@
+"""The up-front estimate of a run's memory and cache disk: its formulas against torch's own
+count of a forward pass and the data sets' real sizes, an oversized run refused in one line
+with its numbers (the machine's memory and disk monkeypatched, nothing allocated), a default
+run unchanged."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import pytest
+import torch
+
+from flowerbed.catalog import parse_run_config
+from flowerbed.client_app import app as client_app
+from flowerbed.data.federation import load_splits
+from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
+from flowerbed.models import MODELS
+from flowerbed.runtime import resources
+from flowerbed.runtime.resources import GIB, activations, check_resources, estimate
+from flowerbed.server_app import run_protocol
+from flowerbed.settings import ConfigError
+from flowerbed.training.loops import predict
+
+
+def config(**overrides):
+    return parse_run_config(resolve_run_config(overrides))
+
+
+def forward_outputs(name: str, shape: tuple[int, ...], classes: int) -> int:
+    """Values of every leaf module's output for one sample, by a forward pass on torch's meta
+    device (shapes only, nothing computed or allocated)."""
+    with torch.device("meta"):
+        model = MODELS[name](shape, classes)
+    total = 0
+
+    def count(module, inputs, output):
+        nonlocal total
+        total += output.numel()
+
+    for module in model.modules():
+        if not list(module.children()):
+            module.register_forward_hook(count)
+    model.eval()
+    model(torch.empty((2, *shape), device="meta"))
+    return total // 2
+
+
+@pytest.mark.parametrize(
+    "name, shape",
+    [
+        ("logreg", (60,)),
+        ("mlp", (3, 28, 28)),
+        ("mlp-small", (30,)),
+        ("cnn", (1, 8, 8)),
+        ("cnn", (3, 224, 224)),
+        ("cnn-small", (3, 31, 29)),
+        ("cnn-bn", (1, 28, 28)),
+        ("resnet18", (3, 32, 32)),
+        ("resnet18", (1, 28, 28)),
+        ("pointnet", (1024, 3)),
+        ("pointnet2", (1024, 3)),
+        ("pointnet2", (100, 3)),
+        ("pointnet2-small", (2048, 3)),
+    ],
+)
+def test_activation_counts_are_every_layers_output(name, shape):
+    total, _ = activations(name, shape, 10)
+    if name.startswith("pointnet2"):  # plus the ball query's transient distances and ranks
+        first = min(512 if name == "pointnet2" else 256, shape[0])
+        total -= resources.BALL_QUERY_VALUES * first * shape[0]
+    assert total == forward_outputs(name, shape, 10)
+
+
+def test_the_data_sets_sizes_are_the_real_ones():
+    for name in ("digits", "breast-cancer"):
+        data = load_splits(config(dataset=name))
+        train, test, shape, classes = resources.FIXED_SIZES[name]
+        assert (len(data.y_train), len(data.y_test), data.input_shape, data.num_classes) == (
+            train,
+            test,
+            shape,
+            classes,
+        )
+    size = resources.data_size(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
+    data = load_splits(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
+    assert (size.train, size.test) == (len(data.y_train), len(data.y_test))
+    medmnist = pytest.importorskip("medmnist")
+    for flag, (train, test, channels, classes) in resources.MEDMNIST_SIZES.items():
+        info = medmnist.INFO[flag]
+        assert (train, test) == (info["n_samples"]["train"], info["n_samples"]["test"])
+        assert (channels, classes) == (info["n_channels"], len(info["label"]))
+    assert resources.EVALUATION_BATCH == inspect.signature(predict).parameters["batch_size"].default
+
+
+def test_a_default_run_is_estimated_small_and_runs_unchanged(fast_run, monkeypatch, one_thread):
+    found = estimate(config(**fast_run), num_clients=10)
+    assert found.memory_bytes < 0.6 * GIB and found.disk == ()
+    assert [need.what for need in found.memory][:2] == [
+        "Python, torch and Flower",
+        "the data set (digits)",
+    ]
+    # a 1 GiB machine still takes it, and the run's results are what they were
+    monkeypatch.setattr(resources, "available_memory", lambda: GIB)
+    run_dir = run_in_process({**fast_run, "num-server-rounds": 1}, num_clients=2)
+    assert (run_dir / "history.json").is_file()
+
+
+def test_a_synthetic_set_too_large_for_the_cache_disk_stops_before_the_handshake(
+    fast_run, tmp_path, monkeypatch
+):
+    calls = []
+
+    def spying_app(message, context):
+        calls.append(message.metadata.message_type)
+        return client_app(message, context)
+
+    monkeypatch.setattr(resources, "free_disk", lambda folder: GIB)
+    overrides = {
+        **fast_run,
+        "dataset": "synthetic",
+        "sim-nodes": 100_000,
+        "partitioner": "dataset-nodes",
+        "model": "logreg",
+        "cache-dir": str(tmp_path / "cache"),
+    }
+    run_config = resolve_run_config(overrides)
+    with pytest.raises(ConfigError) as caught:
+        run_protocol(InProcessGrid(spying_app, run_config, 3), parse_run_config(run_config))
+    message = str(caught.value)
+    # 100,000 clients x E[n_k] = 452.9 samples x 256 bytes = 11.6e9 bytes
+    assert "needs about 10.8 GiB of disk in cache-dir=" in message
+    assert "more than the 1 GiB free there" in message and "change dataset, sim-nodes" in message
+    assert "\n" not in message and calls == [] and not (tmp_path / "cache").exists()
+
+
+def test_point_clouds_too_large_for_this_machine_are_refused_with_the_keys(monkeypatch):
+    monkeypatch.setattr(resources, "available_memory", lambda: 2 * GIB)
+    big = config(dataset="modelnet40", model="logreg", **{"num-points": 10_000})
+    # 12,311 clouds x 10,000 points x 3 x 4 bytes = 1.48e9 bytes in every process
+    data = next(need for need in estimate(big).memory if need.what.startswith("the data set"))
+    assert math.isclose(data.bytes, 12_311 * 10_000 * 3 * 4, rel_tol=0.01)
+    with pytest.raises(ConfigError, match=r"needs about [0-9.]+ GiB of memory per process") as err:
+        check_resources(big)
+    assert "the data set (modelnet40): 1.38 GiB" in str(err.value)
+    assert "more than the 2 GiB available" in str(err.value)
+    assert "change dataset, num-points" in str(err.value)
+    check_resources(config(dataset="modelnet40", model="logreg", **{"num-points": 1024}))
+
+
+def test_the_clients_parts_are_checked_after_the_handshake(fast_run, monkeypatch):
+    sized = {**fast_run, "partitioner": "dirichlet-sized", "samples-per-client": 100_000}
+    before = estimate(config(**sized)).memory_bytes
+    monkeypatch.setattr(resources, "available_memory", lambda: before + 1)
+    with pytest.raises(ConfigError, match="this run with 40 clients needs .* samples-per-client"):
+        run_in_process(sized, num_clients=40)
+
+
+def test_an_image_cache_already_built_needs_no_disk(tmp_path):
+    pathmnist = config(dataset="pathmnist", **{"image-size": 224, "cache-dir": str(tmp_path)})
+    (disk,) = estimate(pathmnist).disk
+    assert math.isclose(disk.bytes, (89_996 + 7_180) * (3 * 224 * 224 + 8))  # 13.6 GiB
+    built = tmp_path / "pathmnist_224-0123456789abcdef"
+    built.mkdir()
+    (built / "meta.json").write_text("{}")
+    assert estimate(pathmnist).disk == ()
