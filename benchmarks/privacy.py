@@ -51,7 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from result_tables import percent_cell, publish, read_runs
+from result_tables import accuracy_cell, column, publish, read_runs
 
 from flowerbed.runtime.results import atomic_write, write_csv
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
@@ -118,17 +118,6 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     }
 
 
-def cell(runs, dataset, privacy, key="final"):
-    return [r[key] for r in runs if r["dataset"] == dataset and r["privacy"] == privacy]
-
-
-def accuracy_cell(runs, dataset, privacy) -> str:
-    """mean ± std, and how many of the runs diverged."""
-    stopped = sum(1 for s in cell(runs, dataset, privacy, "stopped") if s)
-    note = f" ({stopped}/{len(cell(runs, dataset, privacy))} diverged)" if stopped else ""
-    return percent_cell(cell(runs, dataset, privacy)) + note
-
-
 def setting_epsilon(runs, setting: str) -> float:
     """The epsilon a setting spends in a complete run (the same for every seed, data set and
     mode at one z): read from the runs that completed, else computed for their rounds."""
@@ -178,7 +167,7 @@ def table(runs: list[dict]) -> str:
     for setting in ordered_settings(runs):
         mode, _, z = setting.partition(" z=")
         epsilon = setting_epsilon(runs, setting) if z else math.inf
-        cells = [accuracy_cell(runs, d, setting) for d in datasets]
+        cells = [accuracy_cell(runs, "diverged", dataset=d, privacy=setting) for d in datasets]
         name = "non-private" if setting == "none" else mode
         lines.append(
             f"| {name} | {z or '–'} | {epsilon_text(epsilon)} | " + " | ".join(cells) + " |"
@@ -209,7 +198,7 @@ def plot(runs: list[dict], path: Path) -> None:
             for setting in ordered_settings(runs):
                 if not setting.startswith(mode + " "):
                     continue
-                values = cell(runs, dataset, setting)
+                values = column(runs, dataset=dataset, privacy=setting)
                 if values:
                     std = statistics.stdev(values) if len(values) > 1 else 0.0
                     points.append((setting_epsilon(runs, setting), statistics.mean(values), std))
@@ -225,7 +214,7 @@ def plot(runs: list[dict], path: Path) -> None:
                     label=f"{mode} DP",
                     color=plt.get_cmap("tab10")(i),
                 )
-        baseline = cell(runs, dataset, "none")
+        baseline = column(runs, dataset=dataset, privacy="none")
         if baseline:
             ax.axhline(100 * statistics.mean(baseline), color="black", ls="--", label="non-private")
         ax.set_xscale("log")

@@ -38,6 +38,20 @@ def percent_cell(values: list[float]) -> str:
     return f"{100 * mean:.1f} ± {100 * (std or 0.0):.1f}"
 
 
+def column(runs: list[dict], key: str = "final", **labels) -> list:
+    """``key`` of every run whose labels match (``column(runs, "final", defence="krum")``)."""
+    return [r[key] for r in runs if all(r[name] == value for name, value in labels.items())]
+
+
+def accuracy_cell(runs: list[dict], stopped_word: str, **labels) -> str:
+    """mean ± std of the matching runs' final accuracy, and how many of them stopped early
+    (their ``stopped`` round is not 0), e.g. ``"51.3 ± 36.1 (1/3 stopped)"``."""
+    stopped = sum(1 for s in column(runs, "stopped", **labels) if s)
+    finals = column(runs, "final", **labels)
+    note = f" ({stopped}/{len(finals)} {stopped_word})" if stopped else ""
+    return percent_cell(finals) + note
+
+
 def paired_interval(differences: list[float]) -> tuple[float, float, float]:
     """Mean of per-seed paired differences and its 95 % Student-t interval (t with n - 1
     degrees of freedom; n = 3 seeds gives t = 4.30, so only large, consistent gaps exclude 0);

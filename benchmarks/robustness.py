@@ -51,7 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from result_tables import paired_interval, percent_cell, publish, read_runs
+from result_tables import accuracy_cell, column, paired_interval, publish, read_runs
 
 from flowerbed.runtime.results import atomic_write, write_csv
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
@@ -129,17 +129,6 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     }
 
 
-def cell(runs, defence, attack, key="final"):
-    return [r[key] for r in runs if r["defence"] == defence and r["attack"] == attack]
-
-
-def accuracy_cell(runs, defence, attack) -> str:
-    """mean ± std, and how many of the runs the attack stopped."""
-    stopped = sum(1 for s in cell(runs, defence, attack, "stopped") if s)
-    note = f" ({stopped}/{len(cell(runs, defence, attack))} stopped)" if stopped else ""
-    return percent_cell(cell(runs, defence, attack)) + note
-
-
 def table(runs: list[dict]) -> str:
     defences = [d for d in DEFENCES if any(r["defence"] == d for r in runs)]
     attacks = [a for a in ATTACKS if any(r["attack"] == a for r in runs)]
@@ -160,13 +149,15 @@ def table(runs: list[dict]) -> str:
         "|---|" + "---|" * len(attacks),
     ]
     for defence in defences:
-        cells = [accuracy_cell(runs, defence, attack) for attack in attacks]
+        cells = [
+            accuracy_cell(runs, "stopped", defence=defence, attack=attack) for attack in attacks
+        ]
         lines.append(f"| {defence} | " + " | ".join(cells) + " |")
     dropped = [
-        f"{defence} / {attack}: {sum(cell(runs, defence, attack, 'dropped'))}"
+        f"{defence} / {attack}: {sum(column(runs, 'dropped', defence=defence, attack=attack))}"
         for defence in defences
         for attack in attacks
-        if sum(cell(runs, defence, attack, "dropped"))
+        if sum(column(runs, "dropped", defence=defence, attack=attack))
     ]
     lines += [
         "",
@@ -242,7 +233,7 @@ def plot(runs: list[dict], path: Path) -> None:
     for i, defence in enumerate(defences):
         means, stds = [], []
         for attack in attacks:
-            values = cell(runs, defence, attack)
+            values = column(runs, defence=defence, attack=attack)
             means.append(100 * statistics.mean(values) if values else float("nan"))
             stds.append(100 * statistics.stdev(values) if len(values) > 1 else 0.0)
         positions = [j + (i - (len(defences) - 1) / 2) * width for j in range(len(attacks))]
