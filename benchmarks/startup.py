@@ -65,7 +65,7 @@ name = "bareapp"
 version = "0.1.0"
 description = "A numpy-only Flower app: the start-up floor flowerbed is compared with"
 license = "Apache-2.0"
-dependencies = ["flwr[simulation]==1.41.0", "numpy"]
+dependencies = ["flwr[simulation]==1.42.0", "numpy"]
 
 [tool.hatch.build.targets.wheel]
 packages = ["bareapp"]

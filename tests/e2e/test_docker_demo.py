@@ -265,7 +265,7 @@ def host_network_override(services: dict, ports: dict[int, int], build_args: dic
 
 
 def standin_images(resolved: dict) -> dict[str, str]:
-    """``{"superlink": "flwr/superlink:1.41.0", ...}``: the images the resolved compose file
+    """``{"superlink": "flwr/superlink:1.42.0", ...}``: the images the resolved compose file
     names, and the base image of docker/Dockerfile for the same Flower version."""
     names = {s["image"] for s in resolved["services"].values() if s["image"].startswith("flwr/")}
     images = {name.split("/")[1].split(":")[0]: name for name in names}
