@@ -51,11 +51,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from result_tables import accuracy_cell, column, publish, read_runs
+from result_tables import accuracy_cell, column, publish, read_runs, sweep_records
 
 from flowerbed.runtime.results import atomic_write, write_csv
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
-from flowerbed.sweep.folder import point_dir, point_state
 
 NOISE = (0.1, 0.3, 1.0, 3.0, 10.0)
 MODES = {"central": "central-server-fixed", "local": "local"}
@@ -254,13 +253,7 @@ def main() -> None:
         spec = sweep_spec(args.datasets, args.modes, args.noise, args.seeds, args.rounds)
         sweep = args.out / "runs"
         run_sweep(spec, sweep, workers=args.workers, extend=True)
-        records = []
-        for point in spec.points():
-            state = point_state(point_dir(sweep, point))
-            stopped = state.status == "failed" and "no client succeeded" in state.reason
-            if state.finished or (stopped and state.run_dir is not None):
-                records.append(run_record(point.labels, state.run_dir, stopped))
-        write_csv(runs_csv, records, FIELDS)
+        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
     runs = read_results(runs_csv)
     text = report(runs_csv)
     atomic_write(args.out / "table.md", lambda f: f.write(text))

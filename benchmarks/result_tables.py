@@ -15,7 +15,31 @@ import statistics
 from pathlib import Path
 
 from flowerbed.runtime.results import atomic_write
-from flowerbed.sweep import mean_std
+from flowerbed.sweep import SweepSpec, mean_std
+from flowerbed.sweep.folder import point_dir, point_state
+
+
+def sweep_records(spec: SweepSpec, sweep: Path, record) -> list[dict]:
+    """``record(labels, run_dir, stopped)`` of every point that completed, or that stopped
+    because a round came in which no client succeeded (the model had diverged: the run counts
+    with the last global model it had), in grid order."""
+    records = []
+    for point in spec.points():
+        state = point_state(point_dir(sweep, point))
+        stopped = state.status == "failed" and "no client succeeded" in state.reason
+        if state.finished or (stopped and state.run_dir is not None):
+            records.append(record(point.labels, state.run_dir, stopped))
+    return records
+
+
+def table_head(caption: str, first: str, columns: list[str]) -> list[str]:
+    """A markdown table's caption paragraph and header rows."""
+    return [
+        caption,
+        "",
+        f"| {first} | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
 
 
 def read_runs(path: Path, floats: tuple[str, ...], ints: tuple[str, ...]) -> list[dict]:

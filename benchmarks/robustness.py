@@ -51,11 +51,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from result_tables import accuracy_cell, column, paired_interval, publish, read_runs
+from result_tables import (
+    accuracy_cell,
+    column,
+    paired_interval,
+    publish,
+    read_runs,
+    sweep_records,
+    table_head,
+)
 
 from flowerbed.runtime.results import atomic_write, write_csv
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
-from flowerbed.sweep.folder import point_dir, point_state
 
 ATTACKERS = "0,1,2"
 DEFENCES = {
@@ -142,12 +149,7 @@ def table(runs: list[dict]) -> str:
         " finite update (the model had diverged), and the run failed there; it counts with the"
         " last global model it had."
     )
-    lines = [
-        caption,
-        "",
-        "| defence | " + " | ".join(attacks) + " |",
-        "|---|" + "---|" * len(attacks),
-    ]
+    lines = table_head(caption, "defence", attacks)
     for defence in defences:
         cells = [
             accuracy_cell(runs, "stopped", defence=defence, attack=attack) for attack in attacks
@@ -177,12 +179,7 @@ def paired_table(runs: list[dict]) -> str:
         "Final accuracy minus FedAvg's under the same attack, paired by seed, in percentage"
         " points: mean [95 % t interval]; **bold** where the interval excludes 0."
     )
-    lines = [
-        caption,
-        "",
-        "| defence | " + " | ".join(attacks) + " |",
-        "|---|" + "---|" * len(attacks),
-    ]
+    lines = table_head(caption, "defence", attacks)
     for defence in defences:
         cells = []
         for attack in attacks:
@@ -274,13 +271,7 @@ def main() -> None:
         spec = sweep_spec(args.defences, args.attacks, args.seeds, args.rounds)
         sweep = args.out / "runs"
         run_sweep(spec, sweep, workers=args.workers, extend=True)
-        records = []
-        for point in spec.points():
-            state = point_state(point_dir(sweep, point))
-            stopped = state.status == "failed" and "no client succeeded" in state.reason
-            if state.finished or (stopped and state.run_dir is not None):
-                records.append(run_record(point.labels, state.run_dir, stopped))
-        write_csv(runs_csv, records, FIELDS)
+        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
     text = report(runs_csv)
     atomic_write(args.out / "table.md", lambda f: f.write(text))
     plot(read_results(runs_csv), args.out / "accuracy.png")
