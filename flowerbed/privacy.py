@@ -301,16 +301,33 @@ def fresh_entropy() -> Iterator[None]:
         np.random.set_state(state)
 
 
-class EqualWeights(Strategy):
-    """``strategy`` with every training reply's weight (``num-examples``) set to 1 before it
-    aggregates: the unweighted mean the central noise is calibrated for (module docstring).
-    The history keeps the replies' true numbers (the grid recorded them first)."""
+class Delegating(Strategy):
+    """A strategy that hands every step to ``strategy``; subclasses change the steps they
+    must (Flower's ``Strategy`` has no such base)."""
 
-    def __init__(self, strategy: FedAvg) -> None:
+    def __init__(self, strategy: Strategy) -> None:
         self.strategy = strategy
 
     def configure_train(self, server_round, arrays, config, grid):
         return self.strategy.configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(self, server_round, replies):
+        return self.strategy.aggregate_train(server_round, replies)
+
+    def configure_evaluate(self, server_round, arrays, config, grid):
+        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round, replies):
+        return self.strategy.aggregate_evaluate(server_round, replies)
+
+    def summary(self) -> None:
+        self.strategy.summary()
+
+
+class EqualWeights(Delegating):
+    """``strategy`` with every training reply's weight (``num-examples``) set to 1 before it
+    aggregates: the unweighted mean the central noise is calibrated for (module docstring).
+    The history keeps the replies' true numbers (the grid recorded them first)."""
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
         replies = list(replies)
@@ -322,23 +339,17 @@ class EqualWeights(Strategy):
                         record[key] = 1
         return self.strategy.aggregate_train(server_round, replies)
 
-    def configure_evaluate(self, server_round, arrays, config, grid):
-        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
-
-    def aggregate_evaluate(self, server_round, replies):
-        return self.strategy.aggregate_evaluate(server_round, replies)
-
     def summary(self) -> None:
         log(INFO, "\t├──> every client weighs 1 in the mean (central differential privacy)")
         self.strategy.summary()
 
 
-class PrivateRounds(Strategy):
+class PrivateRounds(Delegating):
     """The accounting around Flower's DP wrapper (central) or the algorithm's strategy
     (local): releases counted, epsilon, the budget, complete rounds only, fresh entropy."""
 
     def __init__(self, strategy: Strategy, plan: Plan) -> None:
-        self.strategy = strategy
+        super().__init__(strategy)
         self.plan = plan
         self.releases = 0  # central: rounds whose training messages went out
         self.client_releases: dict[int, int] = {}  # local: partition id -> rounds sampled in
@@ -495,12 +506,6 @@ class PrivateRounds(Strategy):
                     )
         with fresh_entropy():
             return self.strategy.aggregate_train(server_round, replies)
-
-    def configure_evaluate(self, server_round, arrays, config, grid):
-        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
-
-    def aggregate_evaluate(self, server_round, replies):
-        return self.strategy.aggregate_evaluate(server_round, replies)
 
     def summary(self) -> None:
         plan = self.plan
