@@ -20,17 +20,20 @@ round. The under-representation threshold is the paper's 50 samples on BloodMNIS
 data and would make a client's own main classes query candidates.
 
 The runs are one sweep (``flowerbed.sweep``: data set x partition x query x seed x method, as
-Ray tasks, up to ``--workers`` at a time) in ``--sweep`` (default
-``benchmarks/results/qkt/runs``); a rerun skips the completed runs, and asking for more seeds
-or methods adds them to the sweep. ``seconds/run`` is the sum
-of a run's rounds (history), without its start-up.
+Ray tasks, up to ``--workers`` at a time) in ``<out>/runs`` (not committed); a rerun skips the
+completed runs, and asking for more seeds or methods adds them to the sweep. Each run becomes
+one row of ``<out>/runs.csv`` (default ``benchmarks/results/qkt``; the committed record, with
+``measured.json``: commit, command, machine, date), and ``table.md`` is made from that file
+alone (``--report-only``): per setting every method's metrics, QKT's accuracy minus each
+method's paired by seed with its 95 % t interval, and the Table 2 summary. ``s / run`` is the
+sum of a run's rounds (history), without its start-up.
 
 Usage::
 
     python benchmarks/qkt.py                      # digits, 3 seeds (about 15 min on 2 busy cores)
     python benchmarks/qkt.py --seeds 1 --fedavg-rounds 10   # quicker
     python benchmarks/qkt.py --quick              # 1 seed; Local and QKT only
-    python benchmarks/qkt.py --out benchmarks/results/qkt.md --workers 2
+    python benchmarks/qkt.py --report-only        # table.md from runs.csv
 """
 
 from __future__ import annotations
@@ -39,16 +42,24 @@ import argparse
 import json
 import math
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowerbed.runtime.results import round_seconds
+from result_tables import (
+    paired_cell,
+    percent_cell,
+    provenance_line,
+    read_runs,
+    record_provenance,
+    sweep_records,
+    table_head,
+)
+
+from flowerbed.runtime.results import atomic_write, round_seconds, write_csv
 from flowerbed.sweep import Axis, SweepSpec, run_sweep
 
+RESULTS = Path(__file__).parent / "results" / "qkt"
 METHODS = (
     ("Local", "local"),
     ("FedAvg(1)", "fedavg1"),
@@ -56,7 +67,7 @@ METHODS = (
     ("KD", "kd"),
     ("QKT Light", "qkt-light"),
     ("QKT", "qkt"),
-    ("FedAvg (R rounds)", "fedavg"),
+    ("FedAvg (multi-round)", "fedavg"),
 )
 PARTITIONS = (
     ("Path", {"partitioner": "pathological", "classes-per-client": 3}),
@@ -130,19 +141,115 @@ def sweep_spec(
     )
 
 
-def run_metrics(run_dir: Path) -> dict:
-    """A run's knowledge-transfer metrics (means over clients), its communication rounds and
-    the seconds of its rounds."""
+METRICS = ("acc", "query_gain", "forgetting", "uniform_acc", "query_acc_pre")
+FIELDS = ("data", "partition", "query", "seed", "method", *METRICS, "comm", "seconds")
+
+
+def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
+    """One row of ``runs.csv``: a run's knowledge-transfer metrics (means over clients), its
+    communication rounds and the seconds of its rounds (without start-up)."""
     result = json.loads((run_dir / "kt_metrics.json").read_text())
-    seconds = sum(round_seconds(run_dir))
-    return {**result["summary"], "comm": result["communication_rounds"], "seconds": seconds}
+    summary = result["summary"]
+    return {
+        "data": labels["data"],
+        "partition": labels["partition"],
+        "query": labels["kt-query"],
+        "seed": int(labels["seed"]),
+        "method": labels["method"],
+        **{key: summary.get(key, math.nan) for key in METRICS},
+        "comm": result["communication_rounds"],
+        "seconds": sum(round_seconds(run_dir)),
+    }
 
 
-def cell(values: list[float]) -> str:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    if not values:
-        return "n/a"
-    return f"{100 * np.mean(values):.2f} ± {100 * np.std(values):.2f}"
+def read_results(runs_csv: Path) -> list[dict]:
+    return read_runs(runs_csv, (*METRICS, "seconds"), ("seed", "comm"))
+
+
+def labelled(runs: list[dict], key: str) -> list[str]:
+    return list(dict.fromkeys(r[key] for r in runs))
+
+
+def report(runs_csv: Path) -> str:
+    """The tables of ``table.md``, from ``runs.csv`` (and ``measured.json``) alone: per setting
+    the metrics of every method (mean ± sample std over seeds, in %), QKT's accuracy minus
+    each method's paired by seed with its 95 % t interval, and the Table 2 summary."""
+    runs = read_results(runs_csv)
+    names = {name: label for label, name in METHODS}
+    methods = [m for m in names if any(r["method"] == m for r in runs)]
+    seeds = sorted({r["seed"] for r in runs})
+    lines: list[str] = []
+    settings = [
+        (d, p, q)
+        for d in labelled(runs, "data")
+        for p in labelled(runs, "partition")
+        for q in labelled(runs, "query")
+    ]
+    for data, partition, query in settings:
+        mine = [
+            r for r in runs if (r["data"], r["partition"], r["query"]) == (data, partition, query)
+        ]
+        caption = (
+            f"**{data}, {partition}, {dict(QUERIES)[query]} queries** (seeds"
+            f" {', '.join(map(str, seeds))}; mean ± sample std over seeds, in %; seconds: the"
+            " rounds of one run, on a shared machine)"
+        )
+        lines += table_head(caption, "Method", ["Comm", *(c for _, c in COLUMNS), "s / run"])
+        for method in methods:
+            rows = [r for r in mine if r["method"] == method]
+            if not rows:
+                continue
+            cells = [percent_cell([r[key] for r in rows]) for key, _ in COLUMNS]
+            seconds = sum(r["seconds"] for r in rows) / len(rows)
+            lines.append(
+                f"| {names[method]} | {rows[0]['comm']} | "
+                + " | ".join(cells)
+                + f" | {seconds:.1f} |"
+            )
+        local = [r["query_acc_pre"] for r in mine if r["method"] == "local"]
+        if local:
+            lines += ["", f"Local: query-class accuracy before transfer {percent_cell(local)}."]
+        lines.append("")
+    lines += table_head(
+        "QKT's accuracy minus each method's, paired by seed (same partition, same local models),"
+        " in percentage points: mean [95 % t interval]; **bold** where the interval excludes 0"
+        " (otherwise the two are within noise).",
+        "Method",
+        [f"{d} {p} {q}" for d, p, q in settings],
+    )
+    for method in methods:
+        if method == "qkt" or "qkt" not in methods:
+            continue
+        cells = [
+            paired_cell(
+                runs,
+                {"data": d, "partition": p, "query": q, "method": "qkt"},
+                {"data": d, "partition": p, "query": q, "method": method},
+                key="acc",
+            )
+            for d, p, q in settings
+        ]
+        lines.append(f"| QKT − {names[method]} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += table_head(
+        "Table 2 shape: Acc (%) per setting, mean ± sample std over seeds",
+        "Method",
+        [f"{d} {p} {q}" for d, p, q in settings],
+    )
+    for method in methods:
+        cells = [
+            percent_cell(
+                [
+                    r["acc"]
+                    for r in runs
+                    if (r["data"], r["partition"], r["query"], r["method"]) == (d, p, q, method)
+                ]
+            )
+            for d, p, q in settings
+        ]
+        lines.append(f"| {names[method]} | " + " | ".join(cells) + " |")
+    lines += ["", provenance_line(runs_csv.parent)]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -158,89 +265,36 @@ def main() -> None:
         default=",".join(m for _, m in METHODS),
         help="comma-separated strategy names (default: all)",
     )
-    parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
     parser.add_argument(
-        "--sweep",
+        "--out",
         type=Path,
-        default=Path(__file__).parent / "results" / "qkt" / "runs",
-        help="the sweep folder (run folders; a rerun skips completed runs)",
+        default=RESULTS,
+        help="the results folder: runs.csv, measured.json, table.md, and the sweep in runs/",
     )
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
+    parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
     parser.add_argument("--quick", action="store_true", help="1 seed; Local and QKT only")
     args = parser.parse_args()
-
     if args.quick:
-        args.seeds, args.methods = 1, "local,qkt"
-    wanted = set(args.methods.split(","))
-    methods = [
-        (label.replace("R rounds", f"{args.fedavg_rounds} rounds"), name)
-        for label, name in METHODS
-        if name in wanted
-    ]
-    lines: list[str] = []
-
-    def emit(text: str = "") -> None:
-        print(text, flush=True)
-        lines.append(text)
-
-    started = time.perf_counter()
-    data_sets = datasets(args.data_dir)
-    spec = sweep_spec(
-        data_sets, [n for _, n in methods], args.seeds, args.fedavg_rounds, args.clients
-    )
-    runs: dict[tuple, list[dict]] = {}
-    for result in run_sweep(spec, args.sweep, workers=args.workers, extend=True):
-        labels = result.point.labels
-        if (
-            result.state.finished
-            and labels["method"] in wanted
-            and int(labels["seed"]) < args.seeds
-        ):
-            key = (labels["data"], labels["partition"], labels["kt-query"], labels["method"])
-            runs.setdefault(key, []).append(run_metrics(result.run_dir))
-    summary: dict = {}
-    for data_label, _ in data_sets:
-        for part_label, _ in PARTITIONS:
-            for mode, mode_label in QUERIES:
-                results = {
-                    name: runs.get((data_label, part_label, mode, name), []) for _, name in methods
-                }
-                seconds = {name: sum(r["seconds"] for r in results[name]) for _, name in methods}
-                emit(
-                    f"\n### {data_label}, {part_label}, {mode_label} queries "
-                    f"({args.clients} clients, {args.seeds} seeds; mean ± std in %)\n"
-                )
-                emit("| Method | Comm | " + " | ".join(c for _, c in COLUMNS) + " | seconds/run |")
-                emit("|---|---|" + "---|" * len(COLUMNS) + "---|")
-                for label, name in methods:
-                    rows = results[name]
-                    emit(
-                        f"| {label} | {rows[0]['comm']} | "
-                        + " | ".join(cell([r[key] for r in rows]) for key, _ in COLUMNS)
-                        + f" | {seconds[name] / args.seeds:.1f} |"
-                    )
-                    summary[(label, data_label, part_label, mode)] = [r["acc"] for r in rows]
-                if "local" in wanted:
-                    emit(
-                        f"\n(Local: query-class accuracy before transfer {cell([r['query_acc_pre'] for r in results['local']])})"
-                    )
-
-    emit("\n### Table 2 shape: Acc (%) per setting, mean over seeds\n")
-    settings = [
-        (d, p, m) for d, _ in datasets(args.data_dir) for p, _ in PARTITIONS for m, _ in QUERIES
-    ]
-    emit("| Method | " + " | ".join(f"{d} {p} {m}" for d, p, m in settings) + " |")
-    emit("|---|" + "---|" * len(settings))
-    for label, _ in methods:
-        emit(
-            f"| {label} | "
-            + " | ".join(f"{100 * np.mean(summary[(label, d, p, m)]):.2f}" for d, p, m in settings)
-            + " |"
+        args.seeds, args.methods, args.out = 1, "local,qkt", args.out / "quick"
+    methods = args.methods.split(",")
+    unknown = sorted(set(methods) - {name for _, name in METHODS})
+    if unknown:
+        parser.error(f"unknown methods {unknown}; valid: {', '.join(n for _, n in METHODS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs_csv = args.out / "runs.csv"
+    if not args.report_only:
+        spec = sweep_spec(
+            datasets(args.data_dir), methods, args.seeds, args.fedavg_rounds, args.clients
         )
-    emit(f"\nTotal {time.perf_counter() - started:.0f} s; run folders under {args.sweep}")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("\n".join(lines) + "\n")
+        sweep = args.out / "runs"
+        run_sweep(spec, sweep, workers=args.workers, extend=True)
+        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
+        record_provenance(args.out, sys.argv)
+    text = report(runs_csv)
+    atomic_write(args.out / "table.md", lambda f: f.write(text))
+    print(text)
+    print(f"written: {runs_csv}, {args.out / 'table.md'}")
 
 
 if __name__ == "__main__":

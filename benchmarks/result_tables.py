@@ -90,6 +90,25 @@ def paired_interval(differences: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def paired_cell(runs: list[dict], mine: dict, base: dict, key: str = "final") -> str:
+    """The runs labelled ``mine`` minus those labelled ``base``, paired by seed, in percentage
+    points: ``"+4.2 [+1.0, +7.4]"`` (mean [95 % t interval], ``paired_interval``), in bold
+    where the interval excludes 0; – when no seed has both."""
+
+    def by_seed(labels: dict) -> dict[int, float]:
+        return {r["seed"]: r[key] for r in runs if all(r[k] == v for k, v in labels.items())}
+
+    mine_values, base_values = by_seed(mine), by_seed(base)
+    seeds = sorted(set(mine_values) & set(base_values))
+    if not seeds:
+        return "–"
+    mean, low, high = paired_interval([100 * (mine_values[s] - base_values[s]) for s in seeds])
+    if len(seeds) < 2:
+        return f"{mean:+.1f} (1 seed)"
+    text = f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
+    return f"**{text}**" if low > 0 or high < 0 else text
+
+
 def published_block(page: str, start_marker: str, end_marker: str) -> str:
     """The text between a page's start marker line and its end marker."""
     start = page.index("\n", page.index(start_marker)) + 1
@@ -102,3 +121,49 @@ def publish(text: str, docs: Path, start_marker: str, end_marker: str) -> None:
     start = page.index("\n", page.index(start_marker)) + 1
     new = page[:start] + "\n" + text + "\n" + page[page.index(end_marker) :]
     atomic_write(docs, lambda f: f.write(new))
+
+
+PROVENANCE = "measured.json"
+
+
+def record_provenance(folder: Path, argv: list[str]) -> None:
+    """Write ``measured.json`` beside a benchmark's ``runs.csv``: the commit the runs were
+    measured at (and whether the tree had uncommitted changes), the command, the machine and
+    the date, so a table says where its numbers come from."""
+    import json
+    import os
+    import platform
+    import subprocess
+    import sys
+    from datetime import UTC, datetime
+
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return run.stdout.strip()
+
+    record = {
+        "commit": git("rev-parse", "HEAD"),
+        "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "command": " ".join(["python", *argv]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+        f" {platform.release()}, Python {sys.version.split()[0]}",
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+    atomic_write(folder / PROVENANCE, lambda f: f.write(json.dumps(record, indent=1) + "\n"))
+
+
+def provenance_line(folder: Path) -> str:
+    """One sentence naming the commit, command, machine and date of ``measured.json``."""
+    import json
+
+    path = folder / PROVENANCE
+    if not path.is_file():
+        return "Provenance not recorded (measured before measured.json existed)."
+    record = json.loads(path.read_text())
+    dirty = " with uncommitted changes" if record["uncommitted_changes"] else ""
+    return (
+        f"Measured on {record['date']} at commit {record['commit'][:10]}{dirty}, on"
+        f" {record['machine']}, by `{record['command']}`."
+    )

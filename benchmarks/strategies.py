@@ -13,15 +13,19 @@ The runs are one sweep (``flowerbed.sweep``: strategy x partition x seed, as Ray
 more strategies or seeds adds them to the sweep. Writes to ``--out`` (default
 ``benchmarks/results/strategies``; ``--quick``: ``<out>/quick``):
 
-* ``runs/``: the sweep folder (its run folders, ``summary.md``/``.csv``);
-* ``table.md``: final and best centralized test accuracy (mean ± std over seeds) per partition,
-  seconds per round and bytes per round (sent + received, over all runs of the strategy);
+* ``runs/``: the sweep folder (its run folders, ``summary.md``/``.csv``; not committed);
+* ``runs.csv``: one row per run (final and best accuracy, cost, the accuracy curve), the
+  committed record, and ``measured.json``: the commit, command, machine and date;
+* ``table.md`` (from ``runs.csv`` alone, ``--report-only``): final and best centralized test
+  accuracy (mean ± std over seeds) per partition, seconds per round and bytes per round (sent
+  + received, over all runs of the strategy), and each strategy's final accuracy minus
+  FedAvg's, paired by seed, with its 95 % t interval;
 * ``accuracy.png``: centralized accuracy per round per strategy (mean over seeds), one panel
   per partition.
 
     python benchmarks/strategies.py [--rounds 20] [--seeds 0 1 2] [--strategies fedavg scaffold]
     python benchmarks/strategies.py --quick          # fedavg, fedprox; label-sorted; seed 0; 2 rounds
-    python benchmarks/strategies.py --table-only     # rebuild table and plot from the sweep
+    python benchmarks/strategies.py --report-only    # table.md and plot from runs.csv
 
 Variants for diagnosis go to their own folder, e.g. plain SGD instead of momentum 0.9:
 
@@ -38,11 +42,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flowerbed.runtime.results import round_seconds
-from flowerbed.strategies import STRATEGIES
-from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history, load_spec, run_sweep
-from flowerbed.sweep.folder import point_dir, point_state
+from result_tables import (
+    paired_cell,
+    percent_cell,
+    provenance_line,
+    read_runs,
+    record_provenance,
+    sweep_records,
+    table_head,
+)
 
+from flowerbed.runtime.results import atomic_write, round_seconds, write_csv
+from flowerbed.strategies import STRATEGIES
+from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history, run_sweep
+
+RESULTS = Path(__file__).parent / "results" / "strategies"
 CLASSIC = (
     "fedavg",
     "fedprox",
@@ -80,81 +94,122 @@ def sweep_spec(
     )
 
 
-def run_record(labels: dict, rounds: int, run_dir: Path) -> dict:
-    """What the table and the plot read from one completed run."""
+FIELDS = (
+    "strategy",
+    "partition",
+    "seed",
+    "rounds",
+    "final",
+    "best",
+    "seconds_per_round",
+    "bytes_per_round",
+    "curve",
+)
+
+
+def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
+    """One row of ``runs.csv``: what the tables and the plot read from one run (``curve``:
+    the centralized accuracy after every round, round 0 first, space-separated)."""
     history = load_history(run_dir)
-    rounds_rows = history[1:]
+    accuracy = [row["central_accuracy"] for row in history]
     return {
         "strategy": labels["strategy"],
         "partition": labels["partition"],
         "seed": int(labels["seed"]),
-        "rounds": rounds,
-        "accuracy": [row["central_accuracy"] for row in history],
+        "rounds": len(history) - 1,
+        "final": accuracy[-1],
+        "best": max(accuracy[1:]),
         "seconds_per_round": statistics.mean(round_seconds(run_dir)),
         "bytes_per_round": statistics.mean(
-            row["bytes_sent"] + row["bytes_received"] for row in rounds_rows
+            row["bytes_sent"] + row["bytes_received"] for row in history[1:]
         ),
+        "curve": " ".join(f"{a:.6g}" for a in accuracy),
     }
 
 
-def mean_std(values: list[float]) -> str:
-    if not values:
-        return "–"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * statistics.mean(values):.1f} ± {100 * std:.1f}"
+def read_results(runs_csv: Path) -> list[dict]:
+    runs = read_runs(
+        runs_csv, ("final", "best", "seconds_per_round", "bytes_per_round"), ("seed", "rounds")
+    )
+    for run in runs:
+        run["curve"] = [float(a) for a in run["curve"].split()]
+    return runs
 
 
-def table(runs: list[dict], strategies: list[str], missing: list[str], extra: dict) -> str:
+def strategies_in(runs: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r["strategy"] for r in runs))
+
+
+def table(runs: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in runs})
     rounds = sorted({r["rounds"] for r in runs})
-    changed = "".join(f", {k}={v}" for k, v in extra.items())
     caption = (
-        f"Digits, 10 clients, mlp, local epochs drawn per client and round from 1..5{changed}, "
+        "Digits, 10 clients, mlp, local epochs drawn per client and round from 1..5, "
         f"{'/'.join(map(str, rounds))} rounds, seeds {', '.join(map(str, seeds))}; centralized "
-        "test accuracy in % (mean ± std over seeds)."
+        "test accuracy in % (mean ± sample std over seeds); seconds and megabytes per round"
+        " are means over all runs of the strategy (seconds measured on a shared machine)."
     )
-    header = (
-        "| strategy | Dir(0.1) final | Dir(0.1) best | label-sorted final | label-sorted best "
-        "| s / round | MB / round |"
-    )
-    lines = [caption, "", header, "|---|---|---|---|---|---|---|"]
-    for name in strategies:
+    columns = [f"{p} {what}" for p in PARTITIONS for what in ("final", "best")]
+    lines = table_head(caption, "strategy", [*columns, "s / round", "MB / round"])
+    for name in strategies_in(runs):
         mine = [r for r in runs if r["strategy"] == name]
-        if not mine:
-            continue
         cells = []
         for partition in PARTITIONS:
             rs = [r for r in mine if r["partition"] == partition]
-            cells += [
-                mean_std([r["accuracy"][-1] for r in rs]),
-                mean_std([max(r["accuracy"][1:]) for r in rs]),
-            ]
+            cells += [percent_cell([r["final"] for r in rs]), percent_cell([r["best"] for r in rs])]
         seconds = statistics.mean(r["seconds_per_round"] for r in mine)
         megabytes = statistics.mean(r["bytes_per_round"] for r in mine) / 1e6
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {seconds:.2f} | {megabytes:.2f} |")
-    if missing:
-        lines += ["", f"Not registered in this checkout (not run): {', '.join(missing)}."]
     return "\n".join(lines) + "\n"
 
 
-def plot(runs: list[dict], strategies: list[str], path: Path) -> None:
+def paired_table(runs: list[dict], baseline: str = "fedavg") -> str:
+    """Each strategy against FedAvg on the same partition, paired by seed (same partition of
+    the data, same initial model): mean difference of final accuracy and its 95 % t interval."""
+    caption = (
+        f"Final accuracy minus {baseline}'s on the same partition, paired by seed, in percentage"
+        " points: mean [95 % t interval]; **bold** where the interval excludes 0 (otherwise the"
+        " difference is within noise)."
+    )
+    lines = table_head(caption, "strategy", list(PARTITIONS))
+    for name in strategies_in(runs):
+        if name == baseline:
+            continue
+        cells = [
+            paired_cell(
+                runs, {"strategy": name, "partition": p}, {"strategy": baseline, "partition": p}
+            )
+            for p in PARTITIONS
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def report(runs_csv: Path) -> str:
+    """The tables of ``table.md``, from ``runs.csv`` (and ``measured.json``) alone."""
+    runs = read_results(runs_csv)
+    return table(runs) + "\n" + paired_table(runs) + "\n" + provenance_line(runs_csv.parent) + "\n"
+
+
+def plot(runs: list[dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    strategies = strategies_in(runs)
     fig, axes = plt.subplots(1, len(PARTITIONS), figsize=(13, 5), sharey=True)
     colors = plt.get_cmap("tab20b")
     for ax, partition in zip(axes, PARTITIONS):
         for i, name in enumerate(strategies):
             curves = [
-                r["accuracy"] for r in runs if r["strategy"] == name and r["partition"] == partition
+                r["curve"] for r in runs if r["strategy"] == name and r["partition"] == partition
             ]
             if not curves:
                 continue
             length = min(map(len, curves))
             mean = [statistics.mean(c[t] for c in curves) for t in range(length)]
-            if name in HIGHLIGHT:  # the comparison the issue asks about: solid, strong colours
+            if name in HIGHLIGHT:  # FedAvg and the two heterogeneity corrections: solid
                 ax.plot(range(length), mean, "-", color=HIGHLIGHT[name], label=name, linewidth=2.4)
             else:
                 ax.plot(range(length), mean, "--", color=colors(i), label=name, linewidth=1.2)
@@ -165,6 +220,7 @@ def plot(runs: list[dict], strategies: list[str], path: Path) -> None:
     axes[-1].legend(fontsize=8, ncol=2, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -174,10 +230,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--strategies", nargs="+", default=list(CLASSIC))
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "strategies"
+        "--report-only", action="store_true", help="table.md and the plot from runs.csv"
     )
-    parser.add_argument("--table-only", action="store_true")
     parser.add_argument(
         "--partitions", nargs="+", default=list(PARTITIONS), choices=list(PARTITIONS)
     )
@@ -186,7 +242,7 @@ def main() -> None:
         nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="run-config overrides on top of the benchmark's setting",
+        help="run-config overrides on top of the benchmark's setting (use with --out)",
     )
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument(
@@ -197,27 +253,22 @@ def main() -> None:
         args.rounds, args.seeds, args.out = 2, [0], args.out / "quick"
         args.strategies, args.partitions = ["fedavg", "fedprox"], ["label-sorted"]
     _, extra = grid_from_cli([], args.set)
-
-    strategies = [s for s in args.strategies if s in STRATEGIES]
-    missing = [s for s in args.strategies if s not in STRATEGIES]
-    sweep = args.out / "runs"
-    if args.table_only:
-        spec = load_spec(sweep)
-        args.rounds = spec.fixed["num-server-rounds"]
-    else:
-        spec = sweep_spec(strategies, args.partitions, args.seeds, args.rounds, extra)
+    unknown = [s for s in args.strategies if s not in STRATEGIES]
+    if unknown:
+        parser.error(f"unknown strategies {unknown}; valid: {', '.join(STRATEGIES)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs_csv = args.out / "runs.csv"
+    if not args.report_only:
+        spec = sweep_spec(args.strategies, args.partitions, args.seeds, args.rounds, extra)
+        sweep = args.out / "runs"
         run_sweep(spec, sweep, workers=args.workers, extend=True)
-    runs = []
-    for point in spec.points():
-        state = point_state(point_dir(sweep, point))
-        wanted = point.labels["strategy"] in strategies and int(point.labels["seed"]) in args.seeds
-        if state.finished and wanted and point.labels["partition"] in args.partitions:
-            runs.append(run_record(point.labels, args.rounds, state.run_dir))
-    text = table(runs, strategies, missing, extra)
-    (args.out / "table.md").write_text(text)
-    plot(runs, strategies, args.out / "accuracy.png")
+        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
+        record_provenance(args.out, sys.argv)
+    text = report(runs_csv)
+    atomic_write(args.out / "table.md", lambda f: f.write(text))
+    plot(read_results(runs_csv), args.out / "accuracy.png")
     print(text)
-    print(f"written: {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
+    print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
 
 
 if __name__ == "__main__":
