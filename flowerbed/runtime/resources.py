@@ -93,6 +93,7 @@ FIXED_SIZES = {
     "breast-cancer": (455, 114, (30,), 2),
     "cifar10": (50_000, 10_000, (3, 32, 32), 10),
     "mnist": (60_000, 10_000, (1, 28, 28), 10),
+    "mnist-5k": (4_000, 1_000, (1, 28, 28), 10),  # held in memory (counted as float32)
 }
 # MedMNIST 2D: (train, test, channels, classes) of each flag (medmnist.INFO; the val split is
 # not used); tests/test_resources.py checks them against the package
