@@ -43,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from result_tables import (
+    accuracy_cell,
     paired_cell,
     percent_cell,
     provenance_line,
@@ -103,13 +104,16 @@ FIELDS = (
     "best",
     "seconds_per_round",
     "bytes_per_round",
+    "stopped",
     "curve",
 )
 
 
 def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     """One row of ``runs.csv``: what the tables and the plot read from one run (``curve``:
-    the centralized accuracy after every round, round 0 first, space-separated)."""
+    the centralized accuracy after every round, round 0 first, space-separated). A run that
+    stopped because no client could send a finite update (the model had diverged) counts with
+    the last global model it had; ``stopped`` is the round it stopped in (0: it did not)."""
     history = load_history(run_dir)
     accuracy = [row["central_accuracy"] for row in history]
     return {
@@ -123,13 +127,16 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
         "bytes_per_round": statistics.mean(
             row["bytes_sent"] + row["bytes_received"] for row in history[1:]
         ),
+        "stopped": history[-1]["round"] + 1 if stopped else 0,
         "curve": " ".join(f"{a:.6g}" for a in accuracy),
     }
 
 
 def read_results(runs_csv: Path) -> list[dict]:
     runs = read_runs(
-        runs_csv, ("final", "best", "seconds_per_round", "bytes_per_round"), ("seed", "rounds")
+        runs_csv,
+        ("final", "best", "seconds_per_round", "bytes_per_round"),
+        ("seed", "rounds", "stopped"),
     )
     for run in runs:
         run["curve"] = [float(a) for a in run["curve"].split()]
@@ -142,12 +149,15 @@ def strategies_in(runs: list[dict]) -> list[str]:
 
 def table(runs: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in runs})
-    rounds = sorted({r["rounds"] for r in runs})
+    rounds = max(r["rounds"] for r in runs)  # a stopped run has fewer
     caption = (
         "Digits, 10 clients, mlp, local epochs drawn per client and round from 1..5, "
-        f"{'/'.join(map(str, rounds))} rounds, seeds {', '.join(map(str, seeds))}; centralized "
+        f"{rounds} rounds, seeds {', '.join(map(str, seeds))}; centralized "
         "test accuracy in % (mean ± sample std over seeds); seconds and megabytes per round"
         " are means over all runs of the strategy (seconds measured on a shared machine)."
+        ' "k/3 stopped": in k runs a round came in which no client could send a finite update'
+        " (the model had diverged) and the run stopped there; it counts with the last global"
+        " model it had."
     )
     columns = [f"{p} {what}" for p in PARTITIONS for what in ("final", "best")]
     lines = table_head(caption, "strategy", [*columns, "s / round", "MB / round"])
@@ -156,7 +166,10 @@ def table(runs: list[dict]) -> str:
         cells = []
         for partition in PARTITIONS:
             rs = [r for r in mine if r["partition"] == partition]
-            cells += [percent_cell([r["final"] for r in rs]), percent_cell([r["best"] for r in rs])]
+            cells += [
+                accuracy_cell(runs, "stopped", strategy=name, partition=partition),
+                percent_cell([r["best"] for r in rs]),
+            ]
         seconds = statistics.mean(r["seconds_per_round"] for r in mine)
         megabytes = statistics.mean(r["bytes_per_round"] for r in mine) / 1e6
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {seconds:.2f} | {megabytes:.2f} |")
