@@ -33,8 +33,10 @@ rerun skips the completed points. Writes to ``--out`` (default ``benchmarks/resu
   last row): the committed record every table and plot is made from;
 * ``table.md``: final test accuracy (mean ± sample std over seeds) per mode and z, with epsilon;
 * ``accuracy_vs_epsilon.png``: the same, accuracy against epsilon (log scale);
-* the table's block in ``docs/privacy.md`` (the full benchmark's only), which
-  ``tests/test_published_tables.py`` checks against ``runs.csv``.
+
+``docs/privacy.md`` includes the full benchmark's ``table.md`` when the site is built (the
+line ``result_tables.docs_include`` makes); ``tests/test_published_tables.py`` checks the file
+against ``runs.csv`` and the page's include line.
 
     python benchmarks/privacy.py [--workers 2]
     python benchmarks/privacy.py --quick           # digits; none, central z=1, local z=1; 3 rounds
@@ -51,7 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from result_tables import accuracy_cell, column, publish, read_runs, sweep_records
+from result_tables import accuracy_cell, column, read_runs, sweep_records
 
 from flowerbed.runtime.results import atomic_write, write_csv
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
@@ -69,9 +71,8 @@ DATASETS = {
 }
 SETTING = {"fraction-train": 1.0, "fraction-evaluate": 0.0, "dp-delta": 1e-5}
 RESULTS = Path(__file__).parent / "results" / "privacy"
+# the page that includes table.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "privacy.md"
-DOCS_START = "<!-- privacy table: "
-DOCS_END = "<!-- end of privacy table -->"
 FIELDS = ("dataset", "privacy", "seed", "rounds", "final", "best", "epsilon", "stopped")
 
 
@@ -258,8 +259,6 @@ def main() -> None:
     text = report(runs_csv)
     atomic_write(args.out / "table.md", lambda f: f.write(text))
     plot(runs, args.out / "accuracy_vs_epsilon.png")
-    if args.out.resolve() == RESULTS.resolve():
-        publish(text, DOCS, DOCS_START, DOCS_END)
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy_vs_epsilon.png'}")
 

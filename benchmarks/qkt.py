@@ -61,6 +61,7 @@ from flowerbed.runtime.results import atomic_write, round_seconds, write_csv
 from flowerbed.sweep import Axis, SweepSpec, run_sweep
 
 RESULTS = Path(__file__).parent / "results" / "qkt"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "qkt.md"  # includes table.md
 METHODS = (
     ("Local", "local"),
     ("FedAvg(1)", "fedavg1"),
@@ -210,25 +211,26 @@ def report(runs_csv: Path) -> str:
             lines += ["", f"Local: query-class accuracy before transfer {percent_cell(local)}."]
         lines.append("")
     lines += table_head(
-        "QKT's accuracy minus each method's, paired by seed (same partition, same local models),"
-        " in percentage points: mean [95 % t interval]; **bold** where the interval excludes 0"
-        " (otherwise the two are within noise).",
+        "QKT's accuracy minus each method's (and QKT Light's minus Local's), paired by seed"
+        " (same partition, same local models), in percentage points: mean [95 % t interval];"
+        " **bold** where the interval excludes 0 (otherwise the two are within noise).",
         "Method",
         [f"{d} {p} {q}" for d, p, q in settings],
     )
-    for method in methods:
-        if method == "qkt" or "qkt" not in methods:
-            continue
+    pairs = [("qkt", method) for method in methods if method != "qkt" and "qkt" in methods]
+    if {"qkt-light", "local"} <= set(methods):
+        pairs.append(("qkt-light", "local"))
+    for mine, base in pairs:
         cells = [
             paired_cell(
                 runs,
-                {"data": d, "partition": p, "query": q, "method": "qkt"},
-                {"data": d, "partition": p, "query": q, "method": method},
+                {"data": d, "partition": p, "query": q, "method": mine},
+                {"data": d, "partition": p, "query": q, "method": base},
                 key="acc",
             )
             for d, p, q in settings
         ]
-        lines.append(f"| QKT − {names[method]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {names[mine]} − {names[base]} | " + " | ".join(cells) + " |")
     lines.append("")
     lines += table_head(
         "Table 2 shape: Acc (%) per setting, mean ± sample std over seeds",

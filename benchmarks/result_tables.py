@@ -2,9 +2,10 @@
 intervals, and the generated blocks of the documentation pages.
 
 A benchmark writes one row per run into its ``runs.csv`` (the committed record) and makes its
-tables from that file alone; ``publish`` puts a table into its block of a docs page, between
-a start marker line and an end marker, so that no published number is typed by hand
-(``tests/test_published_tables.py`` checks the blocks against the files).
+tables from that file alone, into ``table.md`` beside it. A documentation page shows a table by
+including that file (``docs_include``: a pymdownx.snippets line, resolved when the site is
+built), so that no published number is typed by hand (``tests/test_published_tables.py``
+checks the files against ``runs.csv`` and the pages' include lines).
 """
 
 from __future__ import annotations
@@ -109,18 +110,11 @@ def paired_cell(runs: list[dict], mine: dict, base: dict, key: str = "final") ->
     return f"**{text}**" if low > 0 or high < 0 else text
 
 
-def published_block(page: str, start_marker: str, end_marker: str) -> str:
-    """The text between a page's start marker line and its end marker."""
-    start = page.index("\n", page.index(start_marker)) + 1
-    return page[start : page.index(end_marker)]
-
-
-def publish(text: str, docs: Path, start_marker: str, end_marker: str) -> None:
-    """Put ``text`` into its block of the documentation page ``docs`` (blank lines around)."""
-    page = docs.read_text()
-    start = page.index("\n", page.index(start_marker)) + 1
-    new = page[:start] + "\n" + text + "\n" + page[page.index(end_marker) :]
-    atomic_write(docs, lambda f: f.write(new))
+def docs_include(table: Path) -> str:
+    """The line of a docs page that includes ``table`` (a file under the repository root) when
+    the site is built: ``--8<-- "benchmarks/results/<name>/table.md"`` (pymdownx.snippets)."""
+    root = Path(__file__).resolve().parent.parent
+    return f'--8<-- "{table.resolve().relative_to(root).as_posix()}"'
 
 
 PROVENANCE = "measured.json"

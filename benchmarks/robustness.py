@@ -34,8 +34,10 @@ skips the completed points. Writes to ``--out`` (default ``benchmarks/results/ro
 * ``table.md``: final test accuracy (mean ± sample std over seeds) per defence and attack, and
   the replies the server dropped;
 * ``accuracy.png``: the same as grouped bars;
-* the table's block in ``docs/robustness.md`` (the full benchmark's only, not ``--quick``'s or
-  another ``--out``'s), which ``tests/test_published_tables.py`` checks against ``runs.csv``.
+
+``docs/robustness.md`` includes the full benchmark's ``table.md`` when the site is built (the
+line ``result_tables.docs_include`` makes); ``tests/test_published_tables.py`` checks the file
+against ``runs.csv`` and the page's include line.
 
     python benchmarks/robustness.py [--workers 2]
     python benchmarks/robustness.py --quick           # 2 defences, 2 attacks, 1 seed, 3 rounds
@@ -55,7 +57,6 @@ from result_tables import (
     accuracy_cell,
     column,
     paired_interval,
-    publish,
     read_runs,
     sweep_records,
     table_head,
@@ -89,9 +90,8 @@ ATTACKS = {
 }
 SETTING = {"dataset": "digits", "model": "mlp", "fraction-train": 1.0, "fraction-evaluate": 0.0}
 RESULTS = Path(__file__).parent / "results" / "robustness"
+# the page that includes table.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "robustness.md"
-DOCS_START = "<!-- robustness table: "
-DOCS_END = "<!-- end of robustness table -->"
 FIELDS = (
     "defence",
     "attack",
@@ -275,8 +275,6 @@ def main() -> None:
     text = report(runs_csv)
     atomic_write(args.out / "table.md", lambda f: f.write(text))
     plot(read_results(runs_csv), args.out / "accuracy.png")
-    if args.out.resolve() == RESULTS.resolve():
-        publish(text, DOCS, DOCS_START, DOCS_END)
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
 

@@ -8,7 +8,7 @@ regression, 610 parameters: the paper's model), plain SGD (learning rate 0.01, b
 local epoch), FedAvg with ``fraction-train`` = 100 / N and no client-side evaluation (the
 server evaluates the global model on the held-out test split every round), 1 CPU per client
 (two Ray actors on two cores), ``handshake='lazy'`` (one node is asked at start; asking all N
-costs on the order of N^2 in Flower's simulation engine, see the README).
+costs on the order of N^2 in Flower's simulation engine, see docs/benchmarks.md).
 
 Per N it reports:
 

@@ -40,6 +40,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from result_tables import (
@@ -58,6 +60,7 @@ from flowerbed.strategies import STRATEGIES
 from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history, run_sweep
 
 RESULTS = Path(__file__).parent / "results" / "strategies"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "strategies.md"  # includes table.md
 CLASSIC = (
     "fedavg",
     "fedprox",
@@ -147,6 +150,10 @@ def strategies_in(runs: list[dict]) -> list[str]:
     return list(dict.fromkeys(r["strategy"] for r in runs))
 
 
+def partitions_in(runs: list[dict]) -> list[str]:
+    return [p for p in PARTITIONS if any(r["partition"] == p for r in runs)]
+
+
 def table(runs: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in runs})
     rounds = max(r["rounds"] for r in runs)  # a stopped run has fewer
@@ -159,12 +166,12 @@ def table(runs: list[dict]) -> str:
         " (the model had diverged) and the run stopped there; it counts with the last global"
         " model it had."
     )
-    columns = [f"{p} {what}" for p in PARTITIONS for what in ("final", "best")]
+    columns = [f"{p} {what}" for p in partitions_in(runs) for what in ("final", "best")]
     lines = table_head(caption, "strategy", [*columns, "s / round", "MB / round"])
     for name in strategies_in(runs):
         mine = [r for r in runs if r["strategy"] == name]
         cells = []
-        for partition in PARTITIONS:
+        for partition in partitions_in(runs):
             rs = [r for r in mine if r["partition"] == partition]
             cells += [
                 accuracy_cell(runs, "stopped", strategy=name, partition=partition),
@@ -184,7 +191,7 @@ def paired_table(runs: list[dict], baseline: str = "fedavg") -> str:
         " points: mean [95 % t interval]; **bold** where the interval excludes 0 (otherwise the"
         " difference is within noise)."
     )
-    lines = table_head(caption, "strategy", list(PARTITIONS))
+    lines = table_head(caption, "strategy", partitions_in(runs))
     for name in strategies_in(runs):
         if name == baseline:
             continue
@@ -192,7 +199,7 @@ def paired_table(runs: list[dict], baseline: str = "fedavg") -> str:
             paired_cell(
                 runs, {"strategy": name, "partition": p}, {"strategy": baseline, "partition": p}
             )
-            for p in PARTITIONS
+            for p in partitions_in(runs)
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -211,9 +218,11 @@ def plot(runs: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     strategies = strategies_in(runs)
-    fig, axes = plt.subplots(1, len(PARTITIONS), figsize=(13, 5), sharey=True)
+    partitions = partitions_in(runs)
+    fig, axes = plt.subplots(1, len(partitions), figsize=(6.5 * len(partitions), 5), sharey=True)
+    axes = np.atleast_1d(axes)
     colors = plt.get_cmap("tab20b")
-    for ax, partition in zip(axes, PARTITIONS):
+    for ax, partition in zip(axes, partitions):
         for i, name in enumerate(strategies):
             curves = [
                 r["curve"] for r in runs if r["strategy"] == name and r["partition"] == partition

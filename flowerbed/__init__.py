@@ -1,3 +1,8 @@
 """flowerbed: a Flower app for simulating and deploying federated learning on heterogeneous data."""
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:  # the installed distribution's version (pyproject's [project] version)
+    __version__ = version("flowerbed")
+except PackageNotFoundError:  # a source tree imported without installing it
+    __version__ = "0.0.0+unknown"

@@ -9,9 +9,12 @@
   CTL: share, collaboration rounds; FedSA: teachers, weak target, amalgamation,
   adaptation).
 
-``SETTINGS`` is every declared run-config key, in the order of the README's table and of
-pyproject's ``[tool.flwr.app.config]``: the keys every run reads, then each protocol's own.
-``parse_run_config`` types and checks a run config against them.
+``SETTINGS`` is every declared run-config key, in the order of pyproject's
+``[tool.flwr.app.config]`` and of the documentation's run-config reference, built from
+``SETTING_GROUPS`` (the keys by topic): the keys every run reads, then each protocol's own.
+``parse_run_config`` types and checks a run config against them and applies the chosen
+protocol's own defaults (``ProtocolSpec.defaults``: FedSA's ``server-fraction``, CTL's
+``dataset``, the quantum baselines' ``model``) to the keys that hold their global default.
 
 To add a protocol: write its file (``strategies/<name>.py`` with a ``SPEC``, or a method with
 a ``ProtocolSpec``) and list it below; docs/architecture.md has the checklists.
@@ -24,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import attacks, privacy
+from . import attacks, docs_tables, privacy
 from .data import federation, site_reports
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
@@ -59,6 +62,9 @@ def fl_protocol(spec: StrategySpec) -> ProtocolSpec:
         phases=phases,
         settings=spec.settings,
         build_model=spec.build_model,
+        defaults=spec.defaults,
+        kind=spec.kind,
+        exchanged=spec.exchanged,
     )
 
 
@@ -79,35 +85,41 @@ PROTOCOLS: dict[str, ProtocolSpec] = {
 STRATEGY = Setting(
     "strategy",
     "fedavg",
-    "federated algorithm or protocol, see [Strategies](#strategies)",
+    "federated algorithm or protocol, see [Protocols](docs/index.md#protocols)",
     choices=tuple(PROTOCOLS),
 )
 
+# The run-config keys by topic, in the order of ``SETTINGS`` (and of pyproject's
+# ``[tool.flwr.app.config]``); the documentation's run-config reference has one table per
+# topic (``flowerbed.docs_tables``). A protocol's group holds all of its keys: a key several
+# protocols read (``adaptive-eta``, ``kt-query``) is listed under the first of them.
+SETTING_GROUPS: dict[str, tuple[Setting, ...]] = {
+    "Protocol": (STRATEGY,),
+    "Data and partitions": (*federation.SETTINGS, *site_reports.SETTINGS),
+    "Model": MODEL_SETTINGS,
+    "Run": RUN_SETTINGS,
+    "FL rounds": fl_rounds.SETTINGS,
+    "Resume": RESUME_SETTINGS,
+    "Local training": TRAINING_SETTINGS,
+    "Device": DEVICE_SETTINGS,
+    "Trackers": TRACKER_SETTINGS,
+    "Fault injection": MOD_SETTINGS,
+    "Attacks": attacks.SETTINGS,
+    "Differential privacy": privacy.SETTINGS,
+    **{f"Protocol `{name}`": protocol.settings for name, protocol in PROTOCOLS.items()},
+    "Knowledge-transfer metrics": kt_metrics.SETTINGS,
+    "Distillation": distill.SETTINGS,
+}
+
 SETTINGS: dict[str, Setting] = index_settings(
-    (
-        STRATEGY,
-        *federation.SETTINGS,
-        *site_reports.SETTINGS,
-        *MODEL_SETTINGS,
-        *RUN_SETTINGS,
-        *fl_rounds.SETTINGS,
-        *RESUME_SETTINGS,
-        *TRAINING_SETTINGS,
-        *DEVICE_SETTINGS,
-        *TRACKER_SETTINGS,
-        *MOD_SETTINGS,
-        *attacks.SETTINGS,
-        *privacy.SETTINGS,
-        *(s for protocol in PROTOCOLS.values() for s in protocol.settings),
-        *kt_metrics.SETTINGS,
-        *distill.SETTINGS,
-    )
+    setting for group in SETTING_GROUPS.values() for setting in group
 )
 
 
 def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
-    """Flower's ``context.run_config`` typed and checked (``ConfigError`` on a bad value)."""
-    config = RunConfig.parse(run_config, SETTINGS)
+    """Flower's ``context.run_config`` typed and checked (``ConfigError`` on a bad value),
+    with the protocol's own defaults applied (``with_protocol_defaults``)."""
+    config = with_protocol_defaults(run_config, RunConfig.parse(run_config, SETTINGS))
     if config.distill_objective != OFF and config.strategy not in STRATEGIES:
         raise ConfigError(
             f"distill-objective={config.distill_objective!r} distils the global model of a"
@@ -123,6 +135,32 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
             f" {', '.join(STRATEGIES)}, without kt-metrics or distill-objective)"
         )
     return config
+
+
+def with_protocol_defaults(run_config: Mapping[str, Any], config: RunConfig) -> RunConfig:
+    """``config`` with ``strategy``'s own defaults (``ProtocolSpec.defaults``) put in every
+    key that holds its global default, parsed and checked again with them; the keys applied
+    are ``config.protocol_defaults``. The one place they are applied: the ServerApp and every
+    ClientApp parse the same run config, so they agree."""
+    applied = {
+        key: SETTINGS[key].coerce(value)
+        for key, value in PROTOCOLS[config.strategy].defaults.items()
+        if config[key] == SETTINGS[key].default
+    }
+    if not applied:
+        return config
+    return RunConfig.parse({**run_config, **applied}, SETTINGS).with_protocol_defaults(applied)
+
+
+def protocol_defaults_note(config: RunConfig) -> str:
+    """The log line naming the protocol defaults a run applied (``""``: none)."""
+    applied = config.protocol_defaults
+    if not applied:
+        return ""
+    values = ", ".join(f"{key}={value!r}" for key, value in applied.items())
+    default = "default" if len(applied) == 1 else "defaults"
+    key = "the key" if len(applied) == 1 else "a key"
+    return f"strategy={config.strategy!r} uses its own {default} {values} (set {key} to change it)"
 
 
 def check_model_replies(config: RunConfig) -> None:
@@ -163,25 +201,6 @@ def get_protocol(name: str) -> ProtocolSpec:
     return PROTOCOLS[name]
 
 
-def _markdown_cell(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    if isinstance(value, str):
-        return f'`"{value}"`'
-    return f"`{value}`"
-
-
-def settings_table() -> str:
-    """The README's run-config table, generated from the declarations."""
-    lines = ["| key | default | meaning |", "|---|---|---|"]
-    for setting in SETTINGS.values():
-        meaning = setting.help
-        if setting.range_text():
-            meaning += f" ({setting.range_text()})"
-        lines.append(f"| `{setting.key}` | {_markdown_cell(setting.default)} | {meaning} |")
-    return "\n".join(lines)
-
-
 def pyproject_defaults() -> str:
     """``[tool.flwr.app.config]`` of pyproject.toml, generated from the declarations."""
 
@@ -195,28 +214,25 @@ def pyproject_defaults() -> str:
     return "\n".join(f"{key} = {toml(s.default)}" for key, s in SETTINGS.items())
 
 
-README_START = "<!-- run-config table: "
-README_END = "<!-- end of run-config table -->"
 PYPROJECT_START = "[tool.flwr.app.config]\n"
 
 
 def write_generated(app_dir: Path) -> None:
-    """Rewrite the README's run-config table and pyproject's run-config defaults in place
-    (``python -m flowerbed.catalog --write``, after declaring or changing a key)."""
-    readme = app_dir / "README.md"
-    text = readme.read_text()
-    start = text.index("\n", text.index(README_START)) + 1
-    readme.write_text(text[:start] + settings_table() + "\n" + text[text.index(README_END) :])
+    """Rewrite everything generated from the declarations, in place (``python -m
+    flowerbed.catalog --write``, after declaring or changing a key or a protocol):
+    pyproject's run-config defaults, the README's protocol table and the documentation's
+    reference pages (``flowerbed.docs_tables``)."""
     pyproject = app_dir / "pyproject.toml"
     text = pyproject.read_text()
     start = text.index(PYPROJECT_START) + len(PYPROJECT_START)
     end = text.find("\n[", start)
     rest = text[end:] if end >= 0 else "\n"
     pyproject.write_text(text[:start] + pyproject_defaults() + rest)
+    docs_tables.write_docs(app_dir, SETTING_GROUPS, PROTOCOLS)
 
 
 if __name__ == "__main__":
     if "--write" in sys.argv[1:]:
         write_generated(Path(__file__).resolve().parent.parent)
     else:
-        print(settings_table(), pyproject_defaults(), sep="\n\n")
+        print(docs_tables.protocol_table(PROTOCOLS), pyproject_defaults(), sep="\n\n")

@@ -1,5 +1,5 @@
-"""flowerbed's command line, the ``flowerbed`` console script: ``flowerbed sweep ...``,
-``flowerbed report FOLDER``.
+"""flowerbed's command line, the ``flowerbed`` console script: ``flowerbed run ...``,
+``flowerbed sweep ...``, ``flowerbed report FOLDER``, ``flowerbed --version``.
 
 The parser is built from the standard library alone, so ``--help`` and a mistyped option
 answer at once; the module doing a subcommand's work (which brings torch, Flower and Ray) is
@@ -10,10 +10,32 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import platform
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-COMMANDS = {"sweep": "flowerbed.sweep.command", "report": "flowerbed.sweep.report"}
+from . import __version__
+
+COMMANDS = {
+    "run": "flowerbed.run_command",
+    "sweep": "flowerbed.sweep.command",
+    "report": "flowerbed.sweep.report",
+}
+
+RUN_HELP = """Run a Flower simulation of flowerbed through `flwr run`: the embedded default
+(FedAvg on digits, 5 rounds) on 10 simulated clients unless told otherwise.
+
+  flowerbed run
+  flowerbed run --set strategy=fedprox --set num-server-rounds=3 --clients 20
+  flowerbed run --config my-run.toml --set seed=1
+
+--set takes a TOML value (3, 0.1, true, "text"; a bare word is text); --config a flat TOML
+file of key = value lines; --set wins. Keys and values are checked before anything starts.
+Flower's log streams as the run goes; the last lines name the run folder and how the run
+ended (its status.json). Exit status: 0 completed, 1 failed or no run folder, 2 bad input,
+130 interrupted. The local SuperLink it starts is always stopped. No exports are needed:
+Flower's offline settings apply to its own processes."""
 
 SWEEP_HELP = """Run a grid of runs and summarise them (mean ± std over seeds).
 
@@ -22,7 +44,7 @@ SWEEP_HELP = """Run a grid of runs and summarise them (mean ± std over seeds).
 
 A TOML file holds the same: [grid] key = [values] (or a table of named bundles of keys),
 [set] key = value, num-clients = N. A rerun of the same sweep skips the completed points and
-redoes the others; see README, Sweeps."""
+redoes the others; see the documentation's how-to, docs/sweeps.md."""
 
 REPORT_HELP = """Write report.html, one self-contained page (no network needed), for a run folder
 (status, configuration, curves, clinical metrics, partition, per-client accuracy, distillation,
@@ -33,12 +55,69 @@ seeds per configuration, and every point with a link to its run's report).
   flowerbed report sweeps/demo --metric central_auroc
 
 A run writes its report when it ends; this rebuilds it, for old runs too (a file an old run
-lacks leaves its section out). See README, Results."""
+lacks leaves its section out). See docs/reference-run-folder.md."""
+
+
+def version_text() -> str:
+    try:
+        flwr = version("flwr")
+    except PackageNotFoundError:
+        flwr = "not installed"
+    return f"flowerbed {__version__} (flwr {flwr}, Python {platform.python_version()})"
+
+
+class RunHelp(argparse.Action):
+    """``flowerbed run --help``: the options, then every run-config key with its default."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, **kw):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        keys = importlib.import_module(COMMANDS["run"]).keys_help()
+        print(parser.format_help() + "\n" + keys)
+        parser.exit()
+
+
+def add_run(commands) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run a Flower simulation (the embedded default unless told otherwise)",
+        description=RUN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
+    run.add_argument(
+        "-h", "--help", action=RunHelp, help="show this help and every run-config key, then exit"
+    )
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a run-config value (repeatable; wins over --config)",
+    )
+    run.add_argument("--config", type=Path, metavar="FILE.toml", help="a flat key = value file")
+    run.add_argument("--clients", type=int, default=10, help="simulated clients (default 10)")
+    run.add_argument(
+        "--cpus-per-client", type=int, default=1, help="CPUs per client's Ray actor (default 1)"
+    )
+    run.add_argument(
+        "--gpus-per-client",
+        type=float,
+        default=0.0,
+        help="GPUs per client's Ray actor; a fraction shares a GPU (default 0)",
+    )
+    run.add_argument(
+        "--ray-address",
+        help="an existing Ray cluster's head (host:port); default: a private Ray on this machine",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="flowerbed", description="flowerbed's tools")
+    root.add_argument("--version", action="version", version=version_text())
     commands = root.add_subparsers(dest="command", required=True)
+    add_run(commands)
     sweep = commands.add_parser(
         "sweep",
         help="run a grid of runs",

@@ -3,41 +3,40 @@
 * ``query``: the handshake; reports this node's partition id and the number of partitions,
   and, when the server holds no data or the nodes their own, what the node's data look like
   (``data.site_reports``: counts, sizes and shapes, never a sample);
-* every message type a phase declares (``Phase.MESSAGE_TYPES``: ``train`` and ``evaluate``
-  for FL rounds, ``train.local_fit``, ``train.exchange``, ``query.kt_metrics``,
-  ``query.ctl_share``, ``train.ctl_round``, ``train.fedsa_pretrain``,
-  ``query.fedsa_saliency``, ``train.fedsa_amalgamate``): the run's
-  protocol finds the phase that sent it and runs its ``client_step``.
+* every message type a phase declares (``Phase.MESSAGE_TYPES``): the run's protocol finds the
+  phase that sent it and runs its ``client_step``.
+
+The table names no algorithm: it holds the message types of every ``Phase`` subclass of
+flowerbed, all defined once ``flowerbed.catalog`` has imported every protocol, whatever phases
+a run config composes (``phase_message_types``); a new protocol touches no app file.
 
 A ``LocalClient`` (config, partition, model helpers) is built from the context per message;
 data sets and partitions are cached per process, so a Ray actor reads its files once.
-Training handlers carry the ``fail_on_purpose`` mod (test-only fault injection); the FL-rounds
-handlers (``train``, ``evaluate``) carry ``keep_client_state``, which checkpoints the node's
-``context.state`` for resumed runs (``client_state``); ``train`` also carries ``privacy_mod``
-(Flower's DP mods when the run config's ``dp`` asks for them), innermost, so that a declared
-attacker rewrites its reply after it, as a malicious client would.
+
+The Flower mods around a handler follow its message type's Flower category (``mods_for``):
+``train`` and ``evaluate`` without an action are the rounds of a Flower strategy and carry
+``keep_client_state``, which checkpoints the node's ``context.state`` for resumed runs
+(``client_state``); every ``train`` message carries ``fail_on_purpose`` (test-only fault
+injection); the rounds' ``train`` also carries ``attack_update`` and ``privacy_mod`` (Flower's
+DP mods when the run config's ``dp`` asks for them), innermost, so that a declared attacker
+rewrites its reply after it, as a malicious client would; ``query`` messages (and actions of
+``evaluate``) carry none.
 """
 
 from __future__ import annotations
 
-from flwr.app import Context, Message, MetricRecord, RecordDict
+from flwr.app import Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.clientapp.typing import Mod
 
 from .attacks import attack_update
 from .catalog import get_protocol, parse_run_config
 from .client_state import keep_client_state
 from .data.federation import table_labels
 from .data.site_reports import NodeDataError, data_report, nodes_report_data
-from .methods.ctl import ROUND as CTL_ROUND
-from .methods.ctl import SHARE as CTL_SHARE
-from .methods.fedsa import AMALGAMATE as FEDSA_AMALGAMATE
-from .methods.fedsa import PRETRAIN as FEDSA_PRETRAIN
-from .methods.fedsa import SALIENCY as FEDSA_SALIENCY
 from .mods import fail_on_purpose
 from .privacy import privacy_mod
-from .protocols.exchange import ACTION as EXCHANGE
-from .protocols.kt_metrics import ACTION as KT_METRICS
-from .protocols.local_fit import ACTION as LOCAL_FIT
+from .protocols.phase import Phase
 from .training.local_client import LocalClient
 
 app = ClientApp()
@@ -78,18 +77,52 @@ def run_phase_step(msg: Message, context: Context) -> Message:
     return phase.client_step(LocalClient.from_context(context, config), msg)
 
 
-def _action(message_type: str) -> str:
-    return message_type.split(".", 1)[1]
+def phase_message_types() -> tuple[str, ...]:
+    """Every message type declared by a ``Phase`` subclass of flowerbed, sorted.
+
+    ``flowerbed.catalog`` (imported above) imports every protocol, so every phase any run
+    config can compose is defined by now; phases defined outside flowerbed (tests) are not
+    the app's.
+    """
+    package = __name__.split(".")[0]
+    types: set[str] = set()
+    classes = list(Phase.__subclasses__())
+    while classes:
+        cls = classes.pop()
+        classes.extend(cls.__subclasses__())
+        if cls.__module__.split(".")[0] == package:
+            types.update(cls.MESSAGE_TYPES)
+    return tuple(sorted(types))
 
 
-# The table: message type -> handler (every one reaches the phase's client half).
-app.train(mods=[keep_client_state, fail_on_purpose, attack_update, privacy_mod])(run_phase_step)
-app.evaluate(mods=[keep_client_state])(run_phase_step)
-app.train(_action(LOCAL_FIT), mods=[fail_on_purpose])(run_phase_step)
-app.train(_action(EXCHANGE), mods=[fail_on_purpose])(run_phase_step)
-app.query(_action(KT_METRICS))(run_phase_step)
-app.query(_action(CTL_SHARE))(run_phase_step)
-app.train(_action(CTL_ROUND), mods=[fail_on_purpose])(run_phase_step)
-app.train(_action(FEDSA_PRETRAIN), mods=[fail_on_purpose])(run_phase_step)
-app.query(_action(FEDSA_SALIENCY))(run_phase_step)
-app.train(_action(FEDSA_AMALGAMATE), mods=[fail_on_purpose])(run_phase_step)
+def mods_for(message_type: str) -> list[Mod]:
+    """The Flower mods around the handler of ``message_type``, by its Flower category (module
+    docstring): a category without an action is a Flower strategy's round."""
+    category, _, action = message_type.partition(".")
+    strategy_round = not action
+    mods: list[Mod] = []
+    if strategy_round and category in (MessageType.TRAIN, MessageType.EVALUATE):
+        mods.append(keep_client_state)
+    if category == MessageType.TRAIN:
+        mods.append(fail_on_purpose)
+        if strategy_round:
+            mods += [attack_update, privacy_mod]
+    return mods
+
+
+def _register(message_type: str, mods: list[Mod]) -> None:
+    """``run_phase_step`` as the handler of ``message_type``, inside ``mods``."""
+    category, _, action = message_type.partition(".")
+    decorator = {
+        MessageType.TRAIN: app.train,
+        MessageType.EVALUATE: app.evaluate,
+        MessageType.QUERY: app.query,
+    }[category]
+    (decorator(action, mods=mods) if action else decorator(mods=mods))(run_phase_step)
+
+
+# The table: message type -> the mods around its handler (every one reaches the phase's
+# client half).
+HANDLERS: dict[str, list[Mod]] = {t: mods_for(t) for t in phase_message_types()}
+for message_type, mods in HANDLERS.items():
+    _register(message_type, mods)

@@ -1,8 +1,9 @@
 """An in-process federation for tests and benchmarks: the real ServerApp job and ClientApp
 handlers, without Ray or a SuperLink.
 
-``run_in_process(overrides, num_clients)`` resolves the run config like ``flwr run`` (the
-app's pyproject defaults, unknown keys rejected), then runs the ServerApp's job on an
+``run_in_process(overrides, num_clients)`` resolves the run config like ``flwr run`` (every
+key's declared default, which pyproject's ``[tool.flwr.app.config]`` repeats; unknown keys
+rejected), then runs the ServerApp's job on an
 ``InProcessGrid``, which delivers every message to the ClientApp in this process. A
 ``flwr run`` costs about 12 s of start-up (more on a loaded machine); this costs none, so
 strategy tests and benchmarks over many runs take seconds. The real path is covered by
@@ -16,17 +17,26 @@ Flower upgrade breaks it.
 from __future__ import annotations
 
 import copy
-import tomllib
 from pathlib import Path
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.supercore.task_identity import TaskIdentity  # private Flower API: used here only
 
-from .catalog import parse_run_config
+from .catalog import SETTINGS, parse_run_config
 from .client_app import app as client_app
 from .server_app import run_protocol
+from .settings import unknown_keys_message
 from .simulation import APP_DIR
+
+__all__ = [
+    "APP_DIR",  # the source tree, for the tests that read its files
+    "InProcessGrid",
+    "default_run_config",
+    "resolve_run_config",
+    "run_in_process",
+    "use_server_identity",
+]
 
 
 def use_server_identity() -> None:
@@ -38,18 +48,18 @@ def use_server_identity() -> None:
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
 
 
-def default_run_config(app_dir: Path = APP_DIR) -> dict:
-    """``[tool.flwr.app.config]`` of the app's pyproject.toml."""
-    with open(app_dir / "pyproject.toml", "rb") as f:
-        return dict(tomllib.load(f)["tool"]["flwr"]["app"]["config"])
+def default_run_config() -> dict:
+    """Every run-config key's declared default, in the declared order (what pyproject's
+    ``[tool.flwr.app.config]`` holds; no file is read, so any install has them)."""
+    return {key: setting.default for key, setting in SETTINGS.items()}
 
 
-def resolve_run_config(overrides: dict, app_dir: Path = APP_DIR) -> dict:
+def resolve_run_config(overrides: dict) -> dict:
     """Defaults with ``overrides`` applied; unknown keys are rejected as ``flwr run`` does."""
-    config = default_run_config(app_dir)
+    config = default_run_config()
     unknown = sorted(set(overrides) - set(config))
     if unknown:
-        raise KeyError(f"unknown run-config keys {unknown}; valid keys: {', '.join(config)}")
+        raise KeyError(unknown_keys_message(unknown, config))
     return {**config, **overrides}
 
 

@@ -305,6 +305,7 @@ def status_section(run: RunFolder) -> Section:
 
 KEY_SETTINGS = (
     "strategy",
+    "protocol-defaults",  # the keys that took the protocol's own defaults, when any did
     "dataset",
     "model",
     "num-partitions",

@@ -25,7 +25,7 @@ from flwr.app import Context
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
-from .catalog import get_protocol, parse_run_config
+from .catalog import get_protocol, parse_run_config, protocol_defaults_note
 from .ray_cluster import check_ray_cluster, in_flower_simulation
 from .report import written_report
 from .runtime.context import start_run
@@ -53,6 +53,8 @@ def run_protocol(grid: Grid, config: RunConfig) -> Path:
     """Run the protocol ``config.strategy`` on ``grid``; returns its results folder, whose
     ``status.json`` says how the run ended."""
     spec = get_protocol(config.strategy)
+    if note := protocol_defaults_note(config):
+        log(INFO, "flowerbed: %s", note)
     protocol = spec.protocol(config)
     protocol.check_server_data(config)
     run = start_run(grid, config, spec.build_model)

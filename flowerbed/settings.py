@@ -7,14 +7,16 @@ declarations come, with no second list anywhere:
 * parsing and validation (``RunConfig.parse``): the type is the default's type; a value of the
   wrong type, outside the range or not among the choices raises ``ConfigError`` with one line
   naming the key, the bad value and what is valid, before any data is loaded;
-* the defaults in pyproject's ``[tool.flwr.app.config]`` and the README's run-config table,
-  both checked against the declarations by ``tests/test_catalog.py``.
+* the defaults in pyproject's ``[tool.flwr.app.config]`` and the documentation's run-config
+  reference, both generated from the declarations and checked by ``tests/test_catalog.py`` and
+  ``tests/test_docs.py``.
 
 This module imports nothing from flowerbed, so every other module can declare keys.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,8 +70,10 @@ class Setting:
     def validate(self, value: Value) -> None:
         """Raise ``ConfigError`` if ``value`` is out of range or not a valid choice."""
         if self.choices is not None and value not in self.valid_choices():
+            choices = self.valid_choices()
             raise ConfigError(
-                f"unknown {self.key} {value!r}; valid choices: {', '.join(self.valid_choices())}"
+                f"unknown {self.key} {value!r};{did_you_mean(str(value), choices)}"
+                f" valid choices: {', '.join(choices)}"
             )
         if isinstance(value, float) and not math.isfinite(value):
             expected = f"a finite number {self.range_text()}".rstrip()
@@ -86,7 +90,7 @@ class Setting:
         return bool(ok)
 
     def range_text(self) -> str:
-        """``in (0, 1]``, ``at least 1``, ``> 0``, ``>= 0`` (for messages and the README)."""
+        """``in (0, 1]``, ``at least 1``, ``> 0``, ``>= 0`` (for messages and the documentation)."""
         low, high = _number(self.low), _number(self.high)
         if self.low is not None and self.high is not None:
             left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
@@ -118,6 +122,32 @@ def _coerce(value: Any, expected: type) -> Value:
     return expected(value)
 
 
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`` did you mean 'x'?`` (``'x', 'y' or 'z'``: the three closest at most) for the
+    candidates close to ``word`` (a typo's similarity: ``difflib``'s ratio at least 0.75);
+    empty when none is."""
+    close = [repr(c) for c in difflib.get_close_matches(word, list(candidates), 3, 0.75)]
+    if not close:
+        return ""
+    names = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return f" did you mean {names}?"
+
+
+def unknown_keys_message(unknown: Iterable[str], declared: Iterable[str]) -> str:
+    """One line naming the unknown run-config keys, each with the closest declared ones, and
+    where every key is listed (not the whole list of keys)."""
+    keys, unknown = list(declared), sorted(unknown)
+    where = "every key is listed by `flowerbed run --help` and in the docs' run-config reference"
+    if len(unknown) == 1:
+        hint = did_you_mean(unknown[0], keys)
+        return f"unknown run-config key {unknown[0]!r}{';' + hint if hint else ''} ({where})"
+    named = []
+    for key in unknown:
+        hint = did_you_mean(key, keys).strip()
+        named.append(f"{key!r} ({hint})" if hint else repr(key))
+    return f"unknown run-config keys {', '.join(named)} ({where})"
+
+
 def index_settings(settings: Iterable[Setting]) -> dict[str, Setting]:
     """``{key: setting}``; the same key declared twice (by two modules) is an error."""
     out: dict[str, Setting] = {}
@@ -140,15 +170,14 @@ class RunConfig(Mapping[str, Value]):
     ) -> None:
         self._values = dict(values)
         self._defaults = dict(defaults or {})  # the declared defaults, when parsed
+        self._protocol_defaults: dict[str, Value] = {}  # applied by catalog.parse_run_config
 
     @classmethod
     def parse(cls, run_config: Mapping[str, Any], declared: Mapping[str, Setting]) -> RunConfig:
         """Type and check ``run_config`` against the ``declared`` keys (``ConfigError``)."""
         unknown = sorted(set(run_config) - set(declared))
         if unknown:
-            raise ConfigError(
-                f"unknown run-config keys {unknown}; valid keys: {', '.join(declared)}"
-            )
+            raise ConfigError(unknown_keys_message(unknown, declared))
         values = {
             key: setting.coerce(run_config[key]) if key in run_config else setting.default
             for key, setting in declared.items()
@@ -184,7 +213,18 @@ class RunConfig(Mapping[str, Value]):
     def replace(self, **changes: Value) -> RunConfig:
         """A copy with some keys changed (kebab-case keys given with underscores)."""
         changed = {**self._values, **{k.replace("_", "-"): v for k, v in changes.items()}}
-        return RunConfig(changed, self._defaults)
+        return RunConfig(changed, self._defaults).with_protocol_defaults(self._protocol_defaults)
+
+    def with_protocol_defaults(self, applied: Mapping[str, Value]) -> RunConfig:
+        """This config, recording that ``applied`` (key: value) came from the protocol's own
+        defaults (``ProtocolSpec.defaults``), not from the user or the global defaults."""
+        self._protocol_defaults = dict(applied)
+        return self
+
+    @property
+    def protocol_defaults(self) -> dict[str, Value]:
+        """The keys whose value is the protocol's own default, with those values."""
+        return dict(self._protocol_defaults)
 
     def to_dict(self) -> dict[str, Value]:
         return dict(self._values)

@@ -168,13 +168,16 @@ AT_START = [
         {"strategy": "scaffold", "optimizer": "adam"},
         "strategy 'scaffold' normalises SGD steps and needs optimizer='sgd'",
     ),
-    ({"strategy": "qfedavg"}, "set model='vqc'"),
-    ({"strategy": "ctl"}, "strategy='ctl' needs binary labels .* dataset='digits' has 10 classes"),
+    ({"strategy": "qfedavg", "model": "mlp"}, "set model='vqc'"),
+    (
+        {"strategy": "ctl", "dataset": "synthetic-iid", "sim-nodes": 2},
+        "strategy='ctl' needs binary labels .* dataset='synthetic-iid' has 10 classes",
+    ),
     (
         {"strategy": "ctl", "dataset": "breast-cancer", "ctl-tasks": 1, "ctl-num-guests": 2},
         r"ctl-num-guests=2 but each node has 1 other node\(s\) in a federation of 2",
     ),
-    ({"strategy": "fedsa"}, "strategy='fedsa' needs the server's labelled target set"),
+    ({"strategy": "fedsa", "fedsa-labels-per-class": 500}, "fedsa-labels-per-class=500 but"),
     ({"dp": "local", "strategy": "ctl"}, "strategy='ctl' is not made of FL rounds"),
     ({"dp": "local", "strategy": "scaffold"}, "strategy='scaffold' replies something else"),
     (

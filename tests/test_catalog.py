@@ -1,6 +1,6 @@
-"""The catalog: every run-config key declared once and agreeing with pyproject and the README;
-bad values rejected with their key and the valid range or choices; every registered protocol
-runs (two rounds, 4 clients, digits, through the real ServerApp job and ClientApp handlers, in
+"""The catalog: every run-config key declared once and agreeing with pyproject (the
+documentation's generated tables are checked in tests/test_docs.py); bad values rejected with
+their key and the valid range or choices; every registered protocol runs (two rounds, 4 clients, digits, through the real ServerApp job and ClientApp handlers, in
 process).
 
 Strategies that cannot run on the classical default get their settings from the explicit
@@ -14,41 +14,26 @@ from __future__ import annotations
 
 import json
 import math
-import re
+import tomllib
 
 import pytest
 
-from flowerbed.catalog import PROTOCOLS, SETTINGS, parse_run_config, settings_table
+from flowerbed.catalog import PROTOCOLS, SETTINGS, parse_run_config
 from flowerbed.inprocess import APP_DIR, default_run_config, resolve_run_config, run_in_process
 from flowerbed.settings import ConfigError
 from flowerbed.strategies import STRATEGIES
 
-README = (APP_DIR / "README.md").read_text()
-
 
 def test_pyproject_defaults_are_the_declared_defaults_in_the_declared_order():
-    defaults = default_run_config()
+    with open(APP_DIR / "pyproject.toml", "rb") as f:
+        defaults = tomllib.load(f)["tool"]["flwr"]["app"]["config"]
     assert list(defaults) == list(SETTINGS), "regenerate with python -m flowerbed.catalog --write"
+    assert defaults == default_run_config()  # what a run without pyproject.toml uses
     for key, value in defaults.items():
         assert SETTINGS[key].default == value and type(SETTINGS[key].default) is type(value), key
     config = parse_run_config(defaults)
     assert config.strategy == "fedavg" and config.dataset == "digits"
     assert config.partitioner == "dirichlet"
-
-
-def test_readme_run_config_table_is_generated_from_the_declarations():
-    block = re.search(
-        r"<!-- run-config table: .*?-->\n(.*?)\n<!-- end of run-config table -->", README, re.DOTALL
-    )
-    assert block, "README lacks the generated run-config table markers"
-    assert block.group(1) == settings_table(), "regenerate with python -m flowerbed.catalog --write"
-
-
-def test_every_protocol_has_a_readme_row():
-    section = README[README.index("## Strategies") : README.index("## Strategy comparison")]
-    first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
-    missing = [name for name in PROTOCOLS if not any(f"`{name}`" in c for c in first_cells)]
-    assert not missing, f"strategies without a README row: {missing}"
 
 
 @pytest.mark.parametrize(
@@ -87,10 +72,24 @@ def test_bad_values_are_rejected_with_name_and_choices(overrides, message):
 
 
 def test_unknown_keys_are_rejected_like_flwr_run_does():
-    with pytest.raises(KeyError, match="unknown run-config keys \\['learning_rate'\\]"):
+    message = "unknown run-config key 'learning_rate'; did you mean 'learning-rate'"
+    with pytest.raises(KeyError, match=message):
         resolve_run_config({"learning_rate": 0.1})
-    with pytest.raises(ConfigError, match="unknown run-config keys \\['learning_rate'\\]"):
+    with pytest.raises(ConfigError, match=message):
         parse_run_config({"learning_rate": 0.1})
+
+
+def test_unknown_keys_and_choices_name_the_closest_valid_ones_not_every_one():
+    with pytest.raises(ConfigError) as error:
+        parse_run_config({"learnin-rate": 0.1, "zzz-qqq": 1})
+    message = str(error.value)
+    assert message.startswith(
+        "unknown run-config keys 'learnin-rate' (did you mean 'learning-rate'"
+    )
+    assert "'zzz-qqq' (every key is listed by `flowerbed run --help`" in message
+    assert "num-server-rounds" not in message and "\n" not in message
+    with pytest.raises(ConfigError, match="unknown strategy 'fedavgm2'; did you mean 'fedavgm'"):
+        parse_run_config({"strategy": "fedavgm2"})
 
 
 def test_paths_are_absolute_and_strings_coerce():

@@ -2,6 +2,8 @@
 simulator, nothing but predictions and coefficient rows leave a node, failures, bad input."""
 
 import json
+import logging
+import math
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -161,7 +163,11 @@ def test_a_node_missing_at_the_start_fails_the_run_in_one_line(tmp_path):
 @pytest.mark.parametrize(
     "overrides, clients, message",
     [
-        ({"dataset": "digits"}, 4, "strategy='ctl' needs binary labels .* 10 classes"),
+        (
+            {"dataset": "synthetic-iid", "sim-nodes": 4, "partitioner": "dirichlet"},
+            4,
+            "strategy='ctl' needs binary labels .* 10 classes",
+        ),
         (
             {"ctl-num-guests": 4},
             4,
@@ -172,13 +178,8 @@ def test_a_node_missing_at_the_start_fails_the_run_in_one_line(tmp_path):
             4,
             r"ctl-tasks=5 but each node has 3 other node\(s\) .*; valid range: 0 to 3",
         ),
-        (
-            {"dataset": "breast-cancer", "partitioner": "label-sorted"},
-            4,
-            r"CTL needs both classes in every node's training data .* nodes lacking one: 0",
-        ),
     ],
-    ids=["multiclass", "guests", "tasks", "one-class-node"],
+    ids=["multiclass", "guests", "tasks"],
 )
 def test_bad_settings_stop_before_any_round(overrides, clients, message, tmp_path):
     run = {**SIMULATION_1, **overrides, "output-dir": str(tmp_path)}
@@ -186,6 +187,55 @@ def test_bad_settings_stop_before_any_round(overrides, clients, message, tmp_pat
         run_in_process(run, num_clients=clients)
     assert "\n" not in str(caught.value)
     assert not list(tmp_path.glob("*/history.json"))
+
+
+def test_nodes_lacking_a_class_run_share_no_representative_for_it_and_are_logged(tmp_path, caplog):
+    # label-sorted over 4 nodes: node 0 holds only class 0, node 1 both, nodes 2 and 3 only
+    # class 1 (seed 3)
+    run = {
+        **SIMULATION_1,
+        "dataset": "breast-cancer",
+        "partitioner": "label-sorted",
+        "num-server-rounds": 2,
+        "output-dir": str(tmp_path),
+    }
+    seen: list[Message] = []
+
+    def recording_app(msg, context):
+        reply = client_app(msg, context)
+        seen.append(reply)
+        return reply
+
+    flwr_logger = logging.getLogger("flwr")
+    flwr_logger.addHandler(caplog.handler)
+    try:
+        run_dir = run_in_process(run, num_clients=4, app=recording_app)
+    finally:
+        flwr_logger.removeHandler(caplog.handler)
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
+    shares = {  # the in-process grid's node ids are 1000 + partition id
+        r.metadata.src_node_id - 1000: r.content.array_records["share"]
+        for r in seen
+        if r.metadata.message_type == SHARE
+    }
+    holds = {k: (share["counts"].numpy() > 0).tolist() for k, share in sorted(shares.items())}
+    assert holds == {0: [True, False], 1: [True, True], 2: [False, True], 3: [False, True]}
+    # the missing class: count 0, zeros as its centroid and moments
+    assert not shares[0]["centroids"].numpy()[1].any() and not shares[0]["moments"].numpy()[1].any()
+    assert not shares[2]["centroids"].numpy()[0].any() and shares[2]["centroids"].numpy()[1].any()
+    for reply in seen:
+        if reply.metadata.message_type == ROUND:  # every prediction finite, placeholders too
+            assert np.isfinite(reply.content.array_records["shared"]["predictions"].numpy()).all()
+    (warning,) = {  # a set: caplog may see the record through two handlers
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "CTL: node(s)" in r.getMessage()
+    }
+    assert "node(s) 0 (class 1), 2 (class 0), 3 (class 0) hold no training sample" in warning
+    assert "weight n_h = 0" in warning and "H = 1" in warning
+    history = json.loads((run_dir / "history.json").read_text())
+    assert [row["round"] for row in history] == [0, 1, 2]
+    assert all(math.isfinite(row["client_models_test_accuracy_mean"]) for row in history)
 
 
 def test_all_guests_scale_and_local_variants_differ_as_documented(tmp_path):

@@ -1,13 +1,18 @@
 """CTL's rules (``flowerbed.methods.ctl_rules``) and the reference simulator's gradient, by hand."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+import torch
 
+from flowerbed.methods.ctl.node import Node
 from flowerbed.methods.ctl.reference import CTLParams, NodeData, simulate
 from flowerbed.methods.ctl.rules import (
     coefficient_rows,
     guest_weights,
     logistic_importance,
+    missing_classes,
     moment_coefficients,
     node_share,
     select_guests,
@@ -72,14 +77,18 @@ def test_coefficient_rows_weight_features_and_classes_by_hand():
     per_feature[0, 1, 0] = [0.2, 0.6]  # class 0 vs task 1
     per_feature[0, 1, 1] = [1.0, 0.0]  # class 1 vs task 1
     rows, clipped = coefficient_rows(
-        per_feature, np.array([[1.0, 3.0]]), np.array([[0.25, 0.75]]), clip=False
+        per_feature,
+        np.array([[1.0, 3.0]]),
+        np.ones((2, 2)),
+        np.array([[0.25, 0.75]]),
+        clip=False,
     )
     class0, class1 = 0.25 * 0.2 + 0.75 * 0.6, 0.25 * 1.0
     assert rows[0].tolist() == pytest.approx([0.0, (1 * class0 + 3 * class1) / 4])
     assert clipped == 0
     per_feature[0, 0, :] = -0.1
     rows, clipped = coefficient_rows(
-        per_feature, np.array([[1.0, 3.0]]), np.array([[0.25, 0.75]]), clip=True
+        per_feature, np.array([[1.0, 3.0]]), np.ones((2, 2)), np.array([[0.25, 0.75]]), clip=True
     )
     assert rows[0, 0] == 0.0 and clipped == 1
 
@@ -150,3 +159,112 @@ def test_one_reference_step_is_the_gradient_of_the_objective():
     np.testing.assert_allclose(out["weights"][0], -params.learning_rate * grad[:-1], atol=1e-7)
     assert out["biases"][0] == pytest.approx(-params.learning_rate * grad[-1], abs=1e-7)
     assert np.abs(grad).max() > 1e-3
+
+
+# --- a node lacking a class (rules' "Missing class") -----------------------------------------
+
+
+def test_a_node_lacking_a_class_shares_count_zero_and_zero_placeholders():
+    x = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    centroids, counts, moments = node_share(x, np.array([0, 0, 0]))
+    assert counts.tolist() == [3.0, 0.0]
+    np.testing.assert_allclose(centroids, [[2.0, 3.0], [0.0, 0.0]])
+    assert moments.shape == (2, 4, 2) and not moments[1].any() and moments[0, 1].all()
+    assert missing_classes(np.array([[1.0, 3.0], [2.0, 0.0], [0.0, 4.0]])) == {1: [1], 2: [0]}
+    assert missing_classes(np.ones((3, 2))) == {}
+
+
+# three nodes: A holds both classes (1 and 3 samples), B only class 0 (2), C only class 1 (4)
+A, B, C = 0, 1, 2
+TOY_COUNTS = np.array([[1.0, 3.0], [2.0, 0.0], [0.0, 4.0]])
+
+
+def _toy_per_feature() -> np.ndarray:
+    """(3 homes, 3 tasks, 2 classes, 1 feature): hand-picked class-wise coefficients, 0 on
+    the diagonal, NaN wherever one side lacks the class (they must not be used)."""
+    pf = np.full((3, 3, 2, 1), np.nan)
+    pf[A, A] = [[0.0], [0.0]]
+    pf[A, B, 0], pf[A, C, 1] = 0.3, 0.6
+    pf[B, A, 0], pf[B, B, 0] = 0.2, 0.0
+    pf[C, A, 1], pf[C, C, 1] = 0.5, 0.0
+    return pf
+
+
+def test_coefficients_compare_only_the_classes_both_sides_hold_by_hand():
+    rows, clipped = coefficient_rows(
+        _toy_per_feature(), TOY_COUNTS, TOY_COUNTS, np.ones((3, 1)), clip=False
+    )
+    # H[k, i] = sum_{c in C(k,i)} n_kc H^c / sum_{c in C(k,i)} n_kc; 1 when C(k, i) is empty
+    expected = np.array(
+        [
+            [0.0, 0.3, 0.6],  # A vs B: class 0 only; A vs C: class 1 only
+            [0.2, 0.0, 1.0],  # B vs C: no class in common
+            [0.5, 1.0, 0.0],  # C vs B: no class in common
+        ]
+    )
+    np.testing.assert_allclose(rows, expected)
+    assert clipped == 0
+    # with every class everywhere it is the paper's n_k-weighted mean of both classes
+    full = np.zeros((1, 2, 2, 1))
+    full[0, 1] = [[0.2], [0.4]]
+    both, _ = coefficient_rows(
+        full, np.array([[1.0, 3.0]]), np.ones((2, 2)), np.ones((1, 1)), False
+    )
+    assert both[0].tolist() == pytest.approx([0.0, (1 * 0.2 + 3 * 0.4) / 4])
+
+
+def test_lambda_of_the_toy_skips_what_a_guest_cannot_help_with():
+    rows, _ = coefficient_rows(_toy_per_feature(), TOY_COUNTS, TOY_COUNTS, np.ones((3, 1)), False)
+    tasks = np.array([A, B, C])  # home A predicts every node's test data
+    weights = guest_weights(A, [B, C], rows, tasks)
+    # lambda_{B,A} = H[A,A](1 - H[B,A]) + H[A,B](1 - H[B,B]) + H[A,C](1 - H[B,C])
+    #             = 0 + 0.3 * 1 + 0.6 * (1 - 1) = 0.3
+    # lambda_{C,A} = 0 + H[A,B](1 - H[C,B]) + H[A,C](1 - H[C,C]) = 0.3 * 0 + 0.6 * 1 = 0.6
+    assert weights.tolist() == pytest.approx([0.0, 0.3, 0.6])
+    # best guest for task B is B itself (H = 0), for task C it is C
+    assert select_guests("best", A, rows, tasks, 2, seed=0, server_round=1) == [B, C]
+
+
+def test_a_missing_representative_carries_no_weight_in_the_distillation_loss():
+    # the toy's six representatives (two per node) weigh n_h / n: B's class 1 and C's class 0
+    # weigh 0, so what anyone predicts on them changes nothing
+    share = TOY_COUNTS.reshape(-1) / TOY_COUNTS.sum()
+    assert share.tolist() == pytest.approx([0.1, 0.3, 0.2, 0.0, 0.0, 0.4])
+    rng = np.random.default_rng(1)
+    x = torch.tensor(rng.normal(size=(6, 2)))
+    reps = rng.normal(size=(6, 2))
+    guests = np.full((3, 6), 0.7)
+    changed = guests.copy()
+    changed[:, [3, 4]] = [0.01, 0.99]  # other predictions on the two placeholders
+
+    def descended(predictions):
+        client = SimpleNamespace(
+            config=SimpleNamespace(ctl_steps=2, ctl_learning_rate=0.5),
+            context=SimpleNamespace(state={}),
+            x_train=x,
+            y_train=torch.tensor([0, 1, 0, 1, 1, 0]),
+        )
+        node = Node(client)
+        node.descend(reps, share, predictions, np.array([0.0, 0.3, 0.6]), 0.85, 0.15)
+        return node.weight, node.bias
+
+    (w1, b1), (w2, b2) = descended(guests), descended(changed)
+    np.testing.assert_array_equal(w1, w2)
+    assert b1 == b2
+
+
+def test_the_reference_simulator_runs_with_a_node_lacking_a_class():
+    rng = np.random.default_rng(2)
+    nodes = _two_nodes(rng)
+    one_class = NodeData(
+        nodes[1].x_train, np.zeros_like(nodes[1].y_train), nodes[1].x_test, nodes[1].y_test
+    )
+    nodes[1] = one_class
+    for energy in ("moments", "exact"):
+        params = CTLParams(rounds=3, tasks=2, seed=3, energy=energy, exact_samples=40)
+        out = simulate(nodes, params)
+        assert np.isfinite(out["accuracy"]).all() and np.isfinite(out["coefficients"]).all()
+        assert np.isfinite(out["weights"]).all()
+    # by moments every node's own coefficient is exactly 0, node 1's (class 0 alone) too
+    moments = simulate(nodes, CTLParams(rounds=3, tasks=2, seed=3))
+    assert np.diagonal(moments["coefficients"][-1]).tolist() == [0.0, 0.0, 0.0]

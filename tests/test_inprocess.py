@@ -30,5 +30,5 @@ def test_grid_delivers_copies_keeps_per_node_state_and_turns_errors_into_replies
 
 
 def test_unknown_overrides_are_rejected_like_flwr_run():
-    with pytest.raises(KeyError, match="unknown run-config keys"):
+    with pytest.raises(KeyError, match="unknown run-config key 'no-such-key'"):
         resolve_run_config({"no-such-key": 1})

@@ -162,11 +162,11 @@ def test_a_failed_run_gets_a_report_with_its_reason_and_the_end_of_its_traceback
     fast_run, monkeypatch
 ):
     monkeypatch.setenv("FLOWERBED_REPORT", "1")
-    with pytest.raises(Exception, match="needs binary labels"):  # CTL on digits: its check
-        run_in_process({**fast_run, "strategy": "ctl"}, 2)
+    with pytest.raises(Exception, match="ctl-tasks=5 but"):  # CTL's check, before round 0
+        run_in_process({**fast_run, "strategy": "ctl", "ctl-tasks": 5}, 2)
     (run_dir,) = Path(fast_run["output-dir"]).iterdir()
     page = parsed(run_dir)
-    assert "Status: failed" in page.words and "needs binary labels" in page.words
+    assert "Status: failed" in page.words and "ctl-tasks=5 but" in page.words
     assert "The end of error.log" in page.words and "ConfigError" in page.words
     assert "Absent: history.json (no round was recorded)" in page.words
     assert "Absent: ctl_metrics.json" in page.words

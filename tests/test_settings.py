@@ -77,8 +77,10 @@ def test_unbounded_floats_still_reject_nan_and_infinity():
 
 
 def test_unknown_keys_and_duplicate_declarations_are_errors():
-    with pytest.raises(ConfigError, match=r"unknown run-config keys \['speed'\]"):
+    with pytest.raises(ConfigError, match=r"^unknown run-config key 'speed' \(every key is"):
         RunConfig.parse({"speed": 1}, DECLARED)
+    with pytest.raises(ConfigError, match="unknown run-config key 'round'; did you mean 'rounds'?"):
+        RunConfig.parse({"round": 1}, DECLARED)
     with pytest.raises(ValueError, match="'rounds' is declared twice"):
         index_settings([Setting("rounds", 1, "a"), Setting("rounds", 1, "b")])
     same = Setting("x", 1, "x")

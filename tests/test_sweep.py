@@ -130,7 +130,7 @@ seed = [0, 1]
     [
         ([], [], "empty grid"),
         (["seed="], [], "--grid seed: no values"),
-        (["lerning-rate=0.1,0.2"], [], r"unknown run-config keys \['lerning-rate'\]"),
+        (["lerning-rate=0.1,0.2"], [], "unknown run-config key 'lerning-rate'; did you mean"),
         (["learning-rate=0.1,-1"], [], "learning-rate must be > 0, got -1.0"),
         (["seed=0,x"], [], "run-config seed='x' is not a valid int"),
         (["strategy=fedavg,fedmagic"], [], "unknown strategy 'fedmagic'; valid choices: fedavg"),
@@ -153,7 +153,10 @@ def test_the_command_line_reports_bad_input_in_one_line_with_status_2(tmp_path, 
     )
     error = capsys.readouterr().err
     assert status == 2 and error.count("\n") == 1
-    assert error.startswith("flowerbed sweep: error: unknown run-config keys ['lerning-rate']")
+    assert error.startswith(
+        "flowerbed sweep: error: unknown run-config key 'lerning-rate'; did you mean"
+        " 'learning-rate'"
+    )
     assert not out.exists()
 
 

@@ -187,7 +187,7 @@ def test_quantum_baselines_require_the_vqc():
     from flowerbed.strategies.common import flower_kwargs
 
     for name in ("qfedavg", "qfedadam"):
-        config = parse_run_config({"strategy": name, "model": "cnn"})
+        config = parse_run_config({"strategy": name, "model": "mlp"})
         with pytest.raises(ConfigError, match="set model='vqc'"):
             get_strategy(name).build_server(config, **flower_kwargs(config))
     from flwr.serverapp.strategy import FedAdam, FedAvg

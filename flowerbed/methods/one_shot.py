@@ -17,6 +17,16 @@ from ..settings import Setting
 BASE_SETTINGS = (*QUERY_SETTINGS, *LOCAL_FIT_SETTINGS)
 
 
+# What crosses the network, per ``broadcast`` (the documentation's protocol table).
+EXCHANGED = {
+    "none": "nothing: each client keeps its locally trained model",
+    "average": "once up: each client's locally trained model; once down: their"
+    " sample-weighted average",
+    "teachers": "once up: each client's locally trained model; once down: the other clients'"
+    " models, to each student (only their predictions are used)",
+}
+
+
 def one_shot_protocol(
     name: str,
     summary: str,
@@ -24,6 +34,7 @@ def one_shot_protocol(
     transfer: TransferFn,
     broadcast: str,
     settings: tuple[Setting, ...] = (),
+    kind: str = "one-shot baseline",
 ) -> ProtocolSpec:
     """Local fit (uploads unless nothing is broadcast), then the exchange with ``transfer``."""
 
@@ -37,4 +48,6 @@ def one_shot_protocol(
         paper=paper,
         phases=phases,
         settings=(*BASE_SETTINGS, *settings),
+        kind=kind,
+        exchanged=EXCHANGED[broadcast],
     )

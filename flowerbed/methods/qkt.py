@@ -244,6 +244,7 @@ PROTOCOLS = (
         qkt_transfer,
         "teachers",
         (*TRANSFER_SETTINGS, *SETTINGS[1:]),
+        kind="one-shot knowledge transfer",
     ),
     one_shot_protocol(
         "qkt-light",
@@ -252,5 +253,6 @@ PROTOCOLS = (
         qkt_light_transfer,
         "teachers",
         (*TRANSFER_SETTINGS, *SETTINGS),
+        kind="one-shot knowledge transfer",
     ),
 )

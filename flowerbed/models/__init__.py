@@ -37,7 +37,7 @@ SETTINGS = (
         " (about a quarter of `mlp` / `cnn`: distillation students), `cnn-bn` (`cnn` with batch"
         " norm: see `server-optimizer-buffers`), `resnet18` (torchvision,"
         " small-image stem), `vqc` (PennyLane variational quantum classifier, see"
-        " [Quantum FL](#quantum-fl)), `pointnet`, `pointnet2` (PointNet++ SSG),"
+        " [Quantum FL](docs/quantum-fl.md)), `pointnet`, `pointnet2` (PointNet++ SSG),"
         " `pointnet2-small` (its compact student; point clouds `(N, 3)`: `shapes`,"
         " `modelnet40`, `modelnet10`), `logreg` (multinomial logistic regression: the FedProx"
         " paper's model on `synthetic`)",

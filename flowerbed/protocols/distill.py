@@ -60,7 +60,7 @@ SETTINGS = (
         "distill-objective",
         OFF,
         "multi-round strategies: after the rounds, distil the global model into a compact"
-        " student with this objective, see [Federated then distilled](#federated-then-distilled);"
+        " student with this objective, see [Federated then distilled](docs/distillation.md);"
         " `none` = off",
         choices=(OFF, *OBJECTIVE_NAMES),
     ),

@@ -57,6 +57,7 @@ from .local_fit import (
     local_model,
     train_counts,
 )
+from .messaging import send_to_nodes
 from .phase import Handoff, Phase
 
 ACTION = f"{MessageType.TRAIN}.exchange"
@@ -187,7 +188,7 @@ class Exchange(Phase):
         }
         if self.broadcast == "average":
             average = aggregate_arrayrecords([r.content for r in uploads], "num-examples")
-        messages = []
+        contents: dict[int, RecordDict] = {}  # node id -> what it receives
         for node in pid_of:
             config = ConfigRecord({"server-round": 2})
             content = RecordDict({"config": config})
@@ -203,9 +204,8 @@ class Exchange(Phase):
                     content[f"teacher-{pid_of[r.metadata.src_node_id]}"] = r.content.array_records[
                         "arrays"
                     ]
-            messages.append(Message(content=content, message_type=ACTION, dst_node_id=node))
-        replies = run.grid.send_and_receive(messages, timeout=run.config.round_timeout)
-        results = [r for r in replies if not r.has_error()]
+            contents[node] = content
+        results = send_to_nodes(run, ACTION, contents)
         run.history.add(client_models_row(2, run.grid, results), NUM_ROUNDS, "transfer")
 
         rows = [kt_row(r.content.metric_records["metrics"]) for r in results]

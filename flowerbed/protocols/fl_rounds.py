@@ -75,7 +75,7 @@ SETTINGS = (
         "checkpoint",
         True,
         "FL-rounds protocols: checkpoint the server's and the clients' state at the end of every"
-        " round, so that `resume` can finish an interrupted run. See [Resume](#resume)",
+        " round, so that `resume` can finish an interrupted run. See [Resume](docs/resume.md)",
     ),
     Setting(
         "max-update-norm",

@@ -21,6 +21,7 @@ from ..settings import Setting
 from ..training.local_client import LocalClient
 from .exchange import kt_row, log_kt_summary
 from .local_fit import client_query, train_counts, train_local_model
+from .messaging import send_to_nodes
 from .phase import Handoff, Phase
 
 SETTINGS = (
@@ -28,7 +29,7 @@ SETTINGS = (
         "kt-metrics",
         False,
         "multi-round strategies: also write `kt_metrics.json` (the knowledge-transfer metrics of"
-        " the final global model, see [Knowledge transfer](#knowledge-transfer-qkt))",
+        " the final global model, see [QKT](docs/qkt.md))",
     ),
 )
 ACTION = f"{MessageType.QUERY}.kt_metrics"
@@ -47,12 +48,8 @@ class KTMetrics(Phase):
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         content = RecordDict({"arrays": handoff.arrays, "config": ConfigRecord({})})
-        messages = [
-            Message(content=content, message_type=ACTION, dst_node_id=node)
-            for node in run.grid.get_node_ids()
-        ]
-        replies = run.grid.send_and_receive(messages, timeout=run.config.round_timeout)
-        rows = [kt_row(r.content.metric_records["metrics"]) for r in replies if not r.has_error()]
+        replies = send_to_nodes(run, ACTION, content)
+        rows = [kt_row(r.content.metric_records["metrics"]) for r in replies]
         summary = write_kt_metrics(
             run.run_dir,
             rows,

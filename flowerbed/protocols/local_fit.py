@@ -43,6 +43,7 @@ from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting, comma_list
 from ..training.local_client import LocalClient
 from ..training.loops import build_optimizer, evaluate, train_local
+from .messaging import send_to_nodes
 from .phase import Handoff, Phase
 
 
@@ -248,12 +249,7 @@ class LocalFit(Phase):
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config = ConfigRecord({"server-round": 1, "upload": self.upload})
-        messages = [
-            Message(content=RecordDict({"config": config}), message_type=ACTION, dst_node_id=n)
-            for n in run.grid.get_node_ids()
-        ]
-        replies = run.grid.send_and_receive(messages, timeout=run.config.round_timeout)
-        handoff.uploads = [r for r in replies if not r.has_error()]
+        handoff.uploads = send_to_nodes(run, ACTION, RecordDict({"config": config}))
         row = client_models_row(1, run.grid, handoff.uploads)
         run.history.add(row, NUM_ROUNDS, "local training")
 

@@ -26,12 +26,13 @@ before any phase runs, so a bad setting of the last phase stops the run before t
 trains.
 
 ``ProtocolSpec`` is a registry entry (``flowerbed.catalog``): a name, the paper, the settings
-it reads, the global model it trains, and ``phases(config)``, which composes its phases.
+it reads, the global model it trains, the run-config values it needs where the global
+defaults do not suit it (``defaults``), and ``phases(config)``, which composes its phases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +42,7 @@ from ..data.site_reports import server_has_data
 from ..models import Classifier, run_model
 from ..runtime.context import RunContext
 from ..runtime.reply_checks import ReplyRules
-from ..settings import ConfigError, RunConfig, Setting
+from ..settings import ConfigError, RunConfig, Setting, Value
 from ..training.local_client import LocalClient
 
 
@@ -127,6 +128,17 @@ class ProtocolSpec:
     phases: Callable[[RunConfig], tuple[Phase, ...]]
     settings: tuple[Setting, ...] = ()
     build_model: Callable[[RunConfig, tuple[int, ...], int], Classifier] = run_model
+    # Run-config values this protocol needs that differ from the global (declared) defaults,
+    # e.g. ``{"server-fraction": 0.2}``. ``catalog.parse_run_config`` applies each one to its
+    # key when, and only when, the key holds its global default: Flower merges
+    # ``--run-config`` into pyproject's defaults, so a key set to exactly its global default
+    # cannot be told from one left unset and takes the protocol's value too (any other value
+    # is the user's and stays). The ServerApp logs what it applied; config.json records it.
+    defaults: Mapping[str, Value] = field(default_factory=dict)
+    # For the documentation's protocol table: what kind of protocol this is and what crosses
+    # the network (``docs_tables.protocol_table``).
+    kind: str = ""
+    exchanged: str = ""
 
     def protocol(self, config: RunConfig) -> Protocol:
         return Protocol(tuple(self.phases(config)))

@@ -16,9 +16,10 @@
    report their data's shape, classes and label counts (``data.site_reports``): the label
    table is theirs, and nodes that cannot read their data or disagree with the majority are
    left out of the run;
-3. make the run folder, write ``config.json`` (with a random ``run-id``, the run's identity)
-   and the partition table (a resumed run goes on in its own folder, whose files stay as they
-   are, once the federation's size is checked), and take the folder's lock
+3. make the run folder, write ``config.json`` (the effective values, with a random ``run-id``,
+   the run's identity, and ``protocol-defaults`` naming the keys that took the protocol's own
+   defaults, if any) and the partition table (a resumed run goes on in its own folder, whose
+   files stay as they are, once the federation's size is checked), and take the folder's lock
    (``runtime.run_lock``: a live run holding a folder to resume stops the run here);
 4. seed Python's ``random`` (Flower samples clients with it) and torch for what follows, and
    open the trackers (live curves; one that cannot start is warned about, never fatal).
@@ -64,7 +65,14 @@ from .recording_grid import RecordingGrid
 from .reply_checks import NodeSizes
 from .resources import check_resources
 from .results import make_run_dir, write_json, write_partition_table
-from .resume import FEDERATION_KEY, RUN_ID_KEY, hold_run_folder, new_run_id, open_resume
+from .resume import (
+    FEDERATION_KEY,
+    PROTOCOL_DEFAULTS_KEY,
+    RUN_ID_KEY,
+    hold_run_folder,
+    new_run_id,
+    open_resume,
+)
 from .run_lock import RunLock
 from .trackers import check_trackers, open_trackers
 
@@ -306,6 +314,8 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     )
 
     config_record = {**config.to_dict(), FEDERATION_KEY: num_partitions}
+    if config.protocol_defaults:  # the effective values are above; which came from the protocol
+        config_record[PROTOCOL_DEFAULTS_KEY] = ", ".join(config.protocol_defaults)
     if resumed is None:
         run_dir = new_run_dir(config)
         config_record[RUN_ID_KEY] = new_run_id()

@@ -20,7 +20,7 @@ seed give the same numbers on the same GPU and software (``deterministic_cuda``)
 and a CPU run of the same job agree to float tolerance, not bit for bit.
 
 In a simulation on one GPU, several Ray actors share it when ``client-resources-num-gpus`` is
-a fraction (0.25: four clients at a time); see the README's "GPUs" section.
+a fraction (0.25: four clients at a time); see docs/gpus.md.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ SETTINGS = (
         "device",
         AUTO,
         "where models train and evaluate: `auto` (CUDA when torch sees a GPU, else CPU, decided"
-        " in every process), `cpu`, `cuda`, `cuda:<index>`; see [GPUs](#gpus)",
+        " in every process), `cpu`, `cuda`, `cuda:<index>`; see [GPUs](docs/gpus.md)",
         check=_device_problem,
     ),
 )

@@ -60,7 +60,7 @@ SETTINGS = (
         "",
         "a run folder to resume (FL-rounds protocols): the run goes on in that folder from its"
         ' last checkpoint and ends with the history an uninterrupted run writes; `""`: a new'
-        " run. See [Resume](#resume)",
+        " run. See [Resume](docs/resume.md)",
     ),
     Setting(
         "resume-any-version",
@@ -68,12 +68,15 @@ SETTINGS = (
         "with `resume`: go on from a checkpoint written under another major version of flwr,"
         " torch, numpy or flowerbed, or in another checkpoint format (the rest of the run may"
         " then differ from an uninterrupted run's); another minor or patch version only warns."
-        " See [Resume](#resume)",
+        " See [Resume](docs/resume.md)",
     ),
 )
 RESUME_FREE_KEYS = ("resume", "output-dir", "run-name", "wait-timeout", "resume-any-version")
 FEDERATION_KEY = "num-partitions"  # written by start_run beside the run config
 RUN_ID_KEY = "run-id"  # likewise: the run's identity, a random id made with its folder
+# likewise, when the protocol's own defaults were applied: their keys, comma-separated (the
+# values are the config's own)
+PROTOCOL_DEFAULTS_KEY = "protocol-defaults"
 VERSIONS_FILE = "versions.json"
 
 
@@ -94,7 +97,8 @@ def differing_keys(stored: dict, config: RunConfig) -> list[str]:
     since the run started (absent from its ``config.json``) given at its default is no
     difference: a newer flowerbed resumes the run as the older one would have."""
     given, defaults = as_written(config.to_dict()), as_written(config.defaults)
-    keys = (set(stored) | set(given)) - set(RESUME_FREE_KEYS) - {FEDERATION_KEY, RUN_ID_KEY}
+    written_beside = {FEDERATION_KEY, RUN_ID_KEY, PROTOCOL_DEFAULTS_KEY}
+    keys = (set(stored) | set(given)) - set(RESUME_FREE_KEYS) - written_beside
     return sorted(
         key
         for key in keys

@@ -70,7 +70,7 @@ SETTINGS = (
         "live curves of every numeric history column per round: `none`, `tensorboard` (event"
         " files in `<run-dir>/tensorboard/`), `mlflow`, or both comma-separated; needs"
         f" `{INSTALL}`; history files stay the source of truth, see"
-        " [Live curves](#live-curves-tensorboard-and-mlflow)",
+        " [Trackers](docs/trackers.md)",
         check=_tracker_problem,
     ),
     Setting(

@@ -14,8 +14,8 @@ means over replies, the frame of rules on trainable parameters).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from logging import INFO
 from typing import Any
 
@@ -32,7 +32,7 @@ from ..data.site_reports import data_shape
 from ..models import Classifier, build_model, run_model
 from ..runtime.history import CLIENT_CLINICAL, weighted_mean
 from ..runtime.reply_checks import Schema, model_like_sent
-from ..settings import RunConfig, Setting
+from ..settings import RunConfig, Setting, Value
 from ..training.local_client import LocalClient
 
 
@@ -69,6 +69,14 @@ class StrategySpec:
     # ``check_federation(config, num_clients)`` returns an error message or None; FLRounds
     # raises it before any training.
     check_federation: Callable[[RunConfig, int], str | None] | None = None
+    # Run-config values the algorithm needs where the global defaults do not suit it (the
+    # quantum baselines' model 'vqc'): its protocol's ``defaults`` (``ProtocolSpec``, which
+    # states when they apply).
+    defaults: Mapping[str, Value] = field(default_factory=dict)
+    # For the documentation's protocol table: what kind of protocol this is and what crosses
+    # the network (``docs_tables.protocol_table``).
+    kind: str = "multi-round FL"
+    exchanged: str = "the model's weights, both ways, every round"
 
     def build_model(self, config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
         """The global model of this algorithm (the server's initial and evaluated model)."""

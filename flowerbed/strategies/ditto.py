@@ -107,4 +107,6 @@ SPEC = StrategySpec(
     client_train=train_ditto,
     client_evaluate=evaluate_ditto,
     settings=SETTINGS,
+    exchanged="the global model's weights, both ways, every round; each client's personal"
+    " model stays on the client",
 )

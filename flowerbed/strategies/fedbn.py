@@ -99,4 +99,6 @@ SPEC = StrategySpec(
     build_server=build_fedavg,  # the server is FedAvg's
     client_train=train_fedbn,
     client_evaluate=evaluate_fedbn,
+    exchanged="the model's weights, both ways, every round; a client's batch-norm layers go up"
+    " (for the server's evaluation model) but it always trains and evaluates with its own",
 )

@@ -104,4 +104,6 @@ SPEC = StrategySpec(
     build_server=build_feddyn,
     client_train=train_feddyn,
     settings=SETTINGS,
+    exchanged="the model's weights, both ways, every round (each client's gradient state"
+    " stays on the client)",
 )

@@ -23,4 +23,5 @@ SPEC = StrategySpec(
     paper="Yin et al., ICML 2018",
     build_server=build_fedmedian,
     client_train=train_plain,
+    kind="multi-round FL, robust aggregation",
 )

@@ -96,4 +96,6 @@ SPEC = StrategySpec(
     client_train=train_fednova,
     settings=SETTINGS,
     replies_model=False,
+    exchanged="down: the global model; up: the normalised update (x - y_i)/a_i and a_i,"
+    " every round",
 )

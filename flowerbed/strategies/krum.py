@@ -142,6 +142,7 @@ def build_bulyan(config: RunConfig, **kwargs) -> Bulyan:
 
 
 _BLANCHARD = "Blanchard et al., NeurIPS 2017"
+ROBUST = "multi-round FL, robust aggregation"
 
 SPECS = (
     StrategySpec(
@@ -153,6 +154,7 @@ SPECS = (
         train_plain,
         settings=(NUM_MALICIOUS,),
         check_federation=check_krum,
+        kind=ROBUST,
     ),
     StrategySpec(
         "multikrum",
@@ -162,6 +164,7 @@ SPECS = (
         train_plain,
         settings=SETTINGS,
         check_federation=check_multikrum,
+        kind=ROBUST,
     ),
     StrategySpec(
         "bulyan",
@@ -172,5 +175,6 @@ SPECS = (
         train_plain,
         settings=(NUM_MALICIOUS,),
         check_federation=check_bulyan,
+        kind=ROBUST,
     ),
 )

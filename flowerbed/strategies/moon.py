@@ -182,4 +182,6 @@ SPEC = StrategySpec(
     client_evaluate=evaluate_moon,
     settings=SETTINGS,
     model_builder=moon_model,
+    exchanged="the model's weights (projection head included), both ways, every round; each"
+    " client's previous model stays on the client",
 )

@@ -434,4 +434,7 @@ SPEC = StrategySpec(
     client_train=train_qfedfisher,
     settings=SETTINGS,
     reply_arrays=fisher_reply,
+    kind="multi-round FL (quantum; any model)",
+    exchanged="down: the global model; up: the trained parameters and their layer-wise"
+    " normalised diagonal Fisher information, every round",
 )

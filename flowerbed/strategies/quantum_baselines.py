@@ -7,9 +7,10 @@
 
 They are names, not copies: the server rules are Flower's ``FedAvg`` / ``FedAdam`` (built by
 ``fedavg.build_fedavg`` / ``server_optimizers.build_fedadam``) and the client step is plain local
-training (``fedavg.train_plain``). What makes them "quantum" is the model, so they require
-``model='vqc'`` and stop with a ``ConfigError`` otherwise (use ``fedavg`` / ``fedadam`` for
-classical models).
+training (``fedavg.train_plain``). What makes them "quantum" is the model, so ``model='vqc'``
+is their own default (``StrategySpec.defaults``: applied while ``model`` holds its global
+default) and another model stops them with a ``ConfigError`` (use ``fedavg`` / ``fedadam``
+for classical models).
 
 Not Flower's ``QFedAvg``, which is q-FFL (q-Fair Federated Learning, Li et al., ICLR 2020).
 """
@@ -42,6 +43,8 @@ def build_qfedadam(config: RunConfig, **kwargs):
 
 
 _PAPER = "Bhatia & Kais, 2025 (baseline of QFedFisher)"
+VQC_DEFAULTS = {"model": "vqc"}  # what makes them quantum (``StrategySpec.defaults``)
+VQC_EXCHANGED = "the VQC's parameters (rotation angles, readout), both ways, every round"
 
 SPECS = (
     StrategySpec(
@@ -50,6 +53,9 @@ SPECS = (
         _PAPER,
         build_qfedavg,
         train_plain,
+        defaults=VQC_DEFAULTS,
+        kind="multi-round FL (quantum)",
+        exchanged=VQC_EXCHANGED,
     ),
     StrategySpec(
         "qfedadam",
@@ -57,6 +63,9 @@ SPECS = (
         _PAPER,
         build_qfedadam,
         train_plain,
+        defaults=VQC_DEFAULTS,
         settings=ADAPTIVE_SETTINGS,
+        kind="multi-round FL (quantum)",
+        exchanged=VQC_EXCHANGED,
     ),
 )

@@ -141,4 +141,6 @@ SPEC = StrategySpec(
     settings=SETTINGS,
     replies_model=False,
     reply_arrays=scaffold_reply,
+    exchanged="down: the global model and the server's control variate c; up: the update"
+    " Δy_i and the control-variate delta Δc_i, every round (c_i stays on the client)",
 )

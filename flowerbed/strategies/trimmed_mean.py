@@ -82,4 +82,5 @@ SPEC = StrategySpec(
     client_train=train_plain,
     settings=SETTINGS,
     check_federation=warn_if_nothing_trimmed,
+    kind="multi-round FL, robust aggregation",
 )

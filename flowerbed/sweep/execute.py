@@ -4,7 +4,8 @@ Ray cluster.
 Every unfinished point is one task (``ray.remote(num_cpus=1)``) running ``run_point``: in
 process by default (``run_in_process``: the real ServerApp job and ClientApp handlers, one
 torch thread), or through ``flwr run`` (``simulate``: a Flower simulation with a private Ray
-instance of its own, on the node the task landed on). ``ray.init`` joins the cluster at
+instance of its own, on the node the task landed on, of a generated app, as ``flowerbed run``
+runs: the installed package, whatever the install). ``ray.init`` joins the cluster at
 ``ray_address`` or ``RAY_ADDRESS`` (checked first: an address where nothing answers is one
 line, not minutes of Ray retries), and starts a private instance with ``workers`` CPUs
 otherwise. On a cluster, every node writes its points into the sweep folder, which must
@@ -33,7 +34,7 @@ from ..ray_cluster import check_ray_cluster
 from ..runtime.outcome import one_line
 from ..runtime.results import atomic_write
 from ..settings import ConfigError
-from ..simulation import simulate
+from ..simulation import generated_app, simulate
 from .folder import ERROR_FILE, POINT_LOG, PointState, point_dir, point_state, prepare, run_dirs
 from .grid import Point, SweepSpec, check_grid
 from .progress import Progress
@@ -79,7 +80,10 @@ def run_point(folder: str, name: str, overrides: dict, via: str, num_clients: in
     error = trace = ""
     try:
         if via == "flwr":
-            result = simulate(run_config, num_supernodes=num_clients, ray_address="local")
+            with generated_app() as app:
+                result = simulate(
+                    run_config, num_supernodes=num_clients, ray_address="local", app_dir=app
+                )
             with open(folder_path / POINT_LOG, "a") as log:
                 log.write(result.log)
             if result.run_dir is None:

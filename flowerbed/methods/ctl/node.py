@@ -172,6 +172,7 @@ def round_step(client: LocalClient, msg: Message) -> Message:
     rows, clipped = coefficient_rows(
         moment_coefficients(board["moments"][k : k + 1], board["moments"]),
         board["counts"].reshape(-1, NUM_CLASSES)[k : k + 1],
+        board["counts"].reshape(-1, NUM_CLASSES),
         importance[None, :],
         config.ctl_clip_h,
     )

@@ -105,14 +105,13 @@ def _sigmoid(s: np.ndarray) -> np.ndarray:
 def _exact_coefficients(nodes: list[NodeData], samples: int, seed: int) -> np.ndarray:
     """(K, K, 2, d) exact per-feature coefficients between every pair of nodes' class data."""
     parts = [[n.x_train[n.y_train == c] for c in range(NUM_CLASSES)] for n in nodes]
+    d = nodes[0].x_train.shape[1]
+
+    def exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # a missing class: never used
+        return exact_feature_coefficients(a, b, samples, seed) if len(a) and len(b) else np.zeros(d)
+
     return np.array(
-        [
-            [
-                [exact_feature_coefficients(a[c], b[c], samples, seed) for c in range(NUM_CLASSES)]
-                for b in parts
-            ]
-            for a in parts
-        ]
+        [[[exact(a[c], b[c]) for c in range(NUM_CLASSES)] for b in parts] for a in parts]
     )
 
 
@@ -180,7 +179,7 @@ def simulate(nodes: list[NodeData], params: CTLParams) -> dict[str, np.ndarray]:
         importance = np.stack(
             [logistic_importance(weights[k], biases[k], *scalers[k]) for k in range(num_nodes)]
         )
-        coefficients, clips = coefficient_rows(per_feature, counts, importance, p.clip_h)
+        coefficients, clips = coefficient_rows(per_feature, counts, counts, importance, p.clip_h)
         clipped += clips
         all_coefficients[t] = coefficients
     return {

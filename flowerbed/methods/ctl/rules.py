@@ -20,6 +20,24 @@ numbering of flowerbed's design notes, in order of appearance in the paper.
   run; ``random-redraw``: drawn afresh every round; ``all``: every other node, lambda scaled
   by num-guests / (K - 1) (the code's 2 / (K - 1): without it All would distil 4.5 times more
   strongly than the two-guest rules); ``local``: no guests.
+
+Missing class (not in the paper, whose simulations discard a draw where a node lacks a class;
+real sites often hold no case of some class). Node k with no training sample of class c:
+
+* Representatives (C4-C5, C7): x~_k(c) does not exist. Node k shares n_{k,c} = 0 for it, with
+  zeros as a placeholder centroid and zero moments (fixed array shapes). Its weight in (C7) is
+  n_h / n = 0, so it drops out of every node's distillation loss:
+  L(p_j, p_k) = (1/n) sum_{h: n_h > 0} n_h KL(p_j(h) || p_k(h)). Nodes still predict on the
+  placeholder; those predictions enter nothing.
+* Energy coefficients (C12): the class-c term compares data of class c at both sides; it is
+  left out wherever one side lacks class c, and the home node's class weights are
+  renormalised over the classes C(k, i) = {c: n_{k,c} > 0 and n_{i,c} > 0} both hold:
+  H[k, i] = sum_{c in C(k, i)} n_{k,c} H^(c)[k, i] / sum_{c in C(k, i)} n_{k,c}, and
+  H[k, i] = 1 (the coefficient's maximum) when C(k, i) is empty. In (C13) a guest with no
+  class in common with task i then brings nothing for it (1 - H[j, i] = 0) and a home node
+  with none counts task i as fully in need of help. H[k, k] stays 0.
+* The local loss (C2) and the feature importance (C11) use the node's data and model as they
+  are. With every class at every node all of this is the paper's equations unchanged.
 """
 
 from __future__ import annotations
@@ -102,19 +120,37 @@ def moment_coefficients(home_moments: np.ndarray, task_moments: np.ndarray) -> n
 
 
 def coefficient_rows(
-    per_feature: np.ndarray, home_counts: np.ndarray, importance: np.ndarray, clip: bool
+    per_feature: np.ndarray,
+    home_counts: np.ndarray,
+    task_counts: np.ndarray,
+    importance: np.ndarray,
+    clip: bool,
 ) -> tuple[np.ndarray, int]:
     """Rows H[k, :] (C12, class-wise) of m home nodes against K task distributions.
 
     ``per_feature`` (m, K, 2, d): per-feature coefficients per class (``moment_coefficients``,
     or exact ones from samples); ``home_counts`` (m, 2): the home nodes' class counts;
-    ``importance`` (m, d): each home node's feature weights (C11). H^(c)[k, i] = sum_f
-    w[k, f] H_f^(c)[k, i]; H[k, i] = sum_c n_{k,c} H^(c)[k, i] / n_k. Returns the (m, K) rows
-    and how many entries were clipped to [0, 1] (0 unless ``clip``).
+    ``task_counts`` (K, 2): the task nodes' class counts; ``importance`` (m, d): each home
+    node's feature weights (C11). H^(c)[k, i] = sum_f w[k, f] H_f^(c)[k, i], and over the
+    classes C(k, i) that both node k and task i hold (the missing-class rule, module
+    docstring):
+
+        H[k, i] = sum_{c in C(k, i)} n_{k,c} H^(c)[k, i] / sum_{c in C(k, i)} n_{k,c},
+        H[k, i] = 1 when C(k, i) is empty.
+
+    With every class everywhere this is the paper's sum_c n_{k,c} H^(c)[k, i] / n_k. Returns
+    the (m, K) rows and how many entries were clipped to [0, 1] (0 unless ``clip``).
     """
-    per_class = np.einsum("mkcd,md->mkc", per_feature, importance)
-    counts = np.asarray(home_counts, dtype=np.float64)
-    rows = np.einsum("mkc,mc->mk", per_class, counts / counts.sum(axis=1, keepdims=True))
+    home = np.asarray(home_counts, dtype=np.float64)
+    task = np.asarray(task_counts, dtype=np.float64)
+    both = (home[:, None, :] > 0) & (task[None, :, :] > 0)  # (m, K, 2): C(k, i)
+    weights = np.where(both, home[:, None, :], 0.0)
+    total = weights.sum(axis=2)
+    with np.errstate(invalid="ignore"):  # a placeholder class's coefficients are not used
+        per_class = np.einsum("mkcd,md->mkc", per_feature, importance)
+    per_class = np.where(both, per_class, 0.0)
+    weighted = np.sum(per_class * weights, axis=2)
+    rows = np.where(total > 0, weighted / np.where(total > 0, total, 1.0), 1.0)
     if not clip:
         return rows, 0
     clipped = int(np.sum((rows < 0) | (rows > 1)))
@@ -123,14 +159,27 @@ def coefficient_rows(
 
 def node_share(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What a node shares once (C4-C5 and the moments behind C10): its class centroids (2, d),
-    class counts (2,) and class-wise moments (2, 4, d) of its training data."""
+    class counts (2,) and class-wise moments (2, 4, d) of its training data. A class the node
+    does not hold is shared as count 0 with zeros in its centroid and moments: placeholders
+    that keep the arrays' shapes and carry no weight anywhere (module docstring)."""
     x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
     y = np.asarray(y).reshape(-1)
     parts = [x[y == c] for c in range(NUM_CLASSES)]
-    centroids = np.stack([part.mean(axis=0) for part in parts])
+    d = x.shape[1]
+    centroids = np.stack([p.mean(axis=0) if len(p) else np.zeros(d) for p in parts])
     counts = np.array([len(part) for part in parts], dtype=np.float64)
-    moments = np.stack([feature_moments(part) for part in parts])
+    moments = np.stack([feature_moments(p) if len(p) else np.zeros((4, d)) for p in parts])
     return centroids, counts, moments
+
+
+def missing_classes(counts: np.ndarray) -> dict[int, list[int]]:
+    """``{node: [classes it holds no training sample of]}`` from (K, 2) class counts."""
+    counts = np.asarray(counts).reshape(len(counts), -1)
+    return {
+        k: [c for c in range(counts.shape[1]) if counts[k, c] == 0]
+        for k in range(len(counts))
+        if (counts[k] == 0).any()
+    }
 
 
 def logistic_importance(weight: np.ndarray, bias: float, mean: np.ndarray, std: np.ndarray):

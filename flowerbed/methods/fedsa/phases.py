@@ -18,10 +18,12 @@ from torch import nn
 from ...data.federation import server_split
 from ...models import build_model
 from ...protocols.local_fit import client_models, model_name_for
+from ...protocols.messaging import by_partition, send_to_nodes
 from ...protocols.phase import Handoff, Phase
 from ...runtime.context import RunContext
 from ...runtime.history import round_row, traffic_columns
 from ...runtime.outcome import RunFailed
+from ...runtime.reply_checks import UNBOUNDED, ReplyRules
 from ...runtime.results import save_model, write_json
 from ...runtime.seeding import seed_for
 from ...settings import ConfigError, RunConfig
@@ -44,20 +46,6 @@ SALIENCY = f"{MessageType.QUERY}.fedsa_saliency"
 AMALGAMATE = f"{MessageType.TRAIN}.fedsa_amalgamate"
 SELECTION_LOG = "fedsa_selection.json"
 _DRAW_TAG = 0x5E1E
-
-
-def _send(run: RunContext, message_type: str, contents: dict[int, RecordDict]) -> list[Message]:
-    """One message of ``message_type`` to each node in ``contents``; the replies."""
-    messages = [
-        Message(content=content, message_type=message_type, dst_node_id=node)
-        for node, content in contents.items()
-    ]
-    return run.grid.send_and_receive(messages, timeout=run.config.round_timeout)
-
-
-def _succeeded(run: RunContext, replies: list[Message]) -> dict[int, Message]:
-    """The replies without an error, by partition id."""
-    return {run.grid.partition_of[r.metadata.src_node_id]: r for r in replies if not r.has_error()}
 
 
 def _round_config(server_round: int) -> ConfigRecord:
@@ -120,9 +108,7 @@ class TeacherPretrain(Phase):
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         content = RecordDict({"config": _round_config(0)})
-        replies = _succeeded(
-            run, _send(run, PRETRAIN, dict.fromkeys(run.grid.get_node_ids(), content))
-        )
+        replies = by_partition(run, send_to_nodes(run, PRETRAIN, content))
         accuracy = np.full(run.num_partitions, math.nan)
         for pid, reply in replies.items():
             accuracy[pid] = reply.content.metric_records["metrics"]["accuracy"]
@@ -187,6 +173,11 @@ class SelectiveAmalgamation(Phase):
 
     MESSAGE_TYPES = (SALIENCY, AMALGAMATE)
 
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """A saliency reply's ``num-examples`` counts the server's probe images, not the
+        owner's data, so the node's size does not bound it."""
+        return {SALIENCY: ReplyRules(examples=UNBOUNDED)}
+
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config, model = run.config, run.model
         target = target_set(config)
@@ -245,9 +236,7 @@ class SelectiveAmalgamation(Phase):
                 "config": _round_config(server_round),
             }
         )
-        replies = _succeeded(
-            run, _send(run, SALIENCY, dict.fromkeys(run.grid.get_node_ids(), content))
-        )
+        replies = by_partition(run, send_to_nodes(run, SALIENCY, content))
         if not replies:
             raise RunFailed(f"FedSA: no teacher answered the selection of round {server_round}")
         candidates = sorted(replies)
@@ -301,9 +290,8 @@ class SelectiveAmalgamation(Phase):
         node_of = {pid: node for node, pid in run.grid.partition_of.items()}
         arrays = ArrayRecord(run.model.state_dict())
         content = RecordDict({"arrays": arrays, "config": _round_config(server_round)})
-        replies = _succeeded(
-            run, _send(run, AMALGAMATE, {node_of[pid]: content for pid in chosen if pid in node_of})
-        )
+        contents = {node_of[pid]: content for pid in chosen if pid in node_of}
+        replies = by_partition(run, send_to_nodes(run, AMALGAMATE, contents))
         if not replies:
             log(
                 INFO,

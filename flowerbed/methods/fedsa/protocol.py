@@ -133,6 +133,12 @@ SETTINGS = (
 )
 
 
+# The server's labelled target set D_T needs a share of the training pool (the global default
+# holds none): a fifth, per class, is 28-29 digits of each class (D_T takes
+# fedsa-labels-per-class = 5 of them; room up to k = 28) and leaves the teachers 80 %.
+DEFAULTS = {"server-fraction": 0.2}
+
+
 def phases(config: RunConfig):
     if config.fedsa_selection == "scratch":  # the target set alone: no teacher is asked
         return (WeakTarget(), TaskAdaptation())
@@ -146,4 +152,9 @@ PROTOCOL = ProtocolSpec(
     paper=PAPER,
     phases=phases,
     settings=(*SETTINGS, *LOCAL_FIT_SETTINGS),
+    defaults=DEFAULTS,
+    kind="knowledge amalgamation, a target model on the server",
+    exchanged="down: the target task's probe inputs (never labels) and copies of the target"
+    " model; up: each teacher's saliency maps and each selected owner's distilled student;"
+    " teachers and translators never leave their owners",
 )

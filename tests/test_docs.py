@@ -1,0 +1,133 @@
+"""The documentation: the MkDocs site builds with ``--strict`` (offline) and a broken link fails
+that build; the generated pieces (the README's protocol table, the run-config and command
+reference pages) are what ``flowerbed.docs_tables`` makes now; the README stays short.
+
+The generated files are rewritten by ``python -m flowerbed.catalog --write``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from flowerbed import docs_tables
+from flowerbed.catalog import PROTOCOLS, SETTING_GROUPS, SETTINGS
+from flowerbed.cli import parser
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+REGENERATE = "regenerate with python -m flowerbed.catalog --write"
+
+
+def mkdocs_build(root: Path, site: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """``mkdocs build --strict`` of ``root``'s mkdocs.yml (the venv's mkdocs), and its seconds."""
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    command = [str(mkdocs)] if mkdocs.exists() else [sys.executable, "-m", "mkdocs"]
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    start = time.perf_counter()
+    result = subprocess.run(
+        [*command, "build", "--strict", "--site-dir", str(site)],
+        check=False,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return result, time.perf_counter() - start
+
+
+def test_the_site_builds_strictly_offline(tmp_path):
+    result, seconds = mkdocs_build(ROOT, tmp_path / "site")
+    assert result.returncode == 0, result.stdout + result.stderr
+    print(f"mkdocs build --strict: {seconds:.1f} s")
+    site = tmp_path / "site"
+    home = (site / "index.html").read_text()
+    # the README's sections the home page includes (pymdownx.snippets) are there
+    assert "flowerbed run" in re.sub(r"<[^>]+>", "", home)
+    assert all(f"<code>{name}</code>" in home for name in PROTOCOLS)
+    # the measured tables included from benchmarks/results/ and the plots the hook copies
+    robustness = (site / "robustness" / "index.html").read_text()
+    assert "fedavg+clip" in robustness and "--8&lt;--" not in robustness
+    assert (site / "results" / "robustness" / "accuracy.png").is_file()
+    # no font or script is fetched from the network
+    assert "fonts.googleapis.com" not in home
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path):
+    """The same site with one link to a page that does not exist does not build."""
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", root / "docs")
+    for name in ("mkdocs.yml", "README.md"):
+        shutil.copy(ROOT / name, root / name)
+    (root / "benchmarks").symlink_to(ROOT / "benchmarks")  # the included result files
+    page = root / "docs" / "gpus.md"
+    page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
+    result, _ = mkdocs_build(root, tmp_path / "site")
+    assert result.returncode != 0
+    assert "no-such-page.md" in result.stdout + result.stderr
+
+
+def test_a_broken_anchor_fails_the_strict_build(tmp_path):
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", root / "docs")
+    for name in ("mkdocs.yml", "README.md"):
+        shutil.copy(ROOT / name, root / name)
+    (root / "benchmarks").symlink_to(ROOT / "benchmarks")
+    page = root / "docs" / "gpus.md"
+    page.write_text(page.read_text() + "\nSee [resume](resume.md#no-such-section).\n")
+    result, _ = mkdocs_build(root, tmp_path / "site")
+    assert result.returncode != 0
+    assert "no-such-section" in result.stdout + result.stderr
+
+
+def test_the_readme_protocol_table_is_generated():
+    block = docs_tables.readme_protocol_block(README)
+    assert block == docs_tables.protocol_table(PROTOCOLS), REGENERATE
+
+
+def test_the_run_config_reference_is_what_the_generator_makes_now():
+    page = (ROOT / docs_tables.RUN_CONFIG_PAGE).read_text()
+    assert page == docs_tables.run_config_reference(SETTING_GROUPS, PROTOCOLS), REGENERATE
+
+
+def test_the_commands_reference_is_what_the_generator_makes_now():
+    page = (ROOT / docs_tables.COMMANDS_PAGE).read_text()
+    assert page == docs_tables.commands_reference(), REGENERATE
+
+
+def test_every_key_and_command_is_in_the_reference():
+    keys = docs_tables.run_config_reference(SETTING_GROUPS, PROTOCOLS)
+    assert all(keys.count(f"| `{key}` |") == 1 for key in SETTINGS)
+    commands = docs_tables.commands_reference()
+    for action in parser()._actions:
+        for name in getattr(action, "choices", None) or ():
+            assert f"## `flowerbed {name}`" in commands
+
+
+def test_every_protocol_has_a_row_in_the_strategies_page():
+    page = (ROOT / "docs" / "strategies.md").read_text()
+    first_cells = [line.split("|")[1] for line in page.splitlines() if line.startswith("| `")]
+    missing = [name for name in PROTOCOLS if not any(f"`{name}`" in c for c in first_cells)]
+    assert not missing, f"protocols without a row in docs/strategies.md: {missing}"
+
+
+def test_every_protocol_says_what_it_is_and_what_crosses_the_network():
+    for name, spec in PROTOCOLS.items():
+        assert spec.kind and spec.exchanged, name
+
+
+def test_the_readme_is_short_and_holds_the_two_commands():
+    assert len(README.splitlines()) <= 250
+    assert (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && flowerbed run"
+    ) in README
+    assert (
+        '. .venv/bin/activate && pip install -e ".[test]" && ruff format --check . && ruff check .'
+        " && pytest -q"
+    ) in README
