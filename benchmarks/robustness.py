@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from result_tables import (
     accuracy_cell,
     column,
-    paired_interval,
+    paired_cell,
     read_runs,
     sweep_records,
     table_head,
@@ -181,25 +181,14 @@ def paired_table(runs: list[dict]) -> str:
     )
     lines = table_head(caption, "defence", attacks)
     for defence in defences:
-        cells = []
-        for attack in attacks:
-            mine = {
-                r["seed"]: r["final"]
-                for r in runs
-                if (r["defence"], r["attack"]) == (defence, attack)
-            }
-            base = {
-                r["seed"]: r["final"]
-                for r in runs
-                if (r["defence"], r["attack"]) == ("fedavg", attack)
-            }
-            seeds = sorted(set(mine) & set(base))
-            if not seeds:
-                cells.append("–")
-                continue
-            mean, low, high = paired_interval([100 * (mine[s] - base[s]) for s in seeds])
-            text = f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
-            cells.append(f"**{text}**" if low > 0 or high < 0 else text)
+        cells = [
+            paired_cell(
+                runs,
+                {"defence": defence, "attack": attack},
+                {"defence": "fedavg", "attack": attack},
+            )
+            for attack in attacks
+        ]
         lines.append(f"| {defence} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
