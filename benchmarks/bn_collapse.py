@@ -20,13 +20,17 @@ The runs are one sweep (``flowerbed.sweep``: seed x method, as Ray tasks, up to 
 at a time; a method is a strategy with its buffer rule) in ``<out>/runs``; a rerun skips the
 completed points, and asking for more strategies or seeds adds them to the sweep. Outputs
 under ``--out`` (default ``benchmarks/results/bn_collapse``; ``--quick``: ``<out>/quick``):
-``bn_collapse.md`` (the table, also printed), ``bn_collapse.csv`` (one row per run).
+``bn_collapse.csv`` (one row per run) and ``bn_collapse.md`` (the tables, also printed), which
+``report`` makes from ``bn_collapse.csv`` alone (``--report-only``) and ``docs/distillation.md``
+includes: the per-method table and the paired per-seed differences (``optimize`` minus
+``average``; each method minus FedAvg).
 
 Usage::
 
     python benchmarks/bn_collapse.py --quick        # seed 42, 5 rounds
     python benchmarks/bn_collapse.py --workers 2    # everything, two runs at a time, then the table
     python benchmarks/bn_collapse.py --table-only   # the table from the sweep's runs
+    python benchmarks/bn_collapse.py --report-only  # bn_collapse.md from bn_collapse.csv
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from result_tables import paired_cell, provenance_line, record_provenance, table_head
 
 from flowerbed.runtime.results import round_seconds
 from flowerbed.sweep import Axis, SweepSpec, load_history, load_spec, run_sweep
@@ -69,6 +76,12 @@ STRATEGIES = {
 }
 BUFFER_RULES = ("average", "optimize")
 CHANCE = 0.1  # ten digit classes
+RESULTS = Path(__file__).parent / "results" / "bn_collapse"
+# what ``report`` reads and writes
+DATA = RESULTS / "bn_collapse.csv"
+TABLE = RESULTS / "bn_collapse.md"
+# the page that includes bn_collapse.md
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "distillation.md"
 
 
 def grid(strategies: list[str]) -> list[tuple[str, str | None]]:
@@ -199,6 +212,73 @@ def csv_rows(runs: list[dict]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def read_csv(path: Path) -> list[dict]:
+    """The rows of ``bn_collapse.csv`` in ``run_record``'s shape (the final central loss only:
+    0 where it was finite, NaN where not)."""
+    import csv
+
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    return [
+        {
+            "strategy": r["strategy"],
+            "buffers": r["buffers"] or None,
+            "seed": int(r["seed"]),
+            "rounds": int(r["rounds"]),
+            "final_accuracy": float(r["final_accuracy"]),
+            "best_accuracy": float(r["best_accuracy"]),
+            "central_loss": [0.0 if r["final_loss_finite"] == "True" else math.nan],
+            "nonfinite_entries": int(r["nonfinite_entries"]),
+            "min_running_var": None
+            if r["min_running_var"] == "None"
+            else float(r["min_running_var"]),
+            "seconds": float(r["seconds"]),
+        }
+        for r in rows
+    ]
+
+
+def paired_table(runs: list[dict], pairs) -> str:
+    """Final accuracy, paired by seed, in points: ``optimize`` minus ``average`` per strategy,
+    and each method minus FedAvg (``result_tables.paired_cell``)."""
+    labelled = [{**r, "method": method_label(r["strategy"], r["buffers"])} for r in runs]
+    methods = [method_label(*pair) for pair in pairs]
+    lines = table_head(
+        "Final accuracy, paired by seed, in points: mean [95 % t interval], bold where the"
+        " interval excludes 0.",
+        "strategy",
+        ["optimize − average", "average − fedavg", "optimize − fedavg"],
+    )
+    for strategy in dict.fromkeys(s for s, b in pairs if b):
+
+        def gap(mine: str, base: str) -> str:
+            if mine not in methods or base not in methods:
+                return "–"
+            return paired_cell(labelled, {"method": mine}, {"method": base}, "final_accuracy")
+
+        average, optimize = f"{strategy}-average", f"{strategy}-optimize"
+        cells = [gap(optimize, average), gap(average, "fedavg"), gap(optimize, "fedavg")]
+        lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def report(bn_collapse_csv: Path) -> str:
+    """``bn_collapse.md``, from ``bn_collapse.csv`` alone."""
+    runs = read_csv(bn_collapse_csv)
+    strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in runs)]
+    pairs = [p for p in grid(strategies) if any((r["strategy"], r["buffers"]) == p for r in runs)]
+    seeds = list(dict.fromkeys(r["seed"] for r in runs))
+    rounds = runs[0]["rounds"]
+    return (
+        table(runs, pairs, seeds, rounds)
+        + "\n"
+        + paired_table(runs, pairs)
+        + "\n"
+        + provenance_line(bn_collapse_csv.parent)
+        + "\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -212,12 +292,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument("--table-only", action="store_true", help="no runs: the stored ones")
     parser.add_argument(
+        "--report-only", action="store_true", help="bn_collapse.md from bn_collapse.csv"
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "bn_collapse"
     )
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.rounds, args.out = [42], 5, args.out / "quick"
 
+    if args.report_only:
+        text = report(args.out / "bn_collapse.csv")
+        write_atomically(args.out / "bn_collapse.md", text)
+        print(text)
+        return
     pairs = grid(args.strategies)
     sweep = args.out / "runs"
     started = time.perf_counter()
@@ -234,9 +322,11 @@ def main() -> None:
         seed, method = int(point.labels["seed"]), point.labels["method"]
         if state.finished and seed in args.seeds and method in methods:
             runs.append(run_record(*methods[method], seed, args.rounds, state.run_dir))
-    text = table(runs, pairs, args.seeds, args.rounds)
-    write_atomically(args.out / "bn_collapse.md", text)
     write_atomically(args.out / "bn_collapse.csv", csv_rows(runs))
+    if not args.quick and not args.table_only:
+        record_provenance(args.out, sys.argv)
+    text = report(args.out / "bn_collapse.csv")
+    write_atomically(args.out / "bn_collapse.md", text)
     print(text)
     print(f"written: {args.out / 'bn_collapse.md'}, {args.out / 'bn_collapse.csv'}")
     print(f"({time.perf_counter() - started:.0f} s)")

@@ -21,11 +21,17 @@ whose choice depends on H; ``best`` picks the task owners, whose H is 0 either w
 Resumable: every (simulation, seed, rule) writes one JSON under ``<out>/runs``; a rerun skips
 what exists (``--quick`` writes to its own folder). Outputs under ``--out`` (default
 ``benchmarks/results/ctl``): ``ctl.md`` (the tables), ``ctl_sim1.csv``, ``ctl_sim2.csv``,
-``ctl_sim1.png`` (mean curves with 95 % intervals, as the paper's Fig. 2).
+``ctl_sim1.png`` (mean curves with 95 % intervals, as the paper's Fig. 2), and ``table.md``:
+the tables of both simulations made from ``ctl_sim1.csv`` and ``ctl_sim2.csv`` alone
+(``report``, ``--report-only``), which ``docs/ctl.md`` includes. The two CSVs hold means and
+interval half-widths over simulations, not per-simulation values, so ``table.md`` has no paired
+differences between rules; ``ctl.md`` (the run's log: seconds per simulation, discarded seeds,
+the exact-energy check, the Flower cross-check) is written by the run only.
 
 Usage::
 
     python benchmarks/ctl.py --quick                 # 4 simulations, 40 rounds (~3 min)
+    python benchmarks/ctl.py --report-only           # table.md from the two CSVs
     python benchmarks/ctl.py                         # 20 simulations, 100 rounds (~20 min)
     python benchmarks/ctl.py --simulations 100       # the paper's count
 """
@@ -45,6 +51,9 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from result_tables import provenance_line, record_provenance, table_head
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.inprocess import resolve_run_config, run_in_process
@@ -63,6 +72,12 @@ RULES_1 = (
 )
 RULES_2 = (("Best", {"guests": "best"}), ("All", {"guests": "all"}), ("Local", {"guests": "local"}))
 SETTINGS_2 = (("spread 3, dispersion 0.5", 3.0, 0.5), ("spread 0.5, dispersion 3", 0.5, 3.0))
+RESULTS = Path(__file__).parent / "results" / "ctl"
+# what ``report`` reads (the folder of ctl_sim1.csv and ctl_sim2.csv) and writes
+DATA = RESULTS
+TABLE = RESULTS / "table.md"
+# the page that includes table.md
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "ctl.md"
 
 
 def simulation_1_config(seed: int, rounds: int, shifts: int):
@@ -251,6 +266,69 @@ def cross_check(seed: int, rounds: int, shifts: int) -> str:
     )
 
 
+def report(folder: Path) -> str:
+    """The tables of both simulations (``table.md``), from ``ctl_sim1.csv`` and
+    ``ctl_sim2.csv`` in ``folder`` alone: mean over simulations ± the half-width of its 95 % t
+    interval; the first round at which the mean non-local curve reaches TARGET."""
+    import csv
+
+    with (folder / "ctl_sim1.csv").open() as f:
+        sim1 = list(csv.DictReader(f))
+    # the setting holds a comma and is not quoted: the last four fields are split off
+    header, *rows = (folder / "ctl_sim2.csv").read_text().splitlines()
+    sim2 = [dict(zip(header.split(","), row.rsplit(",", 4))) for row in rows]
+    rules = list(dict.fromkeys(r["rule"] for r in sim1))
+    curve = {(r["rule"], r["metric"]): [] for r in sim1}
+    for r in sim1:
+        curve[r["rule"], r["metric"]].append((float(r["mean"]), float(r["ci95"])))
+    last = len(curve[rules[0], "other"]) - 1
+    lines = table_head(
+        f"Simulation 1 (breast cancer, {NUM_NODES} nodes), after round {last}: mean over nodes"
+        " and simulations ± the half-width of the 95 % t interval over simulations (`ctl_sim1.csv`).",
+        "guests",
+        [f"first round non-local ≥ {TARGET}", "final non-local", "final local", "final all"],
+    )
+    for rule in rules:
+        other = np.array([m for m, _ in curve[rule, "other"]])
+        cells = [
+            f"{curve[rule, key][-1][0]:.4f} ± {curve[rule, key][-1][1]:.4f}"
+            for key in ("other", "own", "all")
+        ]
+        lines.append(f"| {rule} | {first_round_at(other, TARGET)} | {' | '.join(cells)} |")
+    settings = list(dict.fromkeys(r["setting"] for r in sim2))
+    labels = list(dict.fromkeys(r["rule"] for r in sim2))
+    lines += [""] + table_head(
+        "Simulation 2 (Gaussian nodes), final accuracy on all tasks: mean ± the half-width of"
+        " the 95 % t interval over simulations (`ctl_sim2.csv`).",
+        "setting",
+        [*labels, "simulations"],
+    )
+    for setting in settings:
+        rows = {r["rule"]: r for r in sim2 if r["setting"] == setting}
+        cells = [
+            f"{float(rows[rule]['final_all_mean']):.4f} ± {float(rows[rule]['ci95']):.4f}"
+            for rule in labels
+        ]
+        count = "/".join(sorted({rows[rule]["simulations"] for rule in labels}))
+        lines.append(f"| {setting} | {' | '.join(cells)} | {count} |")
+    lines += [
+        "",
+        (
+            "The CSVs hold means and interval half-widths, not per-simulation values: no paired"
+            " difference between two rules can be computed from them."
+        ),
+        "",
+        provenance_line(folder),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(folder: Path) -> str:
+    text = report(folder)
+    (folder / "table.md").write_text(text)
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -261,7 +339,11 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="4 simulations, 40 rounds")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ctl"))
+    parser.add_argument("--report-only", action="store_true", help="table.md from the two CSVs")
     args = parser.parse_args()
+    if args.report_only:
+        print(write_report(args.out))
+        return
     if args.quick:
         args.simulations, args.rounds = 4, 40
         args.out = args.out / "quick"
@@ -358,6 +440,9 @@ def main() -> None:
     emit("\n" + cross_check(used[0], args.rounds, args.shifts))
     emit(f"\nTotal {time.perf_counter() - started:.0f} s.")
     (args.out / "ctl.md").write_text("\n".join(lines) + "\n")
+    if not args.quick:
+        record_provenance(args.out, sys.argv)
+    write_report(args.out)
 
 
 if __name__ == "__main__":

@@ -27,13 +27,17 @@ added to the sweep. Teachers are cached per process (a Ray worker runs many poin
 worker's first teacher-using run of a seed also pays their pre-training (~9 s). ``seconds``
 is the sum of a run's rounds. Outputs under ``--out`` (default ``benchmarks/results/fedsa``;
 ``--quick``: ``<out>/quick``): ``fedsa.md``, ``fedsa.csv`` (one row per run),
-``fedsa_curves.png`` (mean accuracy per round at k = 5).
+``fedsa_curves.png`` (mean accuracy per round at k = 5), and ``table.md``: the accuracy,
+paired-difference and foreign-share tables made from ``fedsa.csv`` alone (``report``,
+``--report-only``), which ``docs/fedsa.md`` includes. The Table 3 analogue comes from the
+probes under ``<out>/probes``, which are not committed: it is in ``fedsa.md`` only.
 
 Usage::
 
     python benchmarks/fedsa.py --quick          # seed 42, k 1 and 5, 10 rounds (~1.5 min)
     python benchmarks/fedsa.py --seeds 7        # one seed of the full grid
     python benchmarks/fedsa.py --workers 2      # the full grid (~30 min in one process)
+    python benchmarks/fedsa.py --report-only    # table.md from fedsa.csv
 """
 
 from __future__ import annotations
@@ -52,6 +56,16 @@ from flwr.app import Context, RecordDict
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from result_tables import (
+    paired_cell,
+    percent_cell,
+    provenance_line,
+    read_runs,
+    record_provenance,
+    table_head,
+)
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.data.federation import load_splits
@@ -93,6 +107,14 @@ SETTING = {
     "fedsa-local-epochs": 2,
 }
 SLUGS = {slug: label for label, (slug, _) in METHODS.items()}
+RESULTS = Path(__file__).parent / "results" / "fedsa"
+# what ``report`` reads and writes
+DATA = RESULTS / "fedsa.csv"
+TABLE = RESULTS / "table.md"
+# the page that includes table.md
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "fedsa.md"
+# the paired comparisons of SEEDS 1.11's orderings (c): (mine, base)
+ORDERINGS = (("FedSA", "FedAvg+"), ("FedSA", "Random"), ("Random", "Least-K"))
 
 
 def method_overrides(label: str) -> dict:
@@ -253,7 +275,8 @@ def table(header: str, rows: list[str]) -> list[str]:
     return [header, "|---" * header.count(" | ") + "|---|", *rows]
 
 
-def report(runs: list[dict], probes: list[dict], labels, ks, seeds, rounds) -> list[str]:
+def log_report(runs: list[dict], probes: list[dict], labels, ks, seeds, rounds) -> list[str]:
+    """``fedsa.md``, the run's log: the tables from the run's records and the probes."""
     finals = {(m, k): list(finals_by_seed(runs, m, k).values()) for m in labels for k in ks}
     mean = {key: float(np.mean(v)) for key, v in finals.items() if v}
     weak = {
@@ -359,6 +382,89 @@ def orderings(gaps: dict, table3: dict, mean: dict, ks, probed: bool) -> list[st
     return lines
 
 
+def report(fedsa_csv: Path) -> str:
+    """The tables of ``table.md``, from ``fedsa.csv`` alone: final accuracy (mean ± sample std
+    over seeds), every method minus Scratch and the orderings (c) as paired per-seed differences
+    with 95 % t intervals (``result_tables.paired_cell``), the share of foreign draws."""
+    runs = read_runs(
+        fedsa_csv,
+        ("final_accuracy", "weak_accuracy", "seconds"),
+        ("k", "seed", "rounds", "foreign_draws", "draws"),
+    )
+    labels = [m for m in METHODS if any(r["method"] == m for r in runs)]
+    ks = sorted({r["k"] for r in runs})
+    seeds = sorted({r["seed"] for r in runs})
+    columns = [f"k = {k}" for k in ks]
+
+    def finals(method: str, k: int, key: str = "final_accuracy") -> list[float]:
+        return [r[key] for r in runs if r["method"] == method and r["k"] == k]
+
+    lines = table_head(
+        f"Final test accuracy of the adapted target model in %, mean ± sample std over seeds"
+        f" {', '.join(map(str, seeds))} (`fedsa.csv`; weak model: history row 0 of the FedSA"
+        " runs).",
+        "method",
+        columns,
+    )
+    for m in labels:
+        lines.append(f"| {m} | " + " | ".join(percent_cell(finals(m, k)) for k in ks) + " |")
+    weak = [percent_cell(finals("FedSA", k, "weak_accuracy")) for k in ks]
+    lines.append("| weak model (row 0 of FedSA) | " + " | ".join(weak) + " |")
+
+    def pair(mine: str, base: str, k: int) -> str:
+        return paired_cell(
+            runs, {"method": mine, "k": k}, {"method": base, "k": k}, "final_accuracy"
+        )
+
+    lines += [""] + table_head(
+        "Each method minus Scratch, paired by seed, in points: mean [95 % t interval], bold"
+        " where the interval excludes 0.",
+        "method − Scratch",
+        columns,
+    )
+    for m in labels:
+        if m != "Scratch":
+            lines.append(f"| {m} | " + " | ".join(pair(m, "Scratch", k) for k in ks) + " |")
+    lines += [""] + table_head(
+        "SEEDS 1.11's orderings (c), paired by seed, in points: mean [95 % t interval], bold"
+        " where the interval excludes 0.",
+        "difference",
+        columns,
+    )
+    for mine, base in ORDERINGS:
+        if mine in labels and base in labels:
+            lines.append(
+                f"| {mine} − {base} | " + " | ".join(pair(mine, base, k) for k in ks) + " |"
+            )
+    lines += [""] + table_head(
+        "Share of the drawn teachers that were foreign (all selections, k and seeds); minus"
+        " Random's: per seed (over k), paired by seed, in points, mean [95 % t interval], bold"
+        " where the interval excludes 0.",
+        "method",
+        ["foreign draws / draws", "share", "share − Random's"],
+    )
+    shares = []  # one row per (method, seed): the seed's share over k
+    for m in labels:
+        for seed in seeds:
+            mine = [r for r in runs if r["method"] == m and r["seed"] == seed]
+            draws = sum(r["draws"] for r in mine)
+            if draws:
+                foreign = sum(r["foreign_draws"] for r in mine)
+                shares.append({"method": m, "seed": seed, "share": foreign / draws})
+    for m in labels:
+        foreign = sum(r["foreign_draws"] for r in runs if r["method"] == m)
+        draws = sum(r["draws"] for r in runs if r["method"] == m)
+        share = f"{100 * foreign / draws:.0f} %" if draws else "– (no teachers)"
+        gap = (
+            paired_cell(shares, {"method": m}, {"method": "Random"}, "share")
+            if m != "Random"
+            else "–"
+        )
+        lines.append(f"| {m} | {foreign} / {draws} | {share} | {gap} |")
+    lines += ["", provenance_line(fedsa_csv.parent)]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -369,7 +475,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="seed 42, k 1 and 5, 10 rounds")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/fedsa"))
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
+    parser.add_argument("--report-only", action="store_true", help="table.md from fedsa.csv")
     args = parser.parse_args()
+    if args.report_only:
+        text = report(args.out / "fedsa.csv")
+        (args.out / "table.md").write_text(text)
+        print(text)
+        return
     labels = tuple(METHODS)
     if args.quick:
         args.seeds, args.ks, args.rounds, labels = [42], [1, 5], 10, QUICK_METHODS
@@ -395,7 +507,7 @@ def main() -> None:
         print(f"  Table 3 analogue, seed {record['seed']} ...", flush=True)
         probes.append(probe_teachers(args.out, record))
 
-    lines = report(runs, probes, labels, args.ks, args.seeds, args.rounds)
+    lines = log_report(runs, probes, labels, args.ks, args.seeds, args.rounds)
     lines.append(f"\nTotal {time.perf_counter() - started:.0f} s (stored points are not re-run).")
     text = "\n".join(lines) + "\n"
     print(text)
@@ -406,6 +518,9 @@ def main() -> None:
         foreign, draws = foreign_draws(r)
         csv.append(",".join(str(r[c]) for c in columns) + f",{foreign},{draws},{r['run_dir']}")
     (args.out / "fedsa.csv").write_text("\n".join(csv) + "\n")
+    if not args.quick:
+        record_provenance(args.out, sys.argv)
+    (args.out / "table.md").write_text(report(args.out / "fedsa.csv"))
     plot_curves([r for r in runs if r["k"] == CURVE_K], labels, args.out / "fedsa_curves.png")
 
 

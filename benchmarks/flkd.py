@@ -31,6 +31,13 @@ between student and teacher mean accuracy over the 13 FL teachers and over all 2
 sweep teachers. Plots: a heat map of the grid per mode, student vs teacher accuracy per
 objective.
 
+``table.md`` (``report``, ``--report-only``): made from ``runs.csv`` alone, the table
+``docs/distillation.md`` includes: per data set, objective and mode, the student behind the
+chance teacher, behind the best FL or sweep teacher and r20; and the paired per-seed
+differences labeled minus no-ce behind the chance, the best and the central teacher. The
+teachers' own tables and the student alone come from the JSONs under ``--out``, which are not
+committed: they are in ``flkd.md`` only.
+
 Resumable and shardable: every teacher and every student run writes one JSON (a rerun skips
 what exists); ``--seeds 7`` and ``--seeds 42`` may run in two processes; a run without
 ``--seeds`` (or ``--report``) writes the report of everything on disk.
@@ -40,6 +47,7 @@ Usage::
     python benchmarks/flkd.py --quick                 # seed 42, digits, sweep, 5 objectives: ~2 min
     python benchmarks/flkd.py --seeds 7 --datasets digits
     python benchmarks/flkd.py --report                # tables and plots of what exists
+    python benchmarks/flkd.py --report-only           # table.md from runs.csv
 """
 
 from __future__ import annotations
@@ -57,6 +65,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from result_tables import paired_cell, provenance_line, read_runs, table_head
 
 from flowerbed.catalog import get_protocol, parse_run_config
 from flowerbed.data.federation import load_splits
@@ -99,6 +110,9 @@ SEEDS = (7, 42, 123)
 TEACHER_MODEL, STUDENT_MODEL = "mlp", "mlp-small"
 NUM_CLIENTS, ROUNDS, LOCAL_EPOCHS = 5, 20, 5
 QUICK_OBJECTIVES = ("vanilla", "logit-mse", "feature", "crd", "dkd")
+RESULTS = Path(__file__).parent / "results" / "flkd"
+# the page that includes table.md
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "distillation.md"
 
 
 def fl_overrides(dataset: str, strategy: str, rounds: int, seed: int, out: Path) -> dict:
@@ -336,7 +350,8 @@ def load(out: Path, pattern: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(out.glob(pattern))]
 
 
-def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> list[str]:
+def log_report(out: Path, datasets, names: list[str], objectives, epochs: int) -> list[str]:
+    """``flkd.md`` and the CSVs, from the teacher and run JSONs under ``out``."""
     teachers = load(out, "teachers/*/*.json")
     runs = [x for x in load(out, "runs/*/*.json") if "objective" in x]
     alone = load(out, "runs/*/alone.json")
@@ -474,6 +489,92 @@ def report(out: Path, datasets, names: list[str], objectives, epochs: int) -> li
     return lines
 
 
+def report(runs_csv: Path) -> str:
+    """``table.md``, from ``runs.csv`` alone: per data set, objective and mode, the student's
+    mean accuracy behind the chance teacher (``fedavg-r0``) and behind the FL or sweep teacher
+    of highest mean accuracy, and r20 (Pearson between the student's and the teacher's mean
+    accuracy over the FL and sweep teachers); then labeled minus no-ce, paired by seed."""
+    runs = read_runs(runs_csv, ("teacher_accuracy", "best", "ce_weight"), ("seed",))
+    lines = []
+    for dataset in [d for d in DATASETS if any(r["dataset"] == d for r in runs)]:
+        rows = [r for r in runs if r["dataset"] == dataset]
+        seeds = sorted({r["seed"] for r in rows})
+        teachers = list(dict.fromkeys(r["teacher"] for r in rows))
+        accuracy = {
+            n: np.mean(
+                list({r["seed"]: r["teacher_accuracy"] for r in rows if r["teacher"] == n}.values())
+            )
+            for n in teachers
+        }
+        graded = [n for n in teachers if n != "central"]
+        best_teacher = max(graded, key=lambda n: accuracy[n])
+        student: dict[tuple, list[float]] = {}
+        for r in rows:
+            student.setdefault((r["teacher"], r["objective"], r["mode"]), []).append(r["best"])
+        objectives = [o for o in OBJECTIVES if any(r["objective"] == o for r in rows)]
+
+        def mean(teacher: str, objective: str, mode: str, student=student) -> float:
+            return float(np.mean(student.get((teacher, objective, mode), [math.nan])))
+
+        lines += table_head(
+            f"{dataset}, seeds {', '.join(map(str, seeds))}: student accuracy % behind the chance"
+            f" teacher (fedavg-r0, {100 * accuracy['fedavg-r0']:.1f} %) / behind the best FL or"
+            f" sweep teacher ({best_teacher}, {100 * accuracy[best_teacher]:.1f} %) / r20 over"
+            f" the {len(graded)} FL and sweep teachers; means over seeds (`runs.csv`).",
+            "objective",
+            ["CE weight (labeled)", *MODES],
+        )
+        for o in objectives:
+            cells = []
+            for m in MODES:
+                means = [mean(n, o, m) for n in graded]
+                r20 = pearson(means, [accuracy[n] for n in graded])
+                cells.append(
+                    f"{100 * mean('fedavg-r0', o, m):.1f} / {100 * mean(best_teacher, o, m):.1f}"
+                    f" / {signed(r20)}"
+                )
+            ce = next(
+                r["ce_weight"] for r in rows if r["objective"] == o and r["mode"] == "labeled"
+            )
+            lines.append(f"| {o} | {ce:g} | " + " | ".join(cells) + " |")
+        behind = {
+            "fedavg-r0": "chance teacher",
+            best_teacher: "best teacher",
+            "central": "central teacher",
+        }
+        lines += [""] + table_head(
+            f"{dataset}: labeled minus no-ce, paired by seed, in points: mean [95 % t interval],"
+            " bold where the interval excludes 0.",
+            "objective",
+            [f"behind the {what}" for what in behind.values()],
+        )
+        for o in objectives:
+            cells = [
+                paired_cell(
+                    rows,
+                    {"teacher": n, "objective": o, "mode": "labeled"},
+                    {"teacher": n, "objective": o, "mode": "no-ce"},
+                    "best",
+                )
+                for n in behind
+            ]
+            lines.append(f"| {o} | " + " | ".join(cells) + " |")
+        fl = [n for n in teachers if n in STRATEGIES and n != "fedavg"]
+        taught = list({(r["seed"], r["teacher"]): r for r in rows}.values())
+        lines += [""] + table_head(
+            f"{dataset}: FL teacher accuracy (best round) minus FedAvg's, paired by seed, in"
+            " points: mean [95 % t interval], bold where the interval excludes 0.",
+            "teacher",
+            ["teacher %", "− fedavg"],
+        )
+        for n in sorted(fl, key=lambda n: -accuracy[n]):
+            gap = paired_cell(taught, {"teacher": n}, {"teacher": "fedavg"}, "teacher_accuracy")
+            lines.append(f"| {n} | {100 * accuracy[n]:.1f} | {gap} |")
+        lines.append("")
+    lines.append(provenance_line(runs_csv.parent))
+    return "\n".join(lines) + "\n"
+
+
 def footprints(dataset: str, seed: int, out: Path) -> str:
     """Teacher and student: parameters, bytes, CPU latency of one batch of 24 test images."""
     data = load_splits(config_of(dataset, seed, out))
@@ -568,6 +669,7 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="*", choices=DATASETS, default=list(DATASETS))
     parser.add_argument("--epochs", type=int, default=10, help="student epochs")
     parser.add_argument("--report", action="store_true", help="only write the report")
+    parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/flkd"))
     args = parser.parse_args()
     logging.getLogger("flwr").setLevel(logging.WARNING)
@@ -579,6 +681,11 @@ def main() -> None:
     epochs = 5 if args.quick else args.epochs
     seeds = [42] if args.quick else (args.seeds or list(SEEDS))
     start = time.perf_counter()
+    if args.report_only:
+        text = report(out / "runs.csv")
+        atomic_write(out / "table.md", lambda f: f.write(text))
+        print(text)
+        return
     if not args.report:
         for dataset in datasets:
             for seed in seeds:
@@ -587,10 +694,12 @@ def main() -> None:
                     for objective in objectives:
                         for mode in MODES:
                             student_run(dataset, seed, name, objective, mode, epochs, out)
-    lines = report(out, datasets, names, objectives, epochs)
+    lines = log_report(out, datasets, names, objectives, epochs)
     lines += ["", f"Command: `python benchmarks/flkd.py {' '.join(sys.argv[1:])}`"]
     text = "\n".join(lines) + "\n"
     atomic_write(out / "flkd.md", lambda f: f.write(text))
+    table = report(out / "runs.csv")
+    atomic_write(out / "table.md", lambda f: f.write(table))
     print(text)
     print(f"{time.perf_counter() - start:.0f} s")
 
