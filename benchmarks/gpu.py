@@ -21,7 +21,12 @@ mini-batch of 32, ``vqc-reduction='linear'`` feeding 2^n amplitudes) through the
 algorithms (flowerbed's runs use the deterministic ones, see ``runtime.device``): the price
 of repeatable GPU runs.
 
-Results: ``benchmarks/results/gpu/gpu.md`` and ``gpu.csv``.
+Results: ``benchmarks/results/gpu/gpu.csv`` (the measured values) and ``gpu.md``, the table
+that ``docs/gpus.md`` includes, made from ``gpu.csv`` alone (``report``; its first line, the
+devices, from the first line of the run's log, ``bench.log``, when there is one)::
+
+    python benchmarks/gpu.py | tee benchmarks/results/gpu/bench.log
+    python benchmarks/gpu.py --report-only    # gpu.md from gpu.csv
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import evaluate
 
 OUT = Path(__file__).resolve().parent / "results" / "gpu"
+RESULTS = OUT
+# what ``report`` reads and writes, and the page that includes the table
+DATA = OUT / "gpu.csv"
+TABLE = OUT / "gpu.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "gpus.md"
 SHAPE, CLASSES = (3, 32, 32), 10
 
 
@@ -144,7 +154,10 @@ def vqc_throughput(device: str, qubits: int, layers: int, samples: int, repeats:
 
 
 def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
+    """Three significant digits, without an exponent (1082, 281, 89.2, 0.521)."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def markdown(rows: list[dict]) -> str:
@@ -162,13 +175,35 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def report(data: Path, header: str | None = None) -> str:
+    """``gpu.md`` from ``gpu.csv`` alone: the devices line (``header``, else the first line of
+    ``bench.log`` beside the CSV when it names them) and the table of ``markdown``."""
+    import csv
+
+    with data.open() as f:
+        rows = [
+            {k: (float(v) if k in ("cpu", "cuda") and v else v) for k, v in row.items() if v}
+            for row in csv.DictReader(f)
+        ]
+    log = data.parent / "bench.log"
+    if header is None and log.is_file():
+        first = log.read_text().splitlines()[0]
+        header = first if first.startswith("devices:") else None
+    return (f"{header}\n\n" if header else "") + markdown(rows) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--qubits", type=int, nargs="+", default=[6, 10, 14])
+    parser.add_argument("--report-only", action="store_true", help="gpu.md from gpu.csv")
     args = parser.parse_args()
+    if args.report_only:
+        TABLE.write_text(report(DATA))
+        print(TABLE.read_text())
+        return
     clients, repeats, per_client, test = args.clients, args.repeats, 500, 2000
     qubits, vqc_samples = args.qubits, 512
     if args.quick:
@@ -214,8 +249,8 @@ def main() -> None:
     table = markdown(rows)
     print(table)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "gpu.md").write_text(f"{header}\n\n{table}\n")
-    write_csv(OUT / "gpu.csv", rows, ("what", "model", "unit", "cpu", "cuda"))
+    write_csv(DATA, rows, ("what", "model", "unit", "cpu", "cuda"))
+    TABLE.write_text(report(DATA, header))
     print(f"wrote {OUT / 'gpu.md'}")
 
 

@@ -25,7 +25,9 @@ split keeps its 7,180) and its peak is extrapolated linearly in the number of tr
 after runs at those counts and at the full one. A second table (``--part load``) has the peak
 RSS of one process loading the data set (the kernel's high-water mark, ``VmHWM``): before
 at ``--before-load-images`` (extrapolated to the full count), after at those and the full one.
-Results go to ``benchmarks/results/memory/`` (``runs.md``/``.json``, ``load.md``).
+Results go to ``benchmarks/results/memory/`` (``runs.md``/``.json``, ``load.md``), and
+``table.md``: the runs' table and ratios made from ``runs.json`` alone (``report``,
+``--report-only``), which ``docs/benchmarks.md`` includes.
 
     python benchmarks/memory.py --before-app /work/main [--part runs|load|all] [--quick]
 """
@@ -52,6 +54,11 @@ TRAIN, VAL, TEST = 89_996, 10_004, 7_180  # PathMNIST's splits
 SIZE, CHANNELS, CLASSES = 64, 3, 9
 CLIENTS = 10
 RESULTS = Path(__file__).resolve().parent / "results" / "memory"
+# what ``report`` reads and writes (the test of published tables reads PUBLISHED), the page
+DATA = RESULTS / "runs.json"
+TABLE = RESULTS / "table.md"
+PUBLISHED = ((DATA, TABLE),)
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
 @dataclass
@@ -250,6 +257,17 @@ def ratios(rows: list[Measurement]) -> str:
     return "\n".join(lines)
 
 
+def report(data: Path) -> str:
+    """``table.md`` from ``runs.json`` alone: the runs' peaks (``table``) and the before /
+    after ratios (``ratios``)."""
+    rows = [Measurement(**r) for r in json.loads(data.read_text())]
+    caption = (
+        "Peak PSS and RSS summed over every process of the run, wall seconds and status, per"
+        " code, training images and cache (`runs.json`):"
+    )
+    return f"{caption}\n\n{table(rows)}\n\n{ratios(rows)}\n"
+
+
 LOAD_SCRIPT = """
 import sys
 import numpy as np
@@ -342,7 +360,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--before-app", type=Path, required=True)
+    parser.add_argument("--before-app", type=Path, help="a checkout without the cache")
+    parser.add_argument("--report-only", action="store_true", help="table.md from runs.json")
     parser.add_argument("--before-images", default="5000,10000", help="flwr runs of before")
     parser.add_argument(
         "--before-load-images", default="5000,10000,20000", help="one-process loads of before"
@@ -352,6 +371,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 / 2,000 / 4,000 images")
     parser.add_argument("--share", type=int, default=2000, help="images of the speed check")
     args = parser.parse_args()
+    if args.report_only:
+        TABLE.write_text(report(DATA))
+        print(TABLE.read_text())
+        return
+    if args.before_app is None:
+        parser.error("--before-app is required (unless --report-only)")
     os.environ["OMP_NUM_THREADS"] = "1"  # one math thread per actor (see overhead.py)
     small = [int(n) for n in args.before_images.split(",")]
     load_counts = [int(n) for n in args.before_load_images.split(",")]
@@ -363,16 +388,18 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="flowerbed-memory-"))
     try:
         if args.part in ("runs", "all"):
-            report, rows = flwr_runs(args, small, full, work)
-            (RESULTS / f"{prefix}runs.md").write_text(report + "\n")
+            text, rows = flwr_runs(args, small, full, work)
+            (RESULTS / f"{prefix}runs.md").write_text(text + "\n")
             (RESULTS / f"{prefix}runs.json").write_text(
                 json.dumps([asdict(r) for r in rows], indent=1)
             )
-            print("\n" + report, flush=True)
+            if not args.quick:
+                TABLE.write_text(report(DATA))
+            print("\n" + text, flush=True)
         if args.part in ("load", "all"):
-            report = load_peaks(args.before_app.resolve(), load_counts, full, work)
-            (RESULTS / f"{prefix}load.md").write_text(report + "\n")
-            print("\n" + report)
+            text = load_peaks(args.before_app.resolve(), load_counts, full, work)
+            (RESULTS / f"{prefix}load.md").write_text(text + "\n")
+            print("\n" + text)
         print(f"\nwritten to {RESULTS}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

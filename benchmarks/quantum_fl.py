@@ -15,7 +15,11 @@ train one after another, so a round's seconds are the sum of the clients' work p
 evaluation (with several workers, runs share the machine's cores: compare seconds of runs made
 one at a time). ``<out>/runs.json`` keeps what the tables read from each run (accuracy and loss
 per round, seconds, bytes, kept and substituted shares); ``--report-only`` rebuilds
-``<out>/<regime>.md`` and ``.png`` from it.
+``<out>/<regime>.md`` and ``.png`` from it, and ``<out>/table.md``: the tables that
+``docs/quantum-fl.md`` includes (``report``: final accuracy and loss, mean ± std and per seed,
+and the paired per-seed differences between the strategies with their 95 % t intervals), made
+from ``<out>/runs.json`` alone (the threshold sweep's also reads the default regime's
+``runs.json`` for QFedAvg, run with the same setting and seeds).
 
 Regimes (``--regime``):
 
@@ -50,6 +54,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from result_tables import paired_cell, paired_interval, provenance_line, table_head
 
 from flowerbed.sweep import Axis, SweepSpec, load_history, mean_std, run_sweep
 
@@ -107,6 +114,19 @@ VARIANTS = {
         for q in (0.05, 0.2, 0.5, 0.8)
     },
 }
+
+
+RESULTS = Path(__file__).resolve().parent / "results" / "quantum_fl"
+# the folder of each regime's runs.json and table.md
+FOLDERS = {
+    "default": RESULTS,
+    "paper": RESULTS.parent / "quantum_fl_paper",
+    "sweep": RESULTS.parent / "quantum_fl_sweep",
+}
+# (what ``report`` reads, the table it writes), one per regime; the page includes all three
+PUBLISHED = tuple((folder / "runs.json", folder / "table.md") for folder in FOLDERS.values())
+DATA, TABLE = PUBLISHED[0]
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "quantum-fl.md"
 
 
 @dataclass(frozen=True)
@@ -361,6 +381,183 @@ def sweep_report(runs: list[dict], variants: tuple[str, ...], path: Path) -> str
     return "\n".join(lines) + "\n"
 
 
+def _finals(runs: list[dict], regime: Regime) -> list[dict]:
+    """One row per run of the regime's grid: labels, seed, final accuracy and loss."""
+    return [
+        {
+            "dataset": r["dataset"],
+            "variant": r["variant"],
+            "seed": r["seed"],
+            "final": r["accuracy"][-1],
+            "loss": r["loss"][-1],
+            "kept": mean_fraction(r["kept"][1:]),
+            "substituted": mean_fraction(r["substituted"]),
+        }
+        for r in runs
+        if r["dataset"] in regime.rounds
+        and r["variant"] in regime.variants
+        and r["rounds"] == regime.rounds[r["dataset"]]
+    ]
+
+
+def _loss_cell(rows: list[dict], mine: dict, base: dict) -> str:
+    """Final loss of the runs labelled ``mine`` minus ``base``, paired by seed: mean [95 % t
+    interval], bold where the interval excludes 0."""
+
+    def by_seed(labels: dict) -> dict[int, float]:
+        return {r["seed"]: r["loss"] for r in rows if all(r[k] == v for k, v in labels.items())}
+
+    mine_values, base_values = by_seed(mine), by_seed(base)
+    seeds = sorted(set(mine_values) & set(base_values))
+    if len(seeds) < 2:
+        return "–"
+    mean, low, high = paired_interval([mine_values[s] - base_values[s] for s in seeds])
+    text = f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+    return f"**{text}**" if low > 0 or high < 0 else text
+
+
+def _summary_cells(rows: list[dict]) -> str:
+    kept = mean_fraction([r["kept"] for r in rows])
+    substituted = mean_fraction([r["substituted"] for r in rows])
+    return (
+        f"{len(rows)} | {mean_pm([r['final'] for r in rows], 100)}"
+        f" | {mean_pm([r['loss'] for r in rows], digits=3)} | {_percent(kept)}"
+        f" | {_percent(substituted)}"
+    )
+
+
+# the paired comparisons of the report: (mine, base), where both were run
+COMPARISONS = (
+    ("qfedadam", "qfedavg"),
+    ("qfedfisher", "qfedavg"),
+    ("qfedfisher-training", "qfedavg"),
+    ("qfedfisher-server-only", "qfedavg"),
+    ("qfedfisher", "qfedfisher-server-only"),
+    ("qfedfisher-training", "qfedfisher"),
+)
+SUMMARY_COLUMNS = [
+    "seeds",
+    "final accuracy (%)",
+    "final loss",
+    "kept by the client rule (%, rounds 2+)",
+    "substituted by the server (%)",
+]
+PAIRED_NOTE = (
+    "Paired differences: per seed (the same partition and client sampling for every"
+    " strategy), mine minus base; mean [95 % Student-t interval over the seeds], in bold where"
+    " the interval excludes 0."
+)
+
+
+def report(data: Path) -> str:
+    """The tables of one regime (``table.md``) from its ``runs.json`` alone (the sweep's
+    QFedAvg baseline from the default regime's): final accuracy and loss, mean ± sample std over
+    seeds and per seed, the mean kept and substituted shares, and the paired per-seed
+    differences between the strategies."""
+    folder = data.parent
+    name = next(n for n, f in FOLDERS.items() if f.name == folder.name)
+    regime = REGIMES[name]
+    rows = _finals(json.loads(data.read_text()), regime)
+    if name == "sweep":
+        return _sweep_table(rows, regime, folder)
+    lines = []
+    for dataset in regime.datasets:
+        mine = [r for r in rows if r["dataset"] == dataset]
+        if not mine:
+            continue
+        variants = [v for v in regime.variants if any(r["variant"] == v for r in mine)]
+        seeds = sorted({r["seed"] for r in mine})
+        lines += table_head(
+            f"**{_title(regime, dataset, regime.rounds[dataset])}**: final test accuracy and"
+            " loss of the global model, mean ± sample std over seeds; the clients' mean share"
+            " of entries kept by the client rule (rounds 2 on) and the server's share replaced"
+            " by the FedAvg value (`runs.json`).",
+            "strategy",
+            SUMMARY_COLUMNS,
+        )
+        for variant in variants:
+            vr = [r for r in mine if r["variant"] == variant]
+            lines.append(f"| {variant} | {_summary_cells(vr)} |")
+        lines += [""] + table_head(
+            "Per seed: final accuracy (%) / loss.", "strategy", [f"seed {s}" for s in seeds]
+        )
+        for variant in variants:
+            by_seed = {r["seed"]: r for r in mine if r["variant"] == variant}
+            cells = [
+                f"{100 * by_seed[s]['final']:.1f} / {by_seed[s]['loss']:.3f}"
+                if s in by_seed
+                else "–"
+                for s in seeds
+            ]
+            lines.append(f"| {variant} | {' | '.join(cells)} |")
+        lines += [""] + table_head(
+            PAIRED_NOTE, "mine − base", ["final accuracy (points)", "final loss"]
+        )
+        for a, b in COMPARISONS:
+            if a in variants and b in variants:
+                mine_labels, base_labels = (
+                    {"dataset": dataset, "variant": a},
+                    {"dataset": dataset, "variant": b},
+                )
+                lines.append(
+                    f"| {a} − {b} | {paired_cell(mine, mine_labels, base_labels)}"
+                    f" | {_loss_cell(mine, mine_labels, base_labels)} |"
+                )
+        lines.append("")
+    lines.append(provenance_line(folder))
+    return "\n".join(lines) + "\n"
+
+
+def _sweep_table(rows: list[dict], regime: Regime, folder: Path) -> str:
+    """The threshold sweep: per threshold, final accuracy, kept and substituted shares, and
+    the paired differences against QFedAvg (the default regime's runs of the same setting and
+    seeds) and against the paper's delta = 0.01."""
+    default = REGIMES["default"]
+    base = [
+        r
+        for r in _finals(json.loads((FOLDERS["default"] / "runs.json").read_text()), default)
+        if r["dataset"] == "digits" and r["variant"] == "qfedavg"
+    ]
+    both = rows + base
+    dataset = next(iter(regime.datasets))
+    lines = table_head(
+        f"**QFedFisher's threshold, {_title(regime, dataset, regime.rounds[dataset])}**: final"
+        " test accuracy, mean ± sample std over seeds; the clients' mean share of entries kept"
+        " by the client rule (rounds 2 on) and the server's share replaced by the FedAvg value;"
+        " the paired per-seed difference in final accuracy (points) against QFedAvg (the"
+        " default comparison's runs, same setting and seeds) and against delta = 0.01 (the"
+        " paper's), mean [95 % Student-t interval], in bold where it excludes 0 (`runs.json`).",
+        "threshold",
+        [*SUMMARY_COLUMNS, "− qfedavg", "− delta=0.01"],
+    )
+    qfedavg = {"dataset": dataset, "variant": "qfedavg"}
+    reference = {"dataset": dataset, "variant": "delta=0.01"}
+    for variant in regime.variants:
+        vr = [r for r in rows if r["variant"] == variant]
+        if not vr:
+            continue
+        mine = {"dataset": dataset, "variant": variant}
+        against = "" if variant == "delta=0.01" else paired_cell(both, mine, reference)
+        lines.append(
+            f"| {variant} | {_summary_cells(vr)} | {paired_cell(both, mine, qfedavg)}"
+            f" | {against or '–'} |"
+        )
+    lines.append(
+        f"| qfedavg (default comparison) | {_summary_cells(base)} | – |"
+        f" {paired_cell(both, qfedavg, reference)} |"
+    )
+    lines += ["", provenance_line(folder)]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(data: Path) -> str:
+    from flowerbed.runtime.results import atomic_write
+
+    text = report(data)
+    atomic_write(data.parent / "table.md", lambda f: f.write(text))
+    return text
+
+
 def client_overhead(dataset: str, repeats: int) -> str:
     """Median seconds of one client's local work on the VQC (E = 1), measured back to back in
     this process so that the load of other jobs hits every variant alike: plain training
@@ -441,7 +638,9 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument(
-        "--report-only", action="store_true", help="tables and plot from <out>/runs.json"
+        "--report-only",
+        action="store_true",
+        help="tables, table.md and plot from <out>/runs.json",
     )
     parser.add_argument(
         "--client-overhead",
@@ -474,9 +673,9 @@ def main() -> None:
             datasets.remove("mnist")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.client_overhead:
-        report = "\n".join(client_overhead(d, args.client_overhead) for d in datasets)
-        atomic_write(args.out / "client_overhead.md", lambda f: f.write(report))
-        print(report)
+        text = "\n".join(client_overhead(d, args.client_overhead) for d in datasets)
+        atomic_write(args.out / "client_overhead.md", lambda f: f.write(text))
+        print(text)
         return
     store = args.out / "runs.json"
     if args.report_only and not store.is_file():
@@ -501,12 +700,14 @@ def main() -> None:
     ]
     name = "quantum_fl" if args.regime == "default" else args.regime
     if args.regime == "sweep":
-        report = sweep_report(runs, variants, args.out / f"{name}.png")
+        text = sweep_report(runs, variants, args.out / f"{name}.png")
     else:
-        report = summarise(runs, variants, regime)
+        text = summarise(runs, variants, regime)
         plot(runs, variants, regime, args.out / f"{name}.png")
-    atomic_write(args.out / f"{name}.md", lambda f: f.write(report))
-    print(report)
+    atomic_write(args.out / f"{name}.md", lambda f: f.write(text))
+    print(text)
+    if args.out.resolve() == FOLDERS[args.regime]:  # the published table.md
+        print(write_report(store))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,12 @@ quote ratios, not seconds).
     python benchmarks/startup.py --compare /tmp/before --compare-label "before"
 
 Outputs under ``--out`` (default ``benchmarks/results/startup``; ``--quick``: ``<out>/quick``):
-``startup.md`` (the tables, also printed) and ``startup.csv`` (one row per run).
+``startup.md`` (the tables, also printed), ``startup.csv`` (one row per run),
+``stages.json`` (the import and stage timings of ``startup.md``) and ``table.md``: the run
+table made from ``startup.csv`` alone (``report``, ``--report-only``), which
+``docs/benchmarks.md`` includes.
+
+    python benchmarks/startup.py --report-only                     # table.md from startup.csv
 """
 
 from __future__ import annotations
@@ -257,7 +262,45 @@ def wall_and_cpu(seconds: tuple[float, float]) -> str:
     return f"{seconds[0]:.2f} ({seconds[1]:.2f})"
 
 
-def report(
+RESULTS = Path(__file__).resolve().parent / "results" / "startup"
+# what ``report`` reads and writes, and the page that includes table.md
+DATA = RESULTS / "startup.csv"
+TABLE = RESULTS / "table.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def report(data: Path) -> str:
+    """``table.md`` from ``startup.csv`` alone: per app, the median wall and CPU seconds of its
+    runs and their ratios to the bare app's, and the 1-minute load range before the runs."""
+    with data.open() as f:
+        runs = list(csv.DictReader(f))
+    apps = list(dict.fromkeys(r["app"] for r in runs))
+    wall, cpu = (
+        {app: statistics.median(float(r[key]) for r in runs if r["app"] == app) for app in apps}
+        for key in ("seconds", "cpu_seconds")
+    )
+    loads = [float(r["load_1min"]) for r in runs]
+    repeats = len({r["repeat"] for r in runs})
+    lines = [
+        (
+            f"`flwr run`, {CLIENTS} SuperNodes, {ROUNDS} round, client-resources-num-cpus="
+            f"{CPUS_PER_CLIENT}: median of {repeats} alternating runs of each app (`startup.csv`);"
+            " CPU s: the process tree's; 1-minute load average before the runs"
+            f" {min(loads):.2f} to {max(loads):.2f}."
+        ),
+        "",
+        "| app | runs | wall s | ratio to bare | CPU s | ratio to bare |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {app} | {sum(r['app'] == app for r in runs)} | {wall[app]:.1f} |"
+            f" {wall[app] / wall['bare']:.2f} | {cpu[app]:.1f} | {cpu[app] / cpu['bare']:.2f} |"
+            for app in apps
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def run_report(
     apps: dict[str, Path],
     runs: list[dict],
     imports: dict[str, tuple[tuple[float, float], tuple[float, float]]],
@@ -312,7 +355,12 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, help="another copy of flowerbed to run too")
     parser.add_argument("--compare-label", default="flowerbed (compared)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/startup"))
+    parser.add_argument("--report-only", action="store_true", help="table.md from startup.csv")
     args = parser.parse_args()
+    if args.report_only:
+        (args.out / "table.md").write_text(report(args.out / "startup.csv"))
+        print((args.out / "table.md").read_text())
+        return
     repeats = 1 if args.quick else args.repeats
     out = args.out / "quick" if args.quick else args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -339,7 +387,7 @@ def main() -> None:
             for app, folder in apps.items()
         ]
 
-    text = report(apps, runs, imports, stages, repeats)
+    text = run_report(apps, runs, imports, stages, repeats)
     print("\n" + text)
     (out / "startup.md").write_text(text)
     with open(out / "startup.csv", "w", newline="") as f:
@@ -348,7 +396,11 @@ def main() -> None:
         )
         writer.writeheader()
         writer.writerows(runs)
-    print(f"written: {out / 'startup.md'}, {out / 'startup.csv'}")
+    (out / "stages.json").write_text(
+        json.dumps({"imports": imports, "stages": stages}, indent=1) + "\n"
+    )
+    (out / "table.md").write_text(report(out / "startup.csv"))
+    print(f"written: {out / 'startup.md'}, {out / 'startup.csv'}, {out / 'table.md'}")
 
 
 if __name__ == "__main__":

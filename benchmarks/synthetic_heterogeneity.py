@@ -23,13 +23,16 @@ strategies of a seed. Every run is the real ServerApp/ClientApp code in this pro
 thread.
 
 Writes to ``--out`` (default ``benchmarks/results/synthetic_heterogeneity``): ``runs.jsonl``
-(one line per run; a rerun skips runs already there), ``table.md`` (training loss at a few
-rounds and test accuracy, mean ± std over seeds) and ``loss.png`` (training loss per round,
-mean ± std over seeds).
+(one line per run; a rerun skips runs already there), ``table.md`` (``report``, made from
+``runs.jsonl`` alone and included by ``docs/benchmarks.md``: training loss at a few rounds and
+test accuracy, mean ± std over seeds, in how many rounds each strategy had the lowest loss of
+all and a loss above 10, and the paired per-seed differences from FedAvg with their 95 % t
+intervals) and ``loss.png`` (training loss per round, mean ± std over seeds).
 
     python benchmarks/synthetic_heterogeneity.py                 # 200 rounds, seeds 0 1 2
     python benchmarks/synthetic_heterogeneity.py --quick         # 20 rounds, seed 0
-    python benchmarks/synthetic_heterogeneity.py --table-only
+    python benchmarks/synthetic_heterogeneity.py --report-only   # table.md from runs.jsonl
+    python benchmarks/synthetic_heterogeneity.py --table-only    # table.md and loss.png
 """
 
 from __future__ import annotations
@@ -39,12 +42,17 @@ import json
 import logging
 import math
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 from flwr.app import MessageType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from result_tables import paired_interval, provenance_line, table_head
 
 from flowerbed.data.fedprox_synthetic import PAPER_TRAINING
 
@@ -68,6 +76,12 @@ NUM_CLIENTS = 30
 CHECKPOINTS = (1, 10, 50, 100, 200)
 COLORS = {"fedavg": "black", "fedprox": "tab:green", "fednova": "tab:red", "scaffold": "tab:blue"}
 LABELS = {"fedprox": "fedprox (mu = 1)"}
+RESULTS = Path(__file__).resolve().parent / "results" / "synthetic_heterogeneity"
+# what ``report`` reads and writes, and the page that includes table.md
+DATA = RESULTS / "runs.jsonl"
+TABLE = RESULTS / "table.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+DIVERGED = 10.0  # a training loss above this counts as diverged in the report
 
 
 class GlobalModelTap:
@@ -133,11 +147,13 @@ def run_one(strategy: str, seed: int, rounds: int, workdir: Path) -> dict:
 
 
 def mean_std(values: list[float | None], digits: int = 3) -> str:
+    """Mean ± sample std over seeds; one seed: its value alone (no std)."""
     values = [v for v in values if v is not None and math.isfinite(v)]
     if not values:
         return "diverged"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.{digits}f} ± {std:.{digits}f}"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def table(runs: list[dict], rounds: int) -> str:
@@ -168,6 +184,83 @@ def table(runs: list[dict], rounds: int) -> str:
         cells.append(f"{statistics.mean(r['wall_seconds'] for r in mine):.0f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _losses(run: dict) -> list[float]:
+    return [math.inf if v is None else v for v in run["train_loss"]]
+
+
+def report(data: Path) -> str:
+    """``table.md`` from ``runs.jsonl`` alone (its runs of the most rounds): the loss table;
+    per strategy, the rounds (1..) in which its training loss was the lowest of all strategies
+    of the same seed and those above DIVERGED; the paired per-seed differences from FedAvg."""
+    every = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
+    rounds = max(r["rounds"] for r in every)
+    runs = [r for r in every if r["rounds"] == rounds]
+    seeds = sorted({r["seed"] for r in runs})
+    names = [n for n in STRATEGIES if any(r["strategy"] == n for r in runs)]
+    run = {(r["strategy"], r["seed"]): r for r in runs}
+    lowest = {n: 0 for n in names}
+    for seed in seeds:
+        for t in range(1, rounds + 1):
+            losses = {n: _losses(run[n, seed])[t] for n in names if (n, seed) in run}
+            lowest[min(losses, key=losses.get)] += 1
+    lines = [table(runs, rounds).rstrip("\n"), ""]
+    lines += table_head(
+        f"Rounds 1..{rounds}, summed over {len(seeds)} seed(s): in how many the strategy's"
+        f" training loss was the lowest of the {len(names)}, and in how many it was above"
+        f" {DIVERGED:g} (or not finite).",
+        "strategy",
+        ["rounds with the lowest loss", f"rounds with loss > {DIVERGED:g}"],
+    )
+    for name in names:
+        above = sum(
+            1
+            for seed in seeds
+            if (name, seed) in run
+            for v in _losses(run[name, seed])[1:]
+            if not v <= DIVERGED
+        )
+        lines.append(f"| {LABELS.get(name, name)} | {lowest[name]} | {above} |")
+    lines += [""] + table_head(
+        "Paired differences from FedAvg, seed by seed (the same data set, client sampling and"
+        " local epochs): mean [95 % Student-t interval over seeds], in bold where it excludes"
+        " 0; with one seed, the difference alone: no interval, no ordering is tested.",
+        "strategy − fedavg",
+        [f"loss round {rounds}", "lowest loss", "final test accuracy (points)"],
+    )
+    keys = (
+        (lambda r: _losses(r)[rounds], 1.0, 3),
+        (lambda r: min(_losses(r)), 1.0, 3),
+        (lambda r: r["test_accuracy"][-1], 100.0, 1),
+    )
+    for name in names[1:]:
+        cells = []
+        for value, scale, digits in keys:
+            both = [s for s in seeds if (name, s) in run and ("fedavg", s) in run]
+            differences = [scale * (value(run[name, s]) - value(run["fedavg", s])) for s in both]
+            cells.append(_paired_text(differences, digits))
+        lines.append(f"| {LABELS.get(name, name)} | {' | '.join(cells)} |")
+    lines += ["", provenance_line(data.parent)]
+    return "\n".join(lines) + "\n"
+
+
+def _paired_text(differences: list[float], digits: int) -> str:
+    if not differences:
+        return "–"
+    if not all(math.isfinite(d) for d in differences):
+        return "diverged"
+    mean, low, high = paired_interval(differences)
+    if len(differences) < 2:
+        return f"{mean:+.{digits}f} (1 seed)"
+    text = f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+    return f"**{text}**" if low > 0 or high < 0 else text
+
+
+def write_report(data: Path) -> str:
+    text = report(data)
+    (data.parent / "table.md").write_text(text)
+    return text
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -210,8 +303,12 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "synthetic_heterogeneity"
     )
-    parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--table-only", action="store_true", help="table.md and loss.png")
+    parser.add_argument("--report-only", action="store_true", help="table.md from runs.jsonl")
     args = parser.parse_args()
+    if args.report_only:
+        print(write_report(args.out / "runs.jsonl"))
+        return
     rounds, seeds = (20, [0]) if args.quick else (args.rounds, args.seeds)
 
     torch.set_num_threads(1)  # a 610-parameter model: threads only contend on a shared machine
@@ -236,8 +333,7 @@ def main() -> None:
                         flush=True,
                     )
     runs = [r for r in runs if r["rounds"] == rounds and r["seed"] in seeds]
-    text = table(runs, rounds)
-    (args.out / "table.md").write_text(text)
+    text = write_report(log)
     plot(runs, args.out / "loss.png")
     print(text)
     print(f"written: {args.out / 'table.md'}, {args.out / 'loss.png'}")
