@@ -36,6 +36,7 @@ Variants for diagnosis go to their own folder, e.g. plain SGD instead of momentu
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -99,6 +100,7 @@ def sweep_spec(
 
 
 FIELDS = (
+    "dataset",
     "strategy",
     "partition",
     "seed",
@@ -120,6 +122,7 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     history = load_history(run_dir)
     accuracy = [row["central_accuracy"] for row in history]
     return {
+        "dataset": json.loads((run_dir / "config.json").read_text())["dataset"],
         "strategy": labels["strategy"],
         "partition": labels["partition"],
         "seed": int(labels["seed"]),
@@ -157,8 +160,9 @@ def partitions_in(runs: list[dict]) -> list[str]:
 def table(runs: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in runs})
     rounds = max(r["rounds"] for r in runs)  # a stopped run has fewer
+    datasets = ", ".join(sorted({r["dataset"] for r in runs}))
     caption = (
-        "Digits, 10 clients, mlp, local epochs drawn per client and round from 1..5, "
+        f"{datasets}, 10 clients, mlp, local epochs drawn per client and round from 1..5, "
         f"{rounds} rounds, seeds {', '.join(map(str, seeds))}; centralized "
         "test accuracy in % (mean ± sample std over seeds); seconds and megabytes per round"
         " are means over all runs of the strategy (seconds measured on a shared machine)."
