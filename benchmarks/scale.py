@@ -24,8 +24,8 @@ Per N it reports:
   on a shared machine, the seconds are only comparable at similar load).
 
 Then a least-squares line through the points: how memory and seconds per round grow per 1,000
-clients. Writes ``runs.csv``, ``table.md`` to ``--out`` (default
-``benchmarks/results/scale``). Refuses to start a run when less than ``--min-free-gib`` of
+clients. Writes ``runs.csv``, and ``table.md`` from it (``--report-only`` rewrites the table from
+``runs.csv`` alone), to ``--out`` (default ``benchmarks/results/scale``). Refuses to start a run when less than ``--min-free-gib`` of
 memory is available (this machine is shared).
 
     python benchmarks/scale.py                 # 1,000, 5,000, 10,000 clients, 3 rounds
@@ -195,6 +195,30 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+RESULTS = Path(__file__).parent / "results" / "scale"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"  # includes table.md
+TEXT_COLUMNS = ("all_rounds_s", "handshake")
+INT_COLUMNS = ("clients", "processes", "rounds")
+
+
+def report(runs_csv: Path) -> str:
+    """``table.md``, from ``runs.csv`` alone (``--report-only``)."""
+    with runs_csv.open() as f:
+        rows = list(csv.DictReader(f))
+    results = [
+        {
+            key: value
+            if key in TEXT_COLUMNS
+            else int(value)
+            if key in INT_COLUMNS
+            else float(value or 0.0)
+            for key, value in row.items()
+        }
+        for row in rows
+    ]
+    return table(results) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -206,7 +230,13 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/scale")
     parser.add_argument("--min-free-gib", type=float, default=8.0)
     parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
     args = parser.parse_args()
+    if args.report_only:
+        text = report(Path(args.out) / "runs.csv")
+        (Path(args.out) / "table.md").write_text(text)
+        print(text)
+        return
     nodes, rounds = ([200, 1000], 2) if args.quick else (args.nodes, args.rounds)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
