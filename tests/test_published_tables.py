@@ -41,6 +41,7 @@ def published(benchmark) -> list[tuple[Path, Path]]:
         "robustness",
         "privacy",
         "qkt",
+        "qkt_explain",
         "strategies",
         "ctl",
         "fedsa",
