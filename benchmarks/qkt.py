@@ -62,6 +62,11 @@ from flowerbed.sweep import Axis, SweepSpec, run_sweep
 
 RESULTS = Path(__file__).parent / "results" / "qkt"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "qkt.md"  # includes table.md
+# the tables the docs include: digits (the default run) and real MNIST (--data mnist-5k)
+PUBLISHED = tuple(
+    (folder / "runs.csv", folder / "table.md")
+    for folder in (RESULTS, RESULTS.with_name("qkt-mnist-5k"))
+)
 METHODS = (
     ("Local", "local"),
     ("FedAvg(1)", "fedavg1"),
