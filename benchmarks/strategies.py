@@ -62,6 +62,12 @@ from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history, run_sw
 
 RESULTS = Path(__file__).parent / "results" / "strategies"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "strategies.md"  # includes table.md
+# the tables the docs include: digits (the default run), its two diagnostic variants, and real
+# MNIST (--set dataset=mnist-5k)
+PUBLISHED = tuple(
+    (RESULTS.with_name(name) / "runs.csv", RESULTS.with_name(name) / "table.md")
+    for name in ("strategies", "strategies-momentum0", "strategies-lr0.01", "strategies-mnist-5k")
+)
 CLASSIC = (
     "fedavg",
     "fedprox",
