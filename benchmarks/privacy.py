@@ -53,10 +53,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from result_tables import accuracy_cell, column, read_runs, sweep_records
+from result_tables import accuracy_cell, column, measure_and_report, read_runs
 
-from flowerbed.runtime.results import atomic_write, write_csv
-from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
+from flowerbed.sweep import Axis, SweepSpec, load_history
 
 NOISE = (0.1, 0.3, 1.0, 3.0, 10.0)
 MODES = {"central": "central-server-fixed", "local": "local"}
@@ -248,17 +247,14 @@ def main() -> None:
     if args.quick:
         args.rounds, args.seeds, args.out = 3, [0], args.out / "quick"
         args.datasets, args.noise = ["digits"], [1.0]
-    args.out.mkdir(parents=True, exist_ok=True)
+    spec = (
+        None
+        if args.report_only
+        else sweep_spec(args.datasets, args.modes, args.noise, args.seeds, args.rounds)
+    )
+    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
     runs_csv = args.out / "runs.csv"
-    if not args.report_only:
-        spec = sweep_spec(args.datasets, args.modes, args.noise, args.seeds, args.rounds)
-        sweep = args.out / "runs"
-        run_sweep(spec, sweep, workers=args.workers, extend=True)
-        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
-    runs = read_results(runs_csv)
-    text = report(runs_csv)
-    atomic_write(args.out / "table.md", lambda f: f.write(text))
-    plot(runs, args.out / "accuracy_vs_epsilon.png")
+    plot(read_results(runs_csv), args.out / "accuracy_vs_epsilon.png")
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy_vs_epsilon.png'}")
 

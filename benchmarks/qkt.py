@@ -48,17 +48,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from result_tables import (
+    measure_and_report,
     paired_cell,
     percent_cell,
     provenance_line,
     read_runs,
-    record_provenance,
-    sweep_records,
     table_head,
 )
 
-from flowerbed.runtime.results import atomic_write, round_seconds, write_csv
-from flowerbed.sweep import Axis, SweepSpec, run_sweep
+from flowerbed.runtime.results import round_seconds
+from flowerbed.sweep import Axis, SweepSpec
 
 RESULTS = Path(__file__).parent / "results" / "qkt"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "qkt.md"  # includes table.md
@@ -296,10 +295,10 @@ def main() -> None:
     unknown = sorted(set(methods) - {name for _, name in METHODS})
     if unknown:
         parser.error(f"unknown methods {unknown}; valid: {', '.join(n for _, n in METHODS)}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    runs_csv = args.out / "runs.csv"
-    if not args.report_only:
-        spec = sweep_spec(
+    spec = (
+        None
+        if args.report_only
+        else sweep_spec(
             datasets(args.data_dir, args.data.split(",")),
             methods,
             args.seeds,
@@ -307,12 +306,9 @@ def main() -> None:
             args.clients,
             args.queries.split(","),
         )
-        sweep = args.out / "runs"
-        run_sweep(spec, sweep, workers=args.workers, extend=True)
-        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
-        record_provenance(args.out, sys.argv)
-    text = report(runs_csv)
-    atomic_write(args.out / "table.md", lambda f: f.write(text))
+    )
+    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
+    runs_csv = args.out / "runs.csv"
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}")
 

@@ -58,17 +58,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qkt import COMMON, PARTITIONS
 from result_tables import (
+    measure_and_report,
     paired_cell,
     percent_cell,
     provenance_line,
     read_runs,
-    record_provenance,
-    sweep_records,
     table_head,
 )
 
-from flowerbed.runtime.results import atomic_write, round_seconds, write_csv
-from flowerbed.sweep import Axis, SweepSpec, run_sweep
+from flowerbed.runtime.results import round_seconds
+from flowerbed.sweep import Axis, SweepSpec
 
 RESULTS = Path(__file__).parent / "results" / "qkt-explain"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "qkt.md"  # includes table.md
@@ -436,16 +435,13 @@ def main() -> None:
     lambdas = [float(v) for v in args.lambdas.split(",")]
     if DEFAULT_LAMBDA not in {str(v) for v in lambdas}:
         parser.error(f"--lambdas must hold the default {DEFAULT_LAMBDA}, the pairs' baseline")
-    args.out.mkdir(parents=True, exist_ok=True)
+    spec = (
+        None
+        if args.report_only
+        else sweep_spec(args.partitions.split(","), args.seeds, lambdas, args.clients)
+    )
+    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
     runs_csv = args.out / "runs.csv"
-    if not args.report_only:
-        spec = sweep_spec(args.partitions.split(","), args.seeds, lambdas, args.clients)
-        sweep = args.out / "runs"
-        run_sweep(spec, sweep, workers=args.workers, extend=True)
-        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
-        record_provenance(args.out, sys.argv)
-    text = report(runs_csv)
-    atomic_write(args.out / "table.md", lambda f: f.write(text))
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}")
 

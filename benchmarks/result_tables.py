@@ -13,10 +13,11 @@ from __future__ import annotations
 import csv
 import math
 import statistics
+import sys
 from pathlib import Path
 
-from flowerbed.runtime.results import atomic_write
-from flowerbed.sweep import SweepSpec, mean_std
+from flowerbed.runtime.results import atomic_write, write_csv
+from flowerbed.sweep import SweepSpec, mean_std, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
 
 
@@ -31,6 +32,26 @@ def sweep_records(spec: SweepSpec, sweep: Path, record) -> list[dict]:
         if state.finished or (stopped and state.run_dir is not None):
             records.append(record(point.labels, state.run_dir, stopped))
     return records
+
+
+def measure_and_report(
+    out: Path, spec: SweepSpec | None, record, fields, report, workers: int = 1
+) -> str:
+    """What a sweep benchmark does once its arguments are parsed. Unless ``spec`` is None
+    (``--report-only``): run the sweep in ``<out>/runs`` (a rerun skips the completed points),
+    write one row per run into ``<out>/runs.csv`` (``record``, as ``sweep_records`` calls it;
+    ``fields``: its columns) and ``measured.json`` (``record_provenance``). Then write
+    ``<out>/table.md``, made by ``report`` from ``runs.csv`` alone, and return its text."""
+    out.mkdir(parents=True, exist_ok=True)
+    runs_csv = out / "runs.csv"
+    if spec is not None:
+        sweep = out / "runs"
+        run_sweep(spec, sweep, workers=workers, extend=True)
+        write_csv(runs_csv, sweep_records(spec, sweep, record), fields)
+        record_provenance(out, sys.argv)
+    text = report(runs_csv)
+    atomic_write(out / "table.md", lambda f: f.write(text))
+    return text
 
 
 def table_head(caption: str, first: str, columns: list[str]) -> list[str]:

@@ -56,14 +56,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from result_tables import (
     accuracy_cell,
     column,
+    measure_and_report,
     paired_cell,
     read_runs,
-    sweep_records,
     table_head,
 )
 
-from flowerbed.runtime.results import atomic_write, write_csv
-from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
+from flowerbed.sweep import Axis, SweepSpec, load_history
 
 ATTACKERS = "0,1,2"
 DEFENCES = {
@@ -254,15 +253,13 @@ def main() -> None:
     if args.quick:
         args.rounds, args.seeds, args.out = 3, [0], args.out / "quick"
         args.defences, args.attacks = ["fedavg", "krum"], ["none", "sign-flip"]
-    args.out.mkdir(parents=True, exist_ok=True)
+    spec = (
+        None
+        if args.report_only
+        else sweep_spec(args.defences, args.attacks, args.seeds, args.rounds)
+    )
+    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
     runs_csv = args.out / "runs.csv"
-    if not args.report_only:
-        spec = sweep_spec(args.defences, args.attacks, args.seeds, args.rounds)
-        sweep = args.out / "runs"
-        run_sweep(spec, sweep, workers=args.workers, extend=True)
-        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
-    text = report(runs_csv)
-    atomic_write(args.out / "table.md", lambda f: f.write(text))
     plot(read_results(runs_csv), args.out / "accuracy.png")
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy.png'}")

@@ -47,18 +47,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from result_tables import (
     accuracy_cell,
+    measure_and_report,
     paired_cell,
     percent_cell,
     provenance_line,
     read_runs,
-    record_provenance,
-    sweep_records,
     table_head,
 )
 
-from flowerbed.runtime.results import atomic_write, round_seconds, write_csv
+from flowerbed.runtime.results import round_seconds
 from flowerbed.strategies import STRATEGIES
-from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history, run_sweep
+from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history
 
 RESULTS = Path(__file__).parent / "results" / "strategies"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "strategies.md"  # includes table.md
@@ -288,16 +287,13 @@ def main() -> None:
     unknown = [s for s in args.strategies if s not in STRATEGIES]
     if unknown:
         parser.error(f"unknown strategies {unknown}; valid: {', '.join(STRATEGIES)}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    spec = (
+        None
+        if args.report_only
+        else sweep_spec(args.strategies, args.partitions, args.seeds, args.rounds, extra)
+    )
+    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
     runs_csv = args.out / "runs.csv"
-    if not args.report_only:
-        spec = sweep_spec(args.strategies, args.partitions, args.seeds, args.rounds, extra)
-        sweep = args.out / "runs"
-        run_sweep(spec, sweep, workers=args.workers, extend=True)
-        write_csv(runs_csv, sweep_records(spec, sweep, run_record), FIELDS)
-        record_provenance(args.out, sys.argv)
-    text = report(runs_csv)
-    atomic_write(args.out / "table.md", lambda f: f.write(text))
     plot(read_results(runs_csv), args.out / "accuracy.png")
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
