@@ -21,20 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..report import (
-    REPORT_FILE,
-    Section,
-    absent,
-    esc,
-    img,
-    integer_ticks,
-    page,
-    png_bytes,
-    pyplot,
-    style,
-    table,
-    write_run_report,
-)
+from ..report import REPORT_FILE, write_run_report
+from ..report.markup import Section, absent, esc, img, page, table
+from ..report.plots import integer_ticks, png_bytes, pyplot, style
 from ..runtime.results import atomic_write
 from ..settings import ConfigError
 from .folder import SPEC_FILE, load_spec, point_dir, point_state

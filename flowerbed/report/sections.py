@@ -1,0 +1,262 @@
+"""The sections every run report has: status, configuration, curves, clinical metrics,
+the partition, each client's accuracy, the files."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..runtime.results import atomic_write
+from .markup import Section, absent, esc, img, shown, table
+from .plots import curves_axis, partition_png, png_bytes, pyplot
+from .run_folder import PARTITIONS_PNG, REPORT_FILE, RunFolder, column, number
+
+# history columns, what they mean to a reader
+ACCURACY_CURVES = (
+    ("central_accuracy", "global model, server's test set"),
+    ("federated_accuracy", "global model, clients' local test splits (sample-weighted)"),
+    ("client_accuracy_mean", "clients' local test accuracy (mean over clients)"),
+    ("client_models_test_accuracy_mean", "clients' own models, test set (mean)"),
+    ("nonlocal_accuracy_mean", "clients' models on other clients' test data (mean)"),
+)
+
+
+LOSS_CURVES = (
+    ("central_loss", "global model, server's test set"),
+    ("federated_loss", "global model, clients' local test splits (sample-weighted)"),
+    ("train_loss", "clients' local training (sample-weighted)"),
+)
+
+
+CLINICAL = (
+    ("balanced_accuracy", "balanced accuracy"),
+    ("auroc", "macro AUROC (one-vs-rest)"),
+    ("sensitivity", "sensitivity (recall of class 1)"),
+    ("specificity", "specificity (recall of class 0)"),
+    ("auroc_positive", "AUROC of class 1"),
+)
+
+
+WHERE = (("central", "server's test set"), ("federated", "clients' local test splits"))
+
+
+def status_section(run: RunFolder) -> Section:
+    status = run.status.get("status")
+    if status is None:
+        return Section("status", "Status", absent("status.json (not a run folder, or an old one)"))
+    words = {
+        "running": "running, or stopped without a word (killed): no end was recorded",
+        "interrupted": "interrupted (stopped by a signal); the rounds below are those finished",
+    }
+    body = [
+        f'<p>Status: <span class="status-{esc(status)}">{esc(words.get(status, status))}</span>'
+        + (f" at {esc(run.status['time'])}" if run.status.get("time") else "")
+        + "</p>"
+    ]
+    if run.status.get("reason"):
+        body.append(f"<p>Reason: {esc(run.status['reason'])}</p>")
+    error = run.path / "error.log"
+    if error.is_file():
+        lines = error.read_text(errors="replace").splitlines()
+        body.append(f"<p>The end of error.log ({len(lines)} lines):</p>")
+        body.append(f"<pre>{esc(chr(10).join(lines[-20:]))}</pre>")
+    facts = []
+    rounds = [r["round"] for r in run.history]
+    if rounds:
+        planned = run.config.get("num-server-rounds")
+        facts.append(
+            ["rows in history.json", f"{len(rounds)} (rounds {min(rounds)}-{max(rounds)})"]
+        )
+        if planned is not None:
+            facts.append(["num-server-rounds", planned])
+    last = run.history[-1] if run.history else {}
+    for key, label in ACCURACY_CURVES[:2] + ACCURACY_CURVES[3:4]:
+        if math.isfinite(number(last.get(key))):
+            facts.append([f"last {key} ({label})", number(last.get(key))])
+    if run.best:
+        picked = {k: v for k, v in run.best.items() if k not in ("round", "selected_on")}
+        for key, value in picked.items():
+            facts.append([f"model_best.pt: round {run.best.get('round')}, {key}", number(value)])
+    if run.timings:
+        seconds = list(run.timings.values())
+        facts.append(["seconds of all rounds (timings.csv)", f"{sum(seconds):.1f}"])
+        facts.append(["seconds per round (mean)", f"{np.mean(seconds):.2f}"])
+    if facts:
+        body.append(table(["", "value"], facts, text_columns=(0, 1)))
+    return Section("status", "Status", "\n".join(body))
+
+
+KEY_SETTINGS = (
+    "strategy",
+    "protocol-defaults",  # the keys that took the protocol's own defaults, when any did
+    "dataset",
+    "model",
+    "num-partitions",
+    "partitioner",
+    "num-server-rounds",
+    "local-epochs",
+    "batch-size",
+    "learning-rate",
+    "optimizer",
+    "fraction-train",
+    "fraction-evaluate",
+    "seed",
+    "distill-objective",
+    "best-model-metric",
+)
+
+
+def config_section(run: RunFolder) -> Section:
+    if not run.config:
+        return Section("configuration", "Configuration", absent("config.json"))
+    main = [[k, run.config[k]] for k in KEY_SETTINGS if k in run.config]
+    rest = [[k, v] for k, v in run.config.items() if k not in KEY_SETTINGS]
+    body = table(["key", "value"], main, text_columns=(0, 1))
+    body += (
+        f"<details><summary>All {len(run.config)} keys (config.json)</summary>\n"
+        + table(["key", "value"], rest, text_columns=(0, 1))
+        + "</details>"
+    )
+    return Section("configuration", "Configuration", body)
+
+
+def curves_section(run: RunFolder) -> Section:
+    title = "Accuracy and loss by round"
+    if not run.history:
+        return Section("curves", title, absent("history.json (no round was recorded)"))
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    curves_axis(left, run.history, ACCURACY_CURVES, "accuracy (fraction correct)", "Accuracy")
+    left.set_ylim(-0.02, 1.02)
+    drawn = curves_axis(
+        right, run.history, LOSS_CURVES, "cross-entropy loss (nats per sample)", "Loss"
+    )
+    if not drawn:
+        right.text(0.5, 0.5, "no loss recorded", ha="center", transform=right.transAxes)
+    fig.suptitle(run.title, fontsize=11)
+    fig.tight_layout()
+    note = (
+        "<p>Round 0 is the initial model. The clients' local test splits are their own held-out"
+        " data; the server's test set is the data set's test split. In one-shot protocols a"
+        " round is a phase (local training, then the transfer), and its training loss is that"
+        " phase's objective.</p>"
+    )
+    return Section("curves", title, note + img(png_bytes(fig), "accuracy and loss by round"))
+
+
+def clinical_section(run: RunFolder) -> Section | None:
+    title = "Clinical metrics by round"
+    present = [
+        (name, label)
+        for name, label in CLINICAL
+        if any(column(run.history, f"{w}_{name}")[1] for w, _ in WHERE)
+    ]
+    if not present:
+        if run.history and any("central_accuracy" in r for r in run.history):
+            return Section(
+                "clinical", title, absent("clinical metrics (a run from before they existed)")
+            )
+        return None  # protocols without a global model have none
+    plt = pyplot()
+    cols = min(3, len(present))
+    nrows = math.ceil(len(present) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 3.2 * nrows), squeeze=False)
+    classes = len(run.partitions[0]) if run.partitions else 0
+    chance = {"auroc": 0.5, "auroc_positive": 0.5}
+    if classes:
+        chance["balanced_accuracy"] = 1 / classes
+    for ax, (name, label) in zip(axes.flat, present, strict=False):
+        if name in chance:  # drawn first: the legend lists it last
+            ax.axhline(chance[name], color="grey", linestyle=":", linewidth=1)
+        curves = [(f"{w}_{name}", text) for w, text in WHERE]
+        curves_axis(ax, run.history, curves, label, label)
+        if name in chance:
+            ax.plot([], [], color="grey", linestyle=":", label=f"chance ({chance[name]:.2f})")
+            ax.legend(fontsize=7, loc="best")
+        ax.set_ylim(-0.02, 1.02)
+    for ax in list(axes.flat)[len(present) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    keys = [f"{w}_{name}" for name, _ in present for w, _ in WHERE]
+    keys = [k for k in keys if column(run.history, k)[1]]
+    rows, note = shown([[r["round"], *(number(r.get(k)) for k in keys)] for r in run.history])
+    body = (
+        "<p>Balanced accuracy: the mean recall over the classes present. AUROC: one-vs-rest,"
+        " from the model's softmax probabilities, averaged over the classes present in the"
+        " evaluated labels. Binary tasks: sensitivity and specificity of the most probable"
+        " class, class 1 positive. Federated: the clients' values on their local test splits,"
+        " sample-weighted over the clients where defined.</p>"
+        + img(png_bytes(fig), "clinical metrics by round")
+        + table(["round", *keys], rows)
+        + note
+    )
+    return Section("clinical", title, body)
+
+
+def partition_section(run: RunFolder) -> Section:
+    title = "Partition: label counts per client"
+    if not run.partitions:
+        return Section("partition", title, absent("partitions.json"))
+    counts = np.asarray(run.partitions, dtype=np.int64)
+    if counts.ndim != 2 or counts.size == 0:
+        return Section("partition", title, absent("label counts (partitions.json is empty)"))
+    png = partition_png(counts, f"Label counts per client: {run.title}")
+    atomic_write(run.path / PARTITIONS_PNG, lambda f: f.write(png), binary=True)
+    totals = counts.sum(axis=1)
+    body = (
+        f"<p>{counts.shape[0]} clients, {counts.shape[1]} classes, {int(totals.sum()):,}"
+        f" samples in the clients' partitions; per client {int(totals.min()):,} to"
+        f" {int(totals.max()):,} (partitions.csv has the table; also saved as"
+        f" {PARTITIONS_PNG}).</p>" + img(png, "label counts per client and class")
+    )
+    return Section("partition", title, body)
+
+
+def client_accuracy_section(run: RunFolder) -> Section | None:
+    title = "Each client's accuracy at the last round"
+    last = next((r for r in reversed(run.history) if r.get("client_accuracies")), None)
+    if last is None:
+        if run.history:
+            return Section("clients", title, absent("per-client accuracies (client_accuracies)"))
+        return None
+    pairs = sorted((int(k), number(v)) for k, v in last["client_accuracies"].items())
+    pairs = [(k, v) for k, v in pairs if math.isfinite(v)]
+    if not pairs:
+        return Section("clients", title, absent("finite per-client accuracies"))
+    plt = pyplot()
+    ids, values = [k for k, _ in pairs], [v for _, v in pairs]
+    fig, ax = plt.subplots(figsize=(min(10, max(5, 0.3 * len(ids) + 2)), 3.6))
+    if len(ids) <= 40:
+        ax.bar([str(i) for i in ids], values, color="#6a8fc0", edgecolor="black", linewidth=0.5)
+        ax.set_xlabel("client (partition id)")
+    else:
+        ax.bar(range(len(ids)), sorted(values), width=1.0, color="#6a8fc0")
+        ax.set_xlabel(f"clients, sorted by accuracy ({len(ids)})")
+    mean = float(np.mean(values))
+    ax.axhline(mean, color="black", linestyle="--", linewidth=1)
+    ax.set_ylabel("accuracy on its local test split")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"Round {last['round']}; dashed line: the mean, {mean:.3f}", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    body = (
+        f"<p>{len(ids)} clients evaluated in round {last['round']}: min {min(values):.3f},"
+        f" max {max(values):.3f}, std {np.std(values):.3f}.</p>"
+        + img(png_bytes(fig), "per-client accuracy at the last round")
+    )
+    return Section("clients", title, body)
+
+
+def files_section(run: RunFolder) -> Section:
+    files = sorted(
+        p for p in run.path.iterdir() if not p.name.startswith(".") and p.name != REPORT_FILE
+    )
+    rows = []
+    for path in files:
+        if path.is_dir():
+            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            rows.append([path.name + "/", f"{size / 1e6:.2f} MB"])
+        else:
+            rows.append([path.name, f"{path.stat().st_size / 1e3:.1f} kB"])
+    return Section("files", "Files in the run folder", table(["file", "size"], rows))
