@@ -228,6 +228,7 @@ def plot(runs: list[dict], path: Path) -> None:
 
     strategies = strategies_in(runs)
     partitions = partitions_in(runs)
+    datasets = ", ".join(sorted({r["dataset"] for r in runs}))
     fig, axes = plt.subplots(1, len(partitions), figsize=(6.5 * len(partitions), 5), sharey=True)
     axes = np.atleast_1d(axes)
     colors = plt.get_cmap("tab20b")
@@ -244,7 +245,7 @@ def plot(runs: list[dict], path: Path) -> None:
                 ax.plot(range(length), mean, "-", color=HIGHLIGHT[name], label=name, linewidth=2.4)
             else:
                 ax.plot(range(length), mean, "--", color=colors(i), label=name, linewidth=1.2)
-        ax.set_title(f"digits, 10 clients, {partition}")
+        ax.set_title(f"{datasets}, 10 clients, {partition}")
         ax.set_xlabel("round")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("centralized test accuracy (mean over seeds)")
