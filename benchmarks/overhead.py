@@ -9,38 +9,57 @@ one invocation:
 
 It prints the fixed start-up seconds of ``flwr run`` (wall time minus the rounds), the median
 seconds per round of each, and their ratios; then the peak resident memory of a ``flwr run``
-with 100 clients and 10 % participation (sum of RSS over the SuperLink, simulation and Ray
+with 100 clients and 10 % participation (PSS summed over the SuperLink, simulation and Ray
 processes, sampled every 0.25 s).
 
 All three train one client at a time with one math thread (``flwr run`` with
 ``client-resources-num-cpus=2`` on 2 cores runs one Ray actor at a time), so the per-round
 ratio measures framework overhead, not parallelism or thread contention.
 
-    python benchmarks/overhead.py [--local-epochs 30] [--rounds 4] [--clients 10]
+Writes ``benchmarks/results/overhead/`` (``--out``): ``runs.csv`` (seconds of every round of
+each variant), ``setting.json`` (the workload, the ``flwr run`` command's wall seconds, the
+peak memory of the 100-client run), ``measured.json`` (commit, command, machine, date) and
+``table.md``, made from those files alone by ``report`` (``--report-only``), which
+``docs/benchmarks.md`` includes.
+
+    python benchmarks/overhead.py [--local-epochs 20] [--rounds 4] [--clients 10]
+    python benchmarks/overhead.py --report-only
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 from process_memory import PeakMemory
+from result_tables import provenance_line, record_provenance
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.data import split_train_test
 from flowerbed.data.federation import load_splits, partition_for
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import build_model
-from flowerbed.runtime.results import round_seconds
+from flowerbed.runtime.results import atomic_write, round_seconds, write_csv
 from flowerbed.runtime.seeding import seed_for
 from flowerbed.settings import RunConfig
 from flowerbed.simulation import local_superlink_pids, simulate
 from flowerbed.training.loops import build_optimizer, evaluate, train_local
+
+RESULTS = Path(__file__).resolve().parent / "results" / "overhead"
+DATA = RESULTS / "runs.csv"
+TABLE = RESULTS / "table.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+PLAIN = "plain PyTorch FedAvg loop"
+IN_PROCESS = "flowerbed in process (`run_in_process`)"
+FLWR = "flowerbed through `flwr run` (Ray)"
 
 
 def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
@@ -89,16 +108,9 @@ def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
     return round_seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--local-epochs", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--output-dir", default="/tmp/flowerbed-overhead")
-    parser.add_argument("--skip-memory", action="store_true")
-    args = parser.parse_args()
+def measure(args) -> None:
+    """Run the three variants and the 100-client memory run; write ``runs.csv``,
+    ``setting.json`` and ``measured.json`` into ``args.out``."""
     # One math thread everywhere, one client at a time everywhere: the plain loop and the
     # in-process run here, and Ray actors (OMP_NUM_THREADS is inherited through the SuperLink;
     # client-resources-num-cpus=2 lets only one actor run at once on 2 CPUs). Two threads on a
@@ -121,28 +133,22 @@ def main() -> None:
     flwr = simulate(overrides, num_supernodes=args.clients, num_cpus_per_client=2)
     if flwr.returncode != 0:
         raise SystemExit(f"flwr run failed:\n{flwr.log[-3000:]}")
-    flwr_rounds = round_seconds(flwr.run_dir)
-    # round 1 includes starting the Ray actors: count it as start-up, use rounds 2.. for the median
-    per_round = {
-        "plain PyTorch loop": statistics.median(plain[1:]),
-        "flowerbed in-process": statistics.median(in_process[1:]),
-        "flowerbed flwr run (Ray)": statistics.median(flwr_rounds[1:]),
+    rows = [
+        {"variant": variant, "round": number, "seconds": f"{seconds:.4f}"}
+        for variant, seconds_per_round in (
+            (PLAIN, plain),
+            (IN_PROCESS, in_process),
+            (FLWR, round_seconds(flwr.run_dir)),
+        )
+        for number, seconds in enumerate(seconds_per_round, start=1)
+    ]
+    setting = {
+        "clients": args.clients,
+        "local_epochs": args.local_epochs,
+        "rounds": args.rounds,
+        "flwr_run_wall_seconds": round(flwr.seconds, 2),
+        "memory": None,
     }
-    startup = flwr.seconds - per_round["flowerbed flwr run (Ray)"] * args.rounds
-
-    print(
-        f"\nWorkload: digits, cnn, {args.clients} clients, {args.local_epochs} local epochs, "
-        f"{args.rounds} rounds, FedAvg (median over rounds 2..{args.rounds})\n"
-    )
-    print("| variant | median s/round | ratio to plain loop |")
-    print("|---|---|---|")
-    base = per_round["plain PyTorch loop"]
-    for name, seconds in per_round.items():
-        print(f"| {name} | {seconds:.2f} | {seconds / base:.2f} |")
-    print(
-        f"\nflwr run fixed start-up (wall {flwr.seconds:.1f} s minus {args.rounds} median rounds): {startup:.1f} s"
-    )
-
     if not args.skip_memory:
         memory_overrides = {
             "num-server-rounds": 2,
@@ -157,12 +163,82 @@ def main() -> None:
             big = simulate(
                 memory_overrides, num_supernodes=100, num_cpus_per_client=1, flwr_home=home
             )
-        status = "ok" if big.returncode == 0 else f"FAILED:\n{big.log[-2000:]}"
-        print(
-            f"\nPeak memory, 100 clients, 10 % participation, 2 rounds ({os.cpu_count()} CPUs, "
-            f"1 CPU per client): {peak.peak_bytes / 2**30:.2f} GiB (PSS summed over the SuperLink and "
-            f"every process it started: simulation, Ray, actors); run {status}"
+        setting["memory"] = {
+            "clients": 100,
+            "fraction_train": 0.1,
+            "cpus": os.cpu_count(),
+            "peak_pss_gib": round(peak.peak_bytes / 2**30, 3),
+            "completed": big.returncode == 0,
+        }
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "runs.csv", rows, ("variant", "round", "seconds"))
+    atomic_write(args.out / "setting.json", lambda f: f.write(json.dumps(setting, indent=1) + "\n"))
+    record_provenance(args.out, sys.argv)
+
+
+def report(data: Path = DATA) -> str:
+    """The table of ``docs/benchmarks.md``, made from ``runs.csv`` and ``setting.json``
+    beside it alone: median seconds per round over rounds 2.. (round 1 starts the Ray actors
+    and warms torch up) and the ratio to the plain loop, the fixed start-up of ``flwr run``
+    (its wall seconds minus its rounds at the median) and the peak memory of the 100-client
+    run."""
+    with data.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    setting = json.loads((data.parent / "setting.json").read_text())
+    per_round = {}
+    for variant in (PLAIN, IN_PROCESS, FLWR):
+        seconds = [float(r["seconds"]) for r in rows if r["variant"] == variant]
+        per_round[variant] = statistics.median(seconds[1:])
+    base = per_round[PLAIN]
+    caption = (
+        f"digits, cnn, {setting['clients']} clients, {setting['local_epochs']} local epochs, "
+        f"{setting['rounds']} rounds of FedAvg, one torch thread, one client at a time; median "
+        f"seconds per round over rounds 2..{setting['rounds']}."
+    )
+    lines = [
+        caption,
+        "",
+        "| variant | s / round | ratio to the plain loop |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {v} | {s:.2f} | {s / base:.2f} |" for v, s in per_round.items()]
+    startup = setting["flwr_run_wall_seconds"] - per_round[FLWR] * setting["rounds"]
+    lines += [
+        "",
+        f"Fixed start-up of `flwr run` (its wall time minus its rounds): {startup:.0f} s.",
+    ]
+    memory = setting["memory"]
+    if memory is not None:
+        outcome = "completed" if memory["completed"] else "FAILED"
+        lines.append(
+            f"Peak memory of a `flwr run` with {memory['clients']} clients and "
+            f"{memory['fraction_train']:.0%} participation on {memory['cpus']} CPUs (PSS summed "
+            f"over the SuperLink and every process it starts; run {outcome}): "
+            f"{memory['peak_pss_gib']:.2f} GiB."
         )
+    lines += ["", provenance_line(data.parent)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--local-epochs", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=10)
+    parser.add_argument("--output-dir", default="/tmp/flowerbed-overhead")
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--report-only", action="store_true", help="table.md from runs.csv and setting.json"
+    )
+    args = parser.parse_args()
+    if not args.report_only:
+        measure(args)
+    text = report(args.out / "runs.csv")
+    atomic_write(args.out / "table.md", lambda f: f.write(text))
+    print(text)
 
 
 if __name__ == "__main__":
