@@ -179,16 +179,18 @@ def measure(args) -> None:
 def report(data: Path = DATA) -> str:
     """The table of ``docs/benchmarks.md``, made from ``runs.csv`` and ``setting.json``
     beside it alone: median seconds per round over rounds 2.. (round 1 starts the Ray actors
-    and warms torch up) and the ratio to the plain loop, the fixed start-up of ``flwr run``
+    and warms torch up), the fastest and slowest of those rounds (the machine's noise, seen
+    beside the differences) and the ratio to the plain loop, the fixed start-up of ``flwr run``
     (its wall seconds minus its rounds at the median) and the peak memory of the 100-client
     run."""
     with data.open(newline="") as f:
         rows = list(csv.DictReader(f))
     setting = json.loads((data.parent / "setting.json").read_text())
-    per_round = {}
-    for variant in (PLAIN, IN_PROCESS, FLWR):
-        seconds = [float(r["seconds"]) for r in rows if r["variant"] == variant]
-        per_round[variant] = statistics.median(seconds[1:])
+    later_rounds = {
+        variant: [float(r["seconds"]) for r in rows if r["variant"] == variant][1:]
+        for variant in (PLAIN, IN_PROCESS, FLWR)
+    }
+    per_round = {variant: statistics.median(s) for variant, s in later_rounds.items()}
     base = per_round[PLAIN]
     caption = (
         f"digits, cnn, {setting['clients']} clients, {setting['local_epochs']} local epochs, "
@@ -198,10 +200,14 @@ def report(data: Path = DATA) -> str:
     lines = [
         caption,
         "",
-        "| variant | s / round | ratio to the plain loop |",
-        "|---|---|---|",
+        "| variant | s / round | fastest – slowest round | ratio to the plain loop |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| {v} | {s:.2f} | {s / base:.2f} |" for v, s in per_round.items()]
+    lines += [
+        f"| {v} | {s:.2f} | {min(later_rounds[v]):.2f} – {max(later_rounds[v]):.2f} "
+        f"| {s / base:.2f} |"
+        for v, s in per_round.items()
+    ]
     startup = setting["flwr_run_wall_seconds"] - per_round[FLWR] * setting["rounds"]
     lines += [
         "",

@@ -53,6 +53,7 @@ def published(benchmark) -> list[tuple[Path, Path]]:
         "startup",
         "memory",
         "scale",
+        "overhead",
     ],
 )
 def test_a_published_table_is_what_the_report_step_makes_of_its_data(name):
