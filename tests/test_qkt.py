@@ -9,8 +9,15 @@ from flwr.app import Context, RecordDict
 from flowerbed.catalog import parse_run_config
 from flowerbed.data import DatasetSplits
 from flowerbed.inprocess import resolve_run_config
+from flowerbed.kd.objectives import KDParams
 from flowerbed.kd.teachers import teacher_probabilities
-from flowerbed.methods.qkt import class_mask, head_importance, qkt_transfer, refine_head
+from flowerbed.methods.qkt import (
+    class_mask,
+    head_importance,
+    qkd_params,
+    qkt_transfer,
+    refine_head,
+)
 from flowerbed.protocols.exchange import Transfer
 from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import predict
@@ -25,6 +32,23 @@ def test_class_mask_is_lambda_on_queries_one_on_local_classes_zero_elsewhere():
     assert class_mask(5, [3], [0, 1], 1.5).tolist() == [1.0, 1.0, 0.0, 1.5, 0.0]
     # a query class the student holds a few samples of gets lambda, not 1
     assert class_mask(4, [2, 3], [0, 2], 2.0).tolist() == [1.0, 0.0, 2.0, 2.0]
+
+
+def test_qkd_weight_sums_the_kept_teachers_as_eq_4_or_averages_them_on_request():
+    mask = class_mask(4, [1], [2, 3], 1.5)
+    summed = qkd_params(qkt_config(**{"kt-alpha": 2.0}), mask, kept=[0, 3, 5, 7])
+    averaged = qkd_params(
+        qkt_config(**{"kt-alpha": 2.0, "qkt-teacher-weight": "mean"}), mask, kept=[0, 3, 5, 7]
+    )
+    assert (summed.alpha, averaged.alpha) == (2.0, 0.5)
+    assert torch.equal(averaged.mask, mask)
+    # no teacher kept: the term is empty, alpha is left as it is rather than divided by 0
+    none_kept = qkd_params(qkt_config(**{"kt-alpha": 2.0, "qkt-teacher-weight": "mean"}), mask, [])
+    assert none_kept.alpha == 2.0
+
+
+def qkt_config(**overrides):
+    return parse_run_config(resolve_run_config({"strategy": "qkt", **overrides}))
 
 
 # --- teacher filtering (Eq. 2) with tiny trained models ---------------------------------------------
@@ -77,12 +101,12 @@ def test_phase_2_restores_the_old_head_and_leaves_the_feature_extractor_bit_iden
             p.add_(0.1 * torch.randn_like(p))
     features_after_phase_1 = state(student.features)
     probs = teacher_probabilities([teacher], job.client.x_train, 4)
-    mask = class_mask(4, [1], [2, 3], 1.5)
+    params = KDParams(1.0, 1.0, class_mask(4, [1], [2, 3], 1.5))
 
-    refine_head(job, old_head, probs, mask, epochs=0)  # head replacement only
+    refine_head(job, old_head, probs, params, epochs=0)  # head replacement only
     for k, v in state(student.head).items():
         assert torch.equal(v, old_head[k])
-    refine_head(job, old_head, probs, mask, epochs=3)
+    refine_head(job, old_head, probs, params, epochs=3)
     for k, v in state(student.features).items():
         assert torch.equal(v, features_after_phase_1[k]), k
     assert not torch.equal(student.head.weight, old_head["weight"])  # the head was refined
@@ -100,7 +124,8 @@ def test_selective_weight_masking_freezes_the_top_head_weights(fl):
         features = predict(student.features, job.client.x_train)
         importance = head_importance(student.head, features, job.client.y_train, 16)
         probs = teacher_probabilities([teacher], job.client.x_train, 4)
-        refine_head(job, old_head, probs, class_mask(4, [1], [2, 3], 1.5), epochs=3)
+        params = KDParams(1.0, 1.0, class_mask(4, [1], [2, 3], 1.5))
+        refine_head(job, old_head, probs, params, epochs=3)
         assert set(student.head.state_dict()) == {"weight", "bias"}  # parametrizations removed
         refined[percent] = torch.cat([v.flatten() for v in state(student.head).values()])
     scores = torch.cat([importance[k].flatten() for k in ("weight", "bias")])

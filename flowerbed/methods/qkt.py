@@ -11,6 +11,9 @@ clients' models (teachers t, used only through their predictions p_t = softmax(f
 * QKD loss (Eq. 4, the ``masked-kd`` objective of ``kd.objectives``):
   (1/|D_s|) sum_(x,y) CE(f_s(x), y) + alpha sum_{t in T_Q} <M, KL(p_t, p_s)>.
   Naive KD (Eq. 1, objective ``kd``) is the same with every teacher and M = 1.
+  ``qkt-teacher-weight='mean'`` (a diagnostic, not the paper's) divides alpha by |T_Q|, so the
+  kept teachers are averaged rather than summed and the pull of the distillation term does not
+  grow with the number of teachers the filter keeps.
 * QKT: Phase 1 minimises Eq. 4 over the whole model for E epochs (``kt-epochs``). Phase 2
   restores the head h_mu to its state before Phase 1 (head replacement), freezes the feature
   extractor g_nu (eval mode, its output computed once) and refines the head alone with Eq. 4
@@ -76,6 +79,12 @@ SETTINGS = (
         high=1,
     ),
     Setting("qkt-noise-samples", 20, "QKT: B Gaussian-noise inputs for teacher filtering", low=1),
+    Setting(
+        "qkt-teacher-weight",
+        "sum",
+        "QKT: 'sum' over the kept teachers T_Q as Eq. 4, or 'mean' (alpha / |T_Q|, a diagnostic)",
+        choices=("sum", "mean"),
+    ),
     Setting(
         "qkt-weight-mask-percent",
         0.0,
@@ -160,7 +169,7 @@ def unfreeze(head: nn.Module, names: list[str]) -> None:
 
 
 def refine_head(
-    job: Transfer, head_state: dict, teacher_probs: Tensor, mask: Tensor | None, epochs: int
+    job: Transfer, head_state: dict, teacher_probs: Tensor, params: KDParams, epochs: int
 ) -> float:
     """Phase 2: restore the head to ``head_state``, freeze the feature extractor, refine the
     head with the QKD loss (and A.5's weight masking when ``qkt-weight-mask-percent`` > 0)."""
@@ -171,7 +180,6 @@ def refine_head(
     if config.qkt_weight_mask_percent > 0:
         importance = head_importance(model.head, features, job.client.y_train, config.batch_size)
         frozen = freeze_top_weights(model.head, importance, config.qkt_weight_mask_percent)
-    params = KDParams(config.kt_alpha, config.kt_temperature, mask)
     loss = job.distill(model.head, features, teacher_probs, "masked-kd", params, epochs)
     unfreeze(model.head, frozen)
     return loss
@@ -198,6 +206,15 @@ def _prepare(job: Transfer):
     return probs, kept, mask
 
 
+def qkd_params(config, mask: Tensor, kept: Sequence[int]) -> KDParams:
+    """Eq. 4's weight and temperature: alpha, or alpha / |T_Q| with
+    ``qkt-teacher-weight='mean'`` (no teacher kept: nothing to divide, alpha)."""
+    alpha = config.kt_alpha
+    if config.qkt_teacher_weight == "mean" and len(kept) > 0:
+        alpha = alpha / len(kept)
+    return KDParams(alpha, config.kt_temperature, mask)
+
+
 def naive_kd(job: Transfer, probs: Tensor) -> float:
     """Eq. (1) over the whole student model: CE + alpha * sum over every teacher of KL."""
     config = job.config
@@ -210,11 +227,11 @@ def qkt_transfer(job: Transfer):
     config = job.config
     head_before = {k: v.detach().clone() for k, v in job.student.head.state_dict().items()}
     probs, kept, mask = _prepare(job)
-    params = KDParams(config.kt_alpha, config.kt_temperature, mask)
+    params = qkd_params(config, mask, kept)
     phase1 = job.distill(
         job.student, job.client.x_train, probs[kept], "masked-kd", params, config.kt_epochs
     )
-    phase2 = refine_head(job, head_before, probs[kept], mask, config.kt_epochs)
+    phase2 = refine_head(job, head_before, probs[kept], params, config.kt_epochs)
     return eval_scores(job.student), {
         "teachers-kept": len(kept),
         "phase1-loss": phase1,
@@ -227,7 +244,8 @@ def qkt_light_transfer(job: Transfer):
     head_before = {k: v.detach().clone() for k, v in job.student.head.state_dict().items()}
     probs, kept, mask = _prepare(job)
     phase1 = naive_kd(job, probs)
-    phase2 = refine_head(job, head_before, probs[kept], mask, job.config.kt_light_head_epochs)
+    params = qkd_params(job.config, mask, kept)
+    phase2 = refine_head(job, head_before, probs[kept], params, job.config.kt_light_head_epochs)
     return eval_scores(job.student), {
         "teachers-kept": len(kept),
         "phase1-loss": phase1,
