@@ -23,14 +23,20 @@ under ``--out`` (default ``benchmarks/results/bn_collapse``; ``--quick``: ``<out
 ``bn_collapse.csv`` (one row per run) and ``bn_collapse.md`` (the tables, also printed), which
 ``report`` makes from ``bn_collapse.csv`` alone (``--report-only``) and ``docs/distillation.md``
 includes: the per-method table and the paired per-seed differences (``optimize`` minus
-``average``; each method minus FedAvg).
+``average``; each method minus FedAvg). The paper reports the best round on the test set, not
+the final one, so the run folders' histories (git-ignored) are also kept round by round:
+``rounds.csv`` (per run and round: central accuracy, loss, whether it is finite), from which
+``rounds_report`` makes ``rounds.md`` (best round and final round per method, the round of the
+best, the first round at chance and the first non-finite loss per seed, and ``optimize`` minus
+``average`` paired by seed on both metrics) and ``plot_rounds`` makes ``rounds.png`` (accuracy
+by round, mean over seeds, with the chance line); ``--report-only`` rewrites all three.
 
 Usage::
 
     python benchmarks/bn_collapse.py --quick        # seed 42, 5 rounds
     python benchmarks/bn_collapse.py --workers 2    # everything, two runs at a time, then the table
     python benchmarks/bn_collapse.py --table-only   # the table from the sweep's runs
-    python benchmarks/bn_collapse.py --report-only  # bn_collapse.md from bn_collapse.csv
+    python benchmarks/bn_collapse.py --report-only  # the tables and the plot from the CSVs
 """
 
 from __future__ import annotations
@@ -80,6 +86,13 @@ RESULTS = Path(__file__).parent / "results" / "bn_collapse"
 # what ``report`` reads and writes
 DATA = RESULTS / "bn_collapse.csv"
 TABLE = RESULTS / "bn_collapse.md"
+# the round-by-round trace (one row per run and round), its table and its plot
+ROUNDS_DATA = RESULTS / "rounds.csv"
+ROUNDS_TABLE = RESULTS / "rounds.md"
+ROUNDS_PLOT = RESULTS / "rounds.png"
+# (data, table) of every published table; rounds.md once rounds.csv is measured
+PUBLISHED = [(DATA, TABLE)]
+PUBLISHED += [(ROUNDS_DATA, ROUNDS_TABLE)] if ROUNDS_DATA.is_file() else []
 # the page that includes bn_collapse.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "distillation.md"
 
@@ -212,6 +225,171 @@ def csv_rows(runs: list[dict]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def rounds_rows(runs: list[dict]) -> str:
+    """``rounds.csv``: per run and round (round 0: the initial model), the central test
+    accuracy and loss and whether the loss is finite. The smallest batch-norm running variance
+    is known for the final model only (``bn_collapse.csv``): the runs keep no per-round model."""
+    rows = ["strategy,buffers,seed,round,central_accuracy,central_loss,loss_finite"]
+    for r in runs:
+        for round_number, (accuracy, loss) in enumerate(zip(r["accuracy"], r["central_loss"])):
+            rows.append(
+                f"{r['strategy']},{r['buffers'] or ''},{r['seed']},{round_number},"
+                f"{math.nan if accuracy is None else accuracy:.4f},"
+                f"{loss if is_finite(loss) else math.nan},{is_finite(loss)}"
+            )
+    return "\n".join(rows) + "\n"
+
+
+def read_rounds(path: Path) -> list[dict]:
+    """The runs of ``rounds.csv``, one dict per run: its labels, ``accuracy`` and
+    ``loss_finite`` by round, ``best_accuracy`` (the best round after round 0: the paper's
+    metric) and ``final_accuracy``."""
+    import csv
+
+    runs: dict[tuple, dict] = {}
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            key = (row["strategy"], row["buffers"] or None, int(row["seed"]))
+            run = runs.setdefault(
+                key,
+                {"strategy": key[0], "buffers": key[1], "seed": key[2], "accuracy": []},
+            )
+            run.setdefault("loss_finite", []).append(row["loss_finite"] == "True")
+            run["accuracy"].append(float(row["central_accuracy"]))
+    for run in runs.values():
+        run["method"] = method_label(run["strategy"], run["buffers"])
+        run["best_accuracy"] = max(run["accuracy"][1:])
+        run["best_round"] = 1 + int(np.argmax(run["accuracy"][1:]))
+        run["final_accuracy"] = run["accuracy"][-1]
+    return list(runs.values())
+
+
+def first_round(flags: list[bool]) -> int | None:
+    """The first round after round 0 whose flag is set, or None."""
+    return next((i for i, flag in enumerate(flags) if flag and i > 0), None)
+
+
+def settled_round(flags: list[bool]) -> int | None:
+    """The round after round 0 from which every flag is set to the end, or None."""
+    if not flags[-1]:
+        return None
+    unset = [i for i, flag in enumerate(flags) if not flag]
+    return max(1, unset[-1] + 1) if unset else 1
+
+
+def per_seed(runs: list[dict], value) -> str:
+    """``"7: 12 · 42: – · 123: 9"``: ``value(run)`` per seed, – for None."""
+    return " · ".join(f"{r['seed']}: {'–' if value(r) is None else value(r)}" for r in runs)
+
+
+def at_chance_by_round(run: dict) -> list[bool]:
+    return [accuracy <= CHANCE + 0.05 for accuracy in run["accuracy"]]
+
+
+def rounds_report(rounds_csv: Path) -> str:
+    """``rounds.md``, from ``rounds.csv`` alone: per method, the best round (the paper's
+    metric) and the final round, the round of the best, and for each seed the first round at
+    chance, the round from which it stays at chance, and the first with a non-finite central
+    loss; then ``optimize`` minus ``average``
+    on the best and on the final round, paired by seed."""
+    runs = read_rounds(rounds_csv)
+    strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in runs)]
+    pairs = [p for p in grid(strategies) if any((r["strategy"], r["buffers"]) == p for r in runs)]
+    seeds = sorted({r["seed"] for r in runs})
+    rounds = len(runs[0]["accuracy"]) - 1
+    lines = table_head(
+        f"Round by round (`rounds.csv`; the setting above, {rounds} rounds, seeds"
+        f" {', '.join(map(str, seeds))}): central test accuracy % of the best round (the"
+        " paper's metric: the best round on the test set) and of the final round, mean ±"
+        " sample std over seeds; the round of the best (mean, min–max); per seed, the first"
+        f" round at chance (accuracy <= {100 * (CHANCE + 0.05):.0f} %; chance ="
+        f" {100 * CHANCE:.0f} %), the round from which it stays at chance to the end, and the"
+        " first round whose central loss is not finite (– : none).",
+        "strategy",
+        [
+            "buffers",
+            "best round",
+            "final",
+            "round of best",
+            "first round at chance",
+            "at chance from",
+            "first non-finite loss",
+        ],
+    )
+    for strategy, buffers in pairs:
+        rs = sorted(
+            (r for r in runs if (r["strategy"], r["buffers"]) == (strategy, buffers)),
+            key=lambda r: r["seed"],
+        )
+        best_rounds = [r["best_round"] for r in rs]
+        cells = [
+            buffers or "–",
+            cell([r["best_accuracy"] for r in rs]),
+            cell([r["final_accuracy"] for r in rs]),
+            f"{np.mean(best_rounds):.0f} ({min(best_rounds)}–{max(best_rounds)})",
+            per_seed(rs, lambda r: first_round(at_chance_by_round(r))),
+            per_seed(rs, lambda r: settled_round(at_chance_by_round(r))),
+            per_seed(rs, lambda r: first_round([not ok for ok in r["loss_finite"]])),
+        ]
+        lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    lines += [""] + table_head(
+        "`optimize` minus `average`, paired by seed, in points: mean [95 % t interval], bold"
+        " where the interval excludes 0.",
+        "strategy",
+        ["best round", "final round"],
+    )
+    for strategy in dict.fromkeys(s for s, b in pairs if b):
+        optimize, average = {"method": f"{strategy}-optimize"}, {"method": f"{strategy}-average"}
+        cells = [
+            paired_cell(runs, optimize, average, k) for k in ("best_accuracy", "final_accuracy")
+        ]
+        lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n" + provenance_line(rounds_csv.parent) + "\n"
+
+
+def plot_rounds(rounds_csv: Path, path: Path) -> None:
+    """Accuracy by round, the mean over seeds, one panel per server optimiser (``average``
+    solid, ``optimize`` dashed and each of its seeds thin, FedAvg grey in each), with the
+    chance line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = read_rounds(rounds_csv)
+    optimisers = [s for s in STRATEGIES if s != "fedavg" and any(r["strategy"] == s for r in runs)]
+    fig, axes = plt.subplots(
+        1, len(optimisers), figsize=(3.6 * len(optimisers), 3.2), sharey=True, squeeze=False
+    )
+
+    def curve(ax, strategy: str, buffers: str | None, **style) -> None:
+        rs = [r for r in runs if (r["strategy"], r["buffers"]) == (strategy, buffers)]
+        if rs:
+            mean = 100 * np.mean([r["accuracy"] for r in rs], axis=0)
+            ax.plot(range(len(mean)), mean, label=f"{method_label(strategy, buffers)}", **style)
+
+    for ax, strategy in zip(axes[0], optimisers):
+        curve(ax, "fedavg", None, color="grey", linewidth=1)
+        curve(ax, strategy, "average", color="C0")
+        curve(ax, strategy, "optimize", color="C3", linestyle="--")
+        for r in runs:
+            if (r["strategy"], r["buffers"]) == (strategy, "optimize"):
+                seed_curve = 100 * np.asarray(r["accuracy"])
+                ax.plot(seed_curve, color="C3", linewidth=0.6, alpha=0.35)
+        ax.axhline(100 * CHANCE, color="k", linestyle=":", linewidth=0.8, label="chance")
+        ax.set_title(strategy)
+        ax.set_xlabel("round")
+        ax.set_ylim(0, 100)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel(
+        f"central test accuracy % (mean of {len({r['seed'] for r in runs})} seeds)"
+    )
+    fig.suptitle("digits, cnn-bn, label-sorted: accuracy by round", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def read_csv(path: Path) -> list[dict]:
     """The rows of ``bn_collapse.csv`` in ``run_record``'s shape (the final central loss only:
     0 where it was finite, NaN where not)."""
@@ -263,7 +441,10 @@ def paired_table(runs: list[dict], pairs) -> str:
 
 
 def report(bn_collapse_csv: Path) -> str:
-    """``bn_collapse.md``, from ``bn_collapse.csv`` alone."""
+    """``bn_collapse.md``, from ``bn_collapse.csv`` alone (given ``rounds.csv``: ``rounds.md``,
+    ``rounds_report``)."""
+    if bn_collapse_csv.name == ROUNDS_DATA.name:
+        return rounds_report(bn_collapse_csv)
     runs = read_csv(bn_collapse_csv)
     strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in runs)]
     pairs = [p for p in grid(strategies) if any((r["strategy"], r["buffers"]) == p for r in runs)]
@@ -302,9 +483,7 @@ def main() -> None:
         args.seeds, args.rounds, args.out = [42], 5, args.out / "quick"
 
     if args.report_only:
-        text = report(args.out / "bn_collapse.csv")
-        write_atomically(args.out / "bn_collapse.md", text)
-        print(text)
+        write_reports(args.out)
         return
     pairs = grid(args.strategies)
     sweep = args.out / "runs"
@@ -322,14 +501,28 @@ def main() -> None:
         seed, method = int(point.labels["seed"]), point.labels["method"]
         if state.finished and seed in args.seeds and method in methods:
             runs.append(run_record(*methods[method], seed, args.rounds, state.run_dir))
-    write_atomically(args.out / "bn_collapse.csv", csv_rows(runs))
+    write_atomically(args.out / DATA.name, csv_rows(runs))
+    write_atomically(args.out / ROUNDS_DATA.name, rounds_rows(runs))
     if not args.quick and not args.table_only:
         record_provenance(args.out, sys.argv)
-    text = report(args.out / "bn_collapse.csv")
-    write_atomically(args.out / "bn_collapse.md", text)
-    print(text)
-    print(f"written: {args.out / 'bn_collapse.md'}, {args.out / 'bn_collapse.csv'}")
+    write_reports(args.out)
     print(f"({time.perf_counter() - started:.0f} s)")
+
+
+def write_reports(out: Path) -> None:
+    """``bn_collapse.md`` from ``bn_collapse.csv``; ``rounds.md`` and ``rounds.png`` from
+    ``rounds.csv`` where it exists (all in ``out``); the tables are printed."""
+    written = []
+    for data, table in ((DATA, TABLE), (ROUNDS_DATA, ROUNDS_TABLE)):
+        if (out / data.name).is_file():
+            text = report(out / data.name)
+            write_atomically(out / table.name, text)
+            print(text)
+            written += [out / table.name]
+    if (out / ROUNDS_DATA.name).is_file():
+        plot_rounds(out / ROUNDS_DATA.name, out / ROUNDS_PLOT.name)
+        written += [out / ROUNDS_PLOT.name]
+    print("written:", ", ".join(map(str, written)))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,16 @@ differences labeled minus no-ce behind the chance, the best and the central teac
 teachers' own tables and the student alone come from the JSONs under ``--out``, which are not
 committed: they are in ``flkd.md`` only.
 
+The long experiment (``--long``: ``long.csv``, ``long.md``; its provenance in
+``long-measured.json``): Stage 2 at 10 epochs is shorter than SEEDS suggests (30-50), so on
+digits, 3 seeds, the student is distilled for 50 epochs behind three teachers (the chance
+teacher, FedAvg's best round, the central teacher) with every objective in labeled mode, and in
+no-ce mode behind the central teacher for the four objectives whose no-ce run is soft-target
+matching alone (vanilla, logit-MSE, cosine, basic); the student alone with cross-entropy is
+measured at 50 and at 10 epochs. Its teachers are the main grid's (the same cache,
+``<out>/teachers``, the same seeds: the same models); ``long_report`` pairs every run by seed
+with the student alone and with the same run at 10 epochs in the main grid's ``runs.csv``.
+
 Resumable and shardable: every teacher and every student run writes one JSON (a rerun skips
 what exists); ``--seeds 7`` and ``--seeds 42`` may run in two processes; a run without
 ``--seeds`` (or ``--report``) writes the report of everything on disk.
@@ -48,6 +58,8 @@ Usage::
     python benchmarks/flkd.py --seeds 7 --datasets digits
     python benchmarks/flkd.py --report                # tables and plots of what exists
     python benchmarks/flkd.py --report-only           # table.md from runs.csv
+    python benchmarks/flkd.py --long                  # long.csv, long.md: 50 epochs, ~15-20 min
+    python benchmarks/flkd.py --long --report-only    # long.md from long.csv and runs.csv
 """
 
 from __future__ import annotations
@@ -67,7 +79,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from result_tables import paired_cell, provenance_line, read_runs, table_head
+from result_tables import (
+    paired_cell,
+    provenance_line,
+    read_runs,
+    record_provenance,
+    table_head,
+)
 
 from flowerbed.catalog import get_protocol, parse_run_config
 from flowerbed.data.federation import load_splits
@@ -187,7 +205,7 @@ def train_central(config, data, model_name: str, epochs: int = 40) -> tuple[dict
         optimizer, step_size=max(1, epochs // 10), gamma=0.7
     )
     generator = torch.Generator().manual_seed(config.seed)
-    best = (-1.0, 0, None)
+    best, accuracy = (-1.0, 0, None), math.nan
     for epoch in range(1, epochs + 1):
         train_local(
             model,
@@ -202,7 +220,7 @@ def train_central(config, data, model_name: str, epochs: int = 40) -> tuple[dict
         accuracy = evaluate(model, data.x_test, data.y_test)[1]
         if accuracy > best[0]:
             best = (accuracy, epoch, {k: v.clone() for k, v in model.state_dict().items()})
-    return best[2], {"test_accuracy": best[0], "round": best[1]}
+    return best[2], {"test_accuracy": best[0], "round": best[1], "final_accuracy": accuracy}
 
 
 def teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[torch.nn.Module, dict]:
@@ -226,14 +244,27 @@ def teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[torch.nn.Mod
 # --- Stage 2: students ---------------------------------------------------------------------
 
 
-def student_alone(dataset: str, seed: int, epochs: int, out: Path) -> dict:
+def student_alone(dataset: str, seed: int, epochs: int, out: Path, runs: str = "runs") -> dict:
     """The student trained with cross-entropy alone on the proxy, the student runs' schedule:
-    what the labels give without any teacher."""
-    path = out / "runs" / f"{dataset}-seed{seed}" / "alone.json"
+    what the labels give without any teacher. ``runs``: the folder under ``out`` (the long
+    experiment keeps its own)."""
+    path = out / runs / f"{dataset}-seed{seed}" / "alone.json"
     if not path.exists():
         config = config_of(dataset, seed, out)
+        start = time.perf_counter()
         _, record = train_central(config, load_splits(config), STUDENT_MODEL, epochs)
-        write_json(path, {"dataset": dataset, "seed": seed, "best": record["test_accuracy"]})
+        write_json(
+            path,
+            {
+                "dataset": dataset,
+                "seed": seed,
+                "best": record["test_accuracy"],
+                "best_epoch": record["round"],
+                "final": record["final_accuracy"],
+                "epochs": epochs,
+                "seconds": time.perf_counter() - start,
+            },
+        )
     return json.loads(path.read_text())
 
 
@@ -258,16 +289,25 @@ def computed_mode(objective: Objective, mode: str) -> str:
 
 
 def student_run(
-    dataset: str, seed: int, name: str, objective: str, mode: str, epochs: int, out: Path
+    dataset: str,
+    seed: int,
+    name: str,
+    objective: str,
+    mode: str,
+    epochs: int,
+    out: Path,
+    runs: str = "runs",
 ) -> dict:
-    folder = out / "runs" / f"{dataset}-seed{seed}"
+    """One student behind teacher ``name``, from its JSON under ``out / runs`` (made first when
+    missing)."""
+    folder = out / runs / f"{dataset}-seed{seed}"
     path = folder / f"{name}__{objective}__{mode}.json"
     if path.exists():
         return json.loads(path.read_text())
     spec = get_objective(objective)
     source = computed_mode(spec, mode)
     if source != mode:
-        record = {**student_run(dataset, seed, name, objective, source, epochs, out)}
+        record = {**student_run(dataset, seed, name, objective, source, epochs, out, runs)}
         record.update(mode=mode, same_as=source, label_free=spec.label_free(params_for(mode)))
         write_json(path, record)
         return record
@@ -493,7 +533,10 @@ def report(runs_csv: Path) -> str:
     """``table.md``, from ``runs.csv`` alone: per data set, objective and mode, the student's
     mean accuracy behind the chance teacher (``fedavg-r0``) and behind the FL or sweep teacher
     of highest mean accuracy, and r20 (Pearson between the student's and the teacher's mean
-    accuracy over the FL and sweep teachers); then labeled minus no-ce, paired by seed."""
+    accuracy over the FL and sweep teachers); then labeled minus no-ce, paired by seed. Given
+    ``long.csv``: ``long_report``'s table."""
+    if runs_csv.name == LONG_DATA.name:
+        return long_report(runs_csv)
     runs = read_runs(runs_csv, ("teacher_accuracy", "best", "ce_weight"), ("seed",))
     lines = []
     for dataset in [d for d in DATASETS if any(r["dataset"] == d for r in runs)]:
@@ -573,6 +616,169 @@ def report(runs_csv: Path) -> str:
         lines.append("")
     lines.append(provenance_line(runs_csv.parent))
     return "\n".join(lines) + "\n"
+
+
+# --- the long experiment: does longer distillation change the student? ----------------------
+
+# the teachers: chance level, FedAvg's best round, the central model
+LONG_TEACHERS = ("fedavg-r0", "fedavg", "central")
+LONG_OBJECTIVES = OBJECTIVES
+# no-ce runs (the student following the teacher's function alone), behind these teachers
+LONG_NO_CE = {"central": ("vanilla", "logit-mse", "cosine", "basic")}
+LONG_EPOCHS, SHORT_EPOCHS = 50, 10  # SHORT_EPOCHS: Stage 2's, the pairing in runs.csv
+LONG_DATA, LONG_TABLE = RESULTS / "long.csv", RESULTS / "long.md"
+LONG_PROVENANCE = "long-measured.json"  # measured.json is the main grid's
+ALONE = "alone"  # the objective column of the student trained alone with cross-entropy
+# (data, table) of every published table; long.md once long.csv is measured (the docs page
+# includes it then)
+PUBLISHED = [(RESULTS / "runs.csv", RESULTS / "table.md")]
+PUBLISHED += [(LONG_DATA, LONG_TABLE)] if LONG_DATA.is_file() else []
+
+
+def long_runs(dataset: str, seeds, epochs: int, objectives, out: Path) -> list[dict]:
+    """The long experiment's rows (``long.csv``): per seed, the student alone at ``epochs`` and
+    at ``SHORT_EPOCHS``, and every objective behind every ``LONG_TEACHERS`` teacher in labeled
+    mode (and no-ce as ``LONG_NO_CE`` lists) at ``epochs``. Teachers come from (and go to) the
+    main grid's cache, ``out/teachers``; the students' JSONs to ``out/long-runs``."""
+    rows = []
+    for seed in seeds:
+        for e in dict.fromkeys((epochs, SHORT_EPOCHS)):
+            alone = student_alone(dataset, seed, e, out, f"long-runs/{e}-epochs")
+            rows.append({**alone, "teacher": "none", "teacher_accuracy": math.nan})
+            rows[-1].update(objective=ALONE, mode="labeled")
+        for name in LONG_TEACHERS:
+            runs = [(o, "labeled") for o in objectives]
+            runs += [(o, "no-ce") for o in LONG_NO_CE.get(name, ()) if o in objectives]
+            for objective, mode in runs:
+                rows.append(
+                    student_run(
+                        dataset,
+                        seed,
+                        name,
+                        objective,
+                        mode,
+                        epochs,
+                        out,
+                        f"long-runs/{epochs}-epochs",
+                    )
+                )
+    columns = ("dataset", "seed", "teacher", "teacher_accuracy", "objective", "mode", "epochs")
+    columns += ("best", "best_epoch", "final", "seconds")
+    return [{key: row[key] for key in columns} for row in rows]
+
+
+def long_report(long_csv: Path) -> str:
+    """``long.md``, from ``long.csv`` and the main grid's ``runs.csv`` beside it (its
+    ``SHORT_EPOCHS`` runs of the same teacher, objective, mode and seed are the 10-epoch
+    pairing): per teacher, objective and mode, the best and the final epoch's accuracy, the
+    epoch of the best, and paired per-seed differences against the student alone and against
+    the same run at ``SHORT_EPOCHS`` epochs."""
+    numbers = (("teacher_accuracy", "best", "final"), ("seed", "epochs", "best_epoch"))
+    long = read_runs(long_csv, *numbers)
+    epochs = max(r["epochs"] for r in long if r["objective"] != ALONE)
+    short_csv = long_csv.parent / "runs.csv"
+    keys = {(r["dataset"], r["teacher"], r["objective"], r["mode"]) for r in long}
+    short = []
+    if short_csv.is_file():
+        short = [
+            r
+            for r in read_runs(short_csv, *numbers)
+            if r["epochs"] == SHORT_EPOCHS
+            and (r["dataset"], r["teacher"], r["objective"], r["mode"]) in keys
+        ]
+    rows = long + short
+    lines = []
+    for dataset in [d for d in DATASETS if any(r["dataset"] == d for r in long)]:
+        mine = [r for r in rows if r["dataset"] == dataset]
+        seeds = sorted({r["seed"] for r in mine if r["epochs"] == epochs})
+        teacher_accuracy = {
+            (r["seed"], r["teacher"], r["epochs"] == epochs): r["teacher_accuracy"]
+            for r in mine
+            if r["teacher"] != "none"
+        }
+        differing = sorted(
+            f"{teacher} seed {seed}"
+            for (seed, teacher, is_long), value in teacher_accuracy.items()
+            if is_long and teacher_accuracy.get((seed, teacher, False), value) != value
+        )
+        if not any(key[2] is False for key in teacher_accuracy):
+            same = "no run is there to pair with"
+        elif differing:
+            same = f"the teachers differ from those of `runs.csv` for {', '.join(differing)}"
+        else:
+            same = "the teachers are those of `runs.csv`: the same test accuracy on every seed"
+        alone = {"objective": ALONE, "epochs": epochs}
+        lines += table_head(
+            f"{dataset}, seeds {', '.join(map(str, seeds))}: the student (`{STUDENT_MODEL}`)"
+            f" distilled for {epochs} epochs (StepLR x0.7 every {max(1, epochs // 10)}), test"
+            " accuracy % (mean ± sample std over seeds): best epoch (the paper's metric), final"
+            " epoch, the epoch of the best (mean, min–max); then paired per-seed differences in"
+            f" points, mean [95 % t interval], bold where it excludes 0: against the student"
+            f" trained alone with cross-entropy for {epochs} epochs (best and final), and"
+            f" against the same run at {SHORT_EPOCHS} epochs (best; `runs.csv`, where {same}).",
+            "teacher (acc %)",
+            [
+                "objective",
+                "mode",
+                "best",
+                "final",
+                "epoch of best",
+                "− alone (best)",
+                "− alone (final)",
+                f"− {SHORT_EPOCHS} epochs (best)",
+            ],
+        )
+        order = [("none", ALONE, "labeled")] + sorted(
+            {(r["teacher"], r["objective"], r["mode"]) for r in mine if r["teacher"] != "none"},
+            key=lambda k: (
+                LONG_TEACHERS.index(k[0]) if k[0] in LONG_TEACHERS else len(LONG_TEACHERS),
+                MODES.index(k[2]),
+                OBJECTIVES.index(k[1]),
+            ),
+        )
+        for teacher_name, objective, mode in order:
+            labels = {"teacher": teacher_name, "objective": objective, "mode": mode}
+            runs = [r for r in mine if r["epochs"] == epochs and column_match(r, labels)]
+            if not runs:
+                continue
+            first = epochs_cell([r["best_epoch"] for r in runs])
+            at_epochs = {**labels, "epochs": epochs}
+            short_cell = paired_cell(mine, at_epochs, {**labels, "epochs": SHORT_EPOCHS}, "best")
+            if objective == ALONE:
+                name, versus_alone = f"none (student alone, {epochs} epochs)", ["–", "–"]
+            else:
+                accuracy = np.mean([r["teacher_accuracy"] for r in runs])
+                name = f"{teacher_name} ({100 * accuracy:.1f})"
+                versus_alone = [paired_cell(mine, at_epochs, alone, k) for k in ("best", "final")]
+            cells = [objective, mode, cell([r["best"] for r in runs])]
+            cells += [cell([r["final"] for r in runs]), first, *versus_alone, short_cell]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            alone_short = [
+                r for r in mine if r["epochs"] == SHORT_EPOCHS and r["objective"] == ALONE
+            ]
+            if objective == ALONE and alone_short and SHORT_EPOCHS != epochs:
+                cells = [objective, mode, cell([r["best"] for r in alone_short])]
+                cells += [
+                    cell([r["final"] for r in alone_short]),
+                    epochs_cell([r["best_epoch"] for r in alone_short]),
+                ]
+                lines.append(
+                    f"| none (student alone, {SHORT_EPOCHS} epochs) | "
+                    + " | ".join(cells + ["–"] * 3)
+                    + " |"
+                )
+        lines.append("")
+    lines.append(provenance_line(long_csv.parent, LONG_PROVENANCE))
+    return "\n".join(lines) + "\n"
+
+
+def column_match(row: dict, labels: dict) -> bool:
+    return all(row[key] == value for key, value in labels.items())
+
+
+def epochs_cell(values: list[int]) -> str:
+    """``"31 (12–48)"``: mean, min–max of the epochs of the best."""
+    return f"{np.mean(values):.0f} ({min(values)}–{max(values)})"
 
 
 def footprints(dataset: str, seed: int, out: Path) -> str:
@@ -667,20 +873,41 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="seed 42, digits, sweep, 5 objectives")
     parser.add_argument("--seeds", type=int, nargs="*", help="run only these seeds (a shard)")
     parser.add_argument("--datasets", nargs="*", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument("--epochs", type=int, default=10, help="student epochs")
+    parser.add_argument(
+        "--epochs", type=int, help=f"student epochs (default 10; --long: {LONG_EPOCHS})"
+    )
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help="the long-distillation experiment: long.csv, long.md (with --report-only: long.md)",
+    )
     parser.add_argument("--report", action="store_true", help="only write the report")
     parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/flkd"))
     args = parser.parse_args()
+    if args.long and args.datasets not in (list(DATASETS), ["digits"]):
+        parser.error("--long runs on digits only: leave --datasets out")
     logging.getLogger("flwr").setLevel(logging.WARNING)
     torch.set_num_threads(1)
     out = args.out / "quick" if args.quick else args.out
     names = teacher_names(args.quick)
     objectives = QUICK_OBJECTIVES if args.quick else OBJECTIVES
     datasets = ["digits"] if args.quick else args.datasets
-    epochs = 5 if args.quick else args.epochs
+    epochs = 5 if args.quick else args.epochs or (LONG_EPOCHS if args.long else SHORT_EPOCHS)
     seeds = [42] if args.quick else (args.seeds or list(SEEDS))
     start = time.perf_counter()
+    if args.long:
+        if not args.report_only:
+            objectives = QUICK_OBJECTIVES if args.quick else LONG_OBJECTIVES
+            rows = long_runs("digits", seeds, epochs, objectives, out)
+            write_csv(out / LONG_DATA.name, rows)
+            if not args.quick:
+                record_provenance(out, sys.argv, LONG_PROVENANCE)
+        text = long_report(out / LONG_DATA.name)
+        atomic_write(out / LONG_TABLE.name, lambda f: f.write(text))
+        print(text)
+        print(f"{time.perf_counter() - start:.0f} s")
+        return
     if args.report_only:
         text = report(out / "runs.csv")
         atomic_write(out / "table.md", lambda f: f.write(text))

@@ -34,17 +34,39 @@ Regimes (``--regime``):
   QFedFisher with and without the client rule, with the kept and substituted fractions.
 * ``sweep``: QFedFisher's threshold on the default digits setting: delta from 0.001 to 0.9 and
   the quantile form (top q of each layer), final accuracy against the mean kept fraction.
+* ``long``: is QFedFisher's deficit with the client rule a short-run effect? The ``paper``
+  regime on digits with the paper's 5 % participation (2 of the 40 clients per round, so a
+  client comes back about every 20 rounds) and ten times its learning rate (0.01) for
+  ``LONG_ROUNDS`` = 50 rounds: lr x rounds is 0.5 against the paper's 300 x 1e-3 = 0.3, and a
+  client takes part about 2.5 times. QFedAvg, QFedFisher and QFedFisher without the client
+  rule; the accuracy at a few rounds (``CHECKPOINTS``) paired by seed against QFedAvg, and per
+  round the kept share of the returning clients and their staleness (rounds since they last
+  took part).
+* ``mnist``: the ``long`` regime on the paper's MNIST task with its 10 qubits: ``mnist-5k``
+  (5,000 real MNIST images, offline), 784 pixels amplitude-encoded into 1,024 amplitudes, one
+  Pauli-Z readout per class (``vqc-qubits`` 0 and ``vqc-readout`` auto give both). Prepared,
+  not run: a round of the three variants took about 70 s on one core of a loaded 2-core
+  machine (most of it the central evaluation at 10 qubits), so 50 rounds x 3 seeds take hours.
 
     python benchmarks/quantum_fl.py --regime paper --workers 2   # ~1 h of runs, resumable
     python benchmarks/quantum_fl.py --regime paper --quick    # 2 rounds, 1 seed: a smoke run
     python benchmarks/quantum_fl.py --regime sweep
+    python benchmarks/quantum_fl.py --regime long             # 20-30 min on one core
+    python benchmarks/quantum_fl.py --client-overhead 15      # client_overhead.csv and .md
+    python benchmarks/quantum_fl.py --client-overhead 1 --report-only   # its table from the csv
+
+Staleness: the history does not name the clients of a round, so ``run_record`` reconstructs
+them from the seeded sampling (``sampled_partitions``) and checks the reconstruction against
+the client rule's kept shares (a client keeps nothing in its first round, something after).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
+import random
 import sys
 import textwrap
 import time
@@ -56,7 +78,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from result_tables import paired_cell, paired_interval, provenance_line, table_head
+from result_tables import (
+    paired_cell,
+    paired_interval,
+    provenance_line,
+    read_runs,
+    record_provenance,
+    table_head,
+)
 
 from flowerbed.sweep import Axis, SweepSpec, load_history, mean_std, run_sweep
 
@@ -92,6 +121,12 @@ PAPER = {
     "fraction-train": 0.1,
 }
 PAPER_DATASETS = {"digits": {"dataset": "digits"}, "mnist": {"dataset": "mnist"}}
+# the long regime (module docstring): the paper regime at the paper's 5 % participation and
+# lr 0.01 (instead of 1e-3 over 300 rounds, which do not fit: 50 rounds of 3 variants x 3
+# seeds take about 20-30 minutes on one core), the accuracy read at these rounds and the last
+LONG = {**PAPER, "fraction-train": 0.05, "learning-rate": 0.01}
+LONG_ROUNDS = 50
+CHECKPOINTS = (10, 30)
 VARIANTS = {
     "qfedavg": {"strategy": "qfedavg"},
     "qfedadam": {"strategy": "qfedadam"},
@@ -122,9 +157,21 @@ FOLDERS = {
     "default": RESULTS,
     "paper": RESULTS.parent / "quantum_fl_paper",
     "sweep": RESULTS.parent / "quantum_fl_sweep",
+    "long": RESULTS.parent / "quantum_fl_long",
+    "mnist": RESULTS.parent / "quantum_fl_mnist",
 }
-# (what ``report`` reads, the table it writes), one per regime; the page includes all three
-PUBLISHED = tuple((folder / "runs.json", folder / "table.md") for folder in FOLDERS.values())
+# one client's work per round with and without the Fisher pass (--client-overhead)
+OVERHEAD_DATA, OVERHEAD_TABLE = RESULTS / "client_overhead.csv", RESULTS / "client_overhead.md"
+# (what ``report`` reads, the table it writes): one per regime, and the client overhead's; a
+# table is published (the docs page must include it) once its data file is committed
+PUBLISHED = tuple(
+    (data, table)
+    for data, table in [
+        *((folder / "runs.json", folder / "table.md") for folder in FOLDERS.values()),
+        (OVERHEAD_DATA, OVERHEAD_TABLE),
+    ]
+    if data.is_file()
+)
 DATA, TABLE = PUBLISHED[0]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "quantum-fl.md"
 
@@ -160,7 +207,23 @@ REGIMES = {
         {"digits": 5},
         10,
     ),
+    "long": Regime(
+        LONG,
+        {"digits": PAPER_DATASETS["digits"]},
+        ("qfedavg", "qfedfisher", "qfedfisher-server-only"),
+        {"digits": LONG_ROUNDS},
+        PAPER_CLIENTS,
+    ),
+    "mnist": Regime(
+        LONG,
+        {"mnist-5k": {"dataset": "mnist-5k"}},
+        ("qfedavg", "qfedfisher", "qfedfisher-server-only"),
+        {"mnist-5k": LONG_ROUNDS},
+        PAPER_CLIENTS,
+    ),
 }
+# the regimes whose report adds the accuracy at CHECKPOINTS and the returning clients' tables
+LONG_REGIMES = ("long", "mnist")
 
 
 def sweep_spec(
@@ -189,11 +252,49 @@ def sweep_spec(
     return SweepSpec(tuple(axes), {**fixed, "data-dir": data_dir}, setting.clients)
 
 
-def run_record(labels: dict, run_dir: Path) -> dict:
+def sampled_partitions(seed: int, server_round: int, clients: int, sampled: int) -> list[int]:
+    """The partitions sampled for training in a round, as the run drew them: the round's
+    sampling seed (``rounds_strategy``) and Flower's ``random.sample`` over the nodes listed in
+    partition order (``RecordingGrid.get_node_ids``)."""
+    from flowerbed.protocols.rounds_strategy import _TRAIN_SAMPLE
+    from flowerbed.runtime.seeding import seed_for
+
+    return random.Random(seed_for(seed, server_round, _TRAIN_SAMPLE)).sample(
+        range(clients), sampled
+    )
+
+
+def returning_clients(history: list[dict], seed: int, clients: int, client_rule: bool) -> dict:
+    """Per round (from 1), from the reconstructed samples (``sampled_partitions``): how many
+    of the round's clients had taken part before, and their staleness (rounds since they last
+    did). With the client rule the reconstruction is checked: a client keeps no entry in its
+    first round and some after, so the round's smallest kept share is 0 exactly when a client
+    is new, its largest exactly when all are; None where the check fails."""
+    last: dict[int, int] = {}
+    returning, staleness = [], []
+    for row in history[1:]:
+        sampled = row["clients_trained"] + row["clients_failed"]
+        sample = sampled_partitions(seed, row["round"], clients, sampled)
+        gaps = [row["round"] - last[p] for p in sample if p in last]
+        if client_rule:
+            anyone_new = row["client_fisher_kept_fraction_min"] == 0
+            all_new = row["client_fisher_kept_fraction_max"] == 0
+            if anyone_new != (len(gaps) < len(sample)) or all_new != (not gaps):
+                print(f"round {row['round']}: the reconstructed sample is not the run's")
+                return {"returning": None, "staleness": None}
+        last.update({p: row["round"] for p in sample})
+        returning.append(len(gaps))
+        staleness.append(gaps)
+    return {"returning": returning, "staleness": staleness}
+
+
+def run_record(labels: dict, run_dir: Path, clients: int) -> dict:
     """What the tables and plots read from one completed run (``runs.json`` keeps them)."""
     from flowerbed.runtime.results import round_seconds
 
     history = load_history(run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    client_rule = config["strategy"] == "qfedfisher" and config["qfedfisher-client-rule"]
     return {
         "dataset": labels["dataset"],
         "variant": labels["variant"],
@@ -208,6 +309,8 @@ def run_record(labels: dict, run_dir: Path) -> dict:
         # rule, and the server's share of entries that took the FedAvg value
         "kept": [row.get("client_fisher_kept_fraction_mean") for row in history[1:]],
         "substituted": [row.get("server_fisher_substituted_fraction") for row in history[1:]],
+        "clients_trained": [row["clients_trained"] for row in history[1:]],
+        **returning_clients(history, int(labels["seed"]), clients, client_rule),
     }
 
 
@@ -394,9 +497,7 @@ def _finals(runs: list[dict], regime: Regime) -> list[dict]:
             "substituted": mean_fraction(r["substituted"]),
         }
         for r in runs
-        if r["dataset"] in regime.rounds
-        and r["variant"] in regime.variants
-        and r["rounds"] == regime.rounds[r["dataset"]]
+        if _in_grid(r, regime)
     ]
 
 
@@ -453,11 +554,16 @@ def report(data: Path) -> str:
     """The tables of one regime (``table.md``) from its ``runs.json`` alone (the sweep's
     QFedAvg baseline from the default regime's): final accuracy and loss, mean ± sample std over
     seeds and per seed, the mean kept and substituted shares, and the paired per-seed
-    differences between the strategies."""
+    differences between the strategies; the long regime's also the accuracy at a few rounds
+    and the returning clients' staleness and kept share. ``client_overhead.csv``: its table
+    (``overhead_report``)."""
+    if data.name == OVERHEAD_DATA.name:
+        return overhead_report(data)
     folder = data.parent
     name = next(n for n, f in FOLDERS.items() if f.name == folder.name)
     regime = REGIMES[name]
-    rows = _finals(json.loads(data.read_text()), regime)
+    runs = json.loads(data.read_text())
+    rows = _finals(runs, regime)
     if name == "sweep":
         return _sweep_table(rows, regime, folder)
     lines = []
@@ -504,8 +610,142 @@ def report(data: Path) -> str:
                     f" | {_loss_cell(mine, mine_labels, base_labels)} |"
                 )
         lines.append("")
+        if name in LONG_REGIMES:
+            lines += _long_tables([r for r in runs if _in_grid(r, regime)], dataset, variants)
     lines.append(provenance_line(folder))
     return "\n".join(lines) + "\n"
+
+
+def _in_grid(record: dict, regime: Regime) -> bool:
+    """Whether a run of ``runs.json`` belongs to the regime's grid (its data sets, variants
+    and rounds: runs.json may also hold runs of other rounds or variants)."""
+    return (
+        record["dataset"] in regime.rounds
+        and record["variant"] in regime.variants
+        and record["rounds"] == regime.rounds[record["dataset"]]
+    )
+
+
+def _at_round(runs: list[dict], dataset: str, server_round: int) -> list[dict]:
+    """Accuracy (as ``final``, what ``paired_cell`` reads) and loss of the global model after
+    ``server_round``, one row per run of ``dataset``."""
+    return [
+        {
+            "variant": r["variant"],
+            "seed": r["seed"],
+            "final": r["accuracy"][server_round],
+            "loss": r["loss"][server_round],
+        }
+        for r in runs
+        if r["dataset"] == dataset
+    ]
+
+
+def _windows(rounds: int) -> list[tuple[int, int]]:
+    """Rounds 1-10, 11-30, 31-last (``CHECKPOINTS``): first and last round of each window."""
+    edges = [0, *(c for c in CHECKPOINTS if c < rounds), rounds]
+    return [(low + 1, high) for low, high in itertools.pairwise(edges)]
+
+
+def _returning_kept(record: dict) -> list[float | None]:
+    """Per round, the mean share of entries kept by the clients that had taken part before
+    (a new client keeps none, so the round's mean times its clients over the returning ones);
+    None in a round without a returning client."""
+    return [
+        kept * trained / returning if returning else None
+        for kept, trained, returning in zip(
+            record["kept"], record["clients_trained"], record["returning"]
+        )
+    ]
+
+
+def _long_tables(runs: list[dict], dataset: str, variants: list[str]) -> list[str]:
+    """The long regime's own tables: accuracy and loss at ``CHECKPOINTS`` and the last round
+    with the paired per-seed differences, and by window of rounds the returning clients, their
+    staleness and the share of entries they kept."""
+    rounds = runs[0]["rounds"]
+    checkpoints = [c for c in CHECKPOINTS if c < rounds] + [rounds]
+    at = {c: _at_round(runs, dataset, c) for c in checkpoints}
+    lines = table_head(
+        "Test accuracy (%) / loss of the global model after a few rounds, mean over seeds, and"
+        " the paired per-seed differences (accuracy in points / loss, mean [95 % Student-t"
+        " interval], in bold where it excludes 0): does a gap shrink with rounds?",
+        "strategy",
+        [f"round {c}" for c in checkpoints],
+    )
+    for variant in variants:
+        cells = []
+        for c in checkpoints:
+            vr = [r for r in at[c] if r["variant"] == variant]
+            cells.append(
+                f"{100 * np.mean([r['final'] for r in vr]):.1f}"
+                f" / {np.mean([r['loss'] for r in vr]):.3f}"
+            )
+        lines.append(f"| {variant} | {' | '.join(cells)} |")
+    for a, b in COMPARISONS:
+        if a in variants and b in variants:
+            mine, base = {"variant": a}, {"variant": b}
+            cells = [
+                f"{paired_cell(at[c], mine, base)} / {_loss_cell(at[c], mine, base)}"
+                for c in checkpoints
+            ]
+            lines.append(f"| {a} − {b} | {' | '.join(cells)} |")
+    ruled = [r for r in runs if r["variant"] == "qfedfisher" and r.get("returning")]
+    if not ruled:
+        return [*lines, ""]
+    lines += [""] + table_head(
+        "QFedFisher with the client rule, by window of rounds, mean over its runs: clients that"
+        " had taken part before (per round), their staleness (rounds since they last took part:"
+        " mean, and the range), and the share of entries the client rule kept (all clients:"
+        " new ones keep none; returning clients only). The clients of a round are reconstructed"
+        " from the seeded sampling, checked against the kept shares (module docstring).",
+        "rounds",
+        [
+            "returning clients / round",
+            "staleness (rounds)",
+            "kept, all clients (%)",
+            "kept, returning clients (%)",
+        ],
+    )
+    for first, last in _windows(rounds):
+        window = slice(first - 1, last)
+        gaps = [g for r in ruled for gs in r["staleness"][window] for g in gs]
+        returning = np.mean([n for r in ruled for n in r["returning"][window]])
+        kept = mean_fraction([mean_fraction(r["kept"][window]) for r in ruled])
+        kept_back = mean_fraction([v for r in ruled for v in _returning_kept(r)[window]])
+        span = f"{np.mean(gaps):.1f} [{min(gaps)}–{max(gaps)}]" if gaps else "–"
+        lines.append(
+            f"| {first}–{last} | {returning:.2f} | {span} | {_percent(kept)}"
+            f" | {_percent(kept_back)} |"
+        )
+    return [*lines, ""]
+
+
+def plot_returning(runs: list[dict], path: Path) -> None:
+    """The long regime's second figure: per round, the share of entries the returning clients
+    kept (QFedFisher with the client rule, mean over seeds) and their staleness."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ruled = [r for r in runs if r["variant"] == "qfedfisher" and r.get("returning")]
+    if not ruled:
+        return
+    fig, (kept_axis, stale_axis) = plt.subplots(1, 2, figsize=(11, 3.5))
+    for record in ruled:
+        x = np.arange(1, record["rounds"] + 1)
+        kept = [np.nan if v is None else 100 * v for v in _returning_kept(record)]
+        stale = [np.mean(gaps) if gaps else np.nan for gaps in record["staleness"]]
+        kept_axis.plot(x, kept, ".", label=f"seed {record['seed']}")
+        stale_axis.plot(x, stale, ".", label=f"seed {record['seed']}")
+    kept_axis.set_ylabel("kept by returning clients (%)")
+    stale_axis.set_ylabel("staleness of returning clients (rounds)")
+    for axis in (kept_axis, stale_axis):
+        axis.set_xlabel("round")
+        axis.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def _sweep_table(rows: list[dict], regime: Regime, folder: Path) -> str:
@@ -558,11 +798,22 @@ def write_report(data: Path) -> str:
     return text
 
 
-def client_overhead(dataset: str, repeats: int) -> str:
-    """Median seconds of one client's local work on the VQC (E = 1), measured back to back in
-    this process so that the load of other jobs hits every variant alike: plain training
-    (QFedAvg), training + the Fisher pass after it (QFedFisher, 'final'), training with the
-    squared-gradient hook (QFedFisher, 'training')."""
+# the client steps --client-overhead times; the first is the base of the ratios
+OVERHEAD_STEPS = (
+    "qfedavg (train)",
+    "qfedfisher final (train + Fisher pass)",
+    "qfedfisher training (train + hook)",
+)
+OVERHEAD_PROVENANCE = "client_overhead.measured.json"
+
+
+def client_overhead(dataset: str, repeats: int) -> list[dict]:
+    """Seconds of one client's local work on the VQC (E = 1), one row per repeat and step,
+    the steps measured back to back in this process so that the load of other jobs hits every
+    step alike: plain training (QFedAvg), training + the Fisher pass after it (QFedFisher,
+    'final'), training with the squared-gradient hook (QFedFisher, 'training'). One repeat
+    before them is not recorded (the first model built and trained in the process is slower),
+    and each repeat starts one step later than the one before (no step always runs first)."""
     import torch
 
     from flowerbed.catalog import parse_run_config
@@ -599,28 +850,53 @@ def client_overhead(dataset: str, repeats: int) -> str:
         train(model, after_backward=hook)
         hook.mean(model)
 
-    variants = {
-        "qfedavg (train)": plain,
-        "qfedfisher final (train + Fisher pass)": final,
-        "qfedfisher training (train + hook)": during,
-    }
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, fn in variants.items():
+    steps = dict(zip(OVERHEAD_STEPS, (plain, final, during), strict=True))
+    rows = []
+    for repeat in range(-1, repeats):  # -1: the warm-up
+        order = OVERHEAD_STEPS[repeat % 3 :] + OVERHEAD_STEPS[: repeat % 3]
+        for name in order:
             model = build_model("vqc", data.input_shape, data.num_classes, config=config)
             start = time.perf_counter()
-            fn(model)
-            times[name].append(time.perf_counter() - start)
-    base = float(np.median(times["qfedavg (train)"]))
-    lines = [
-        f"### client work per round, {dataset} VQC, 160 samples, E = 1, median of {repeats}",
-        "",
-        "| client step | seconds | vs qfedavg |",
-        "|---|---|---|",
-    ]
-    for name, values in times.items():
-        med = float(np.median(values))
-        lines.append(f"| {name} | {med:.3f} | {100 * (med / base - 1):+.1f}% |")
+            steps[name](model)
+            seconds = time.perf_counter() - start
+            if repeat >= 0:
+                rows.append(
+                    {"dataset": dataset, "repeat": repeat, "step": name, "seconds": seconds}
+                )
+    return rows
+
+
+def overhead_report(data: Path) -> str:
+    """The client overhead table from ``client_overhead.csv`` alone: per data set and step,
+    the median seconds over the repeats and the median of the per-repeat ratios to plain
+    training measured in the same repeat (side by side), with their range."""
+    rows = read_runs(data, floats=("seconds",), ints=("repeat",))
+    lines = table_head(
+        "**One client's work per round with and without QFedFisher's Fisher pass**: the"
+        " default regime's VQC (4 layers), a client of 160 samples, E = 1, B = 32; the steps"
+        " timed back to back in each repeat, in a rotating order, after one repeat not"
+        " recorded; seconds: median over the repeats; vs qfedavg:"
+        " median [min, max] over the repeats of the step's time over plain training's in the"
+        " same repeat, minus 1 (`client_overhead.csv`).",
+        "data set, client step",
+        ["repeats", "seconds", "vs qfedavg (%)"],
+    )
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        mine = [r for r in rows if r["dataset"] == dataset]
+        base = {r["repeat"]: r["seconds"] for r in mine if r["step"] == OVERHEAD_STEPS[0]}
+        for step in OVERHEAD_STEPS:
+            times = {r["repeat"]: r["seconds"] for r in mine if r["step"] == step}
+            ratios = [100 * (times[k] / base[k] - 1) for k in sorted(times)]
+            relative = (
+                "–"
+                if step == OVERHEAD_STEPS[0]
+                else f"{np.median(ratios):+.1f} [{min(ratios):+.1f}, {max(ratios):+.1f}]"
+            )
+            lines.append(
+                f"| {dataset}, {step} | {len(times)} | {np.median(list(times.values())):.3f}"
+                f" | {relative} |"
+            )
+    lines += ["", provenance_line(data.parent, file=OVERHEAD_PROVENANCE)]
     return "\n".join(lines) + "\n"
 
 
@@ -647,7 +923,8 @@ def main() -> None:
         type=int,
         default=0,
         metavar="REPEATS",
-        help="only measure one client's local work per variant, REPEATS times",
+        help="only measure one client's local work per variant, REPEATS times, into"
+        " client_overhead.csv and .md (with --report-only: the table from the csv)",
     )
     args = parser.parse_args()
     if args.out is None:
@@ -673,8 +950,17 @@ def main() -> None:
             datasets.remove("mnist")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.client_overhead:
-        text = "\n".join(client_overhead(d, args.client_overhead) for d in datasets)
-        atomic_write(args.out / "client_overhead.md", lambda f: f.write(text))
+        from flowerbed.runtime.results import write_csv
+
+        data = args.out / OVERHEAD_DATA.name
+        if not args.report_only:
+            rows = [row for d in datasets for row in client_overhead(d, args.client_overhead)]
+            write_csv(data, rows, ["dataset", "repeat", "step", "seconds"])
+            record_provenance(args.out, sys.argv, file=OVERHEAD_PROVENANCE)
+        elif not data.is_file():
+            parser.error(f"--report-only reads {data}, which does not exist: run without it first")
+        text = overhead_report(data)
+        atomic_write(args.out / OVERHEAD_TABLE.name, lambda f: f.write(text))
         print(text)
         return
     store = args.out / "runs.json"
@@ -684,12 +970,18 @@ def main() -> None:
     if not args.report_only:
         spec = sweep_spec(args.regime, datasets, variants, args.seeds, rounds, args.data_dir)
         results = run_sweep(spec, args.out / "runs", workers=args.workers, extend=True)
-        fresh = [run_record(r.point.labels, r.run_dir) for r in results if r.state.finished]
+        fresh = [
+            run_record(r.point.labels, r.run_dir, regime.clients)
+            for r in results
+            if r.state.finished
+        ]
         # runs.json keeps every record it held (runs made earlier, elsewhere or by a subset of
         # the variants); a fresh run replaces the record of the same point
         by_point = {_point(r): r for r in runs} | {_point(r): r for r in fresh}
         runs = list(by_point.values())
         atomic_write(store, lambda f: f.write(json.dumps(runs, indent=1)))
+        if args.out.resolve() == FOLDERS[args.regime]:
+            record_provenance(args.out, sys.argv)
     runs = [  # runs.json may hold more (other seeds, variants or rounds asked before)
         r
         for r in runs
@@ -704,6 +996,8 @@ def main() -> None:
     else:
         text = summarise(runs, variants, regime)
         plot(runs, variants, regime, args.out / f"{name}.png")
+        if args.regime in LONG_REGIMES:
+            plot_returning(runs, args.out / f"{name}_returning.png")
     atomic_write(args.out / f"{name}.md", lambda f: f.write(text))
     print(text)
     if args.out.resolve() == FOLDERS[args.regime]:  # the published table.md

@@ -141,10 +141,11 @@ def docs_include(table: Path) -> str:
 PROVENANCE = "measured.json"
 
 
-def record_provenance(folder: Path, argv: list[str]) -> None:
+def record_provenance(folder: Path, argv: list[str], file: str = PROVENANCE) -> None:
     """Write ``measured.json`` beside a benchmark's ``runs.csv``: the commit the runs were
     measured at (and whether the tree had uncommitted changes), the command, the machine and
-    the date, so a table says where its numbers come from."""
+    the date, so a table says where its numbers come from. ``file``: another name, for a
+    second experiment measured into the same folder at another time."""
     import json
     import os
     import platform
@@ -166,14 +167,15 @@ def record_provenance(folder: Path, argv: list[str]) -> None:
         f" {platform.release()}, Python {sys.version.split()[0]}",
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
-    atomic_write(folder / PROVENANCE, lambda f: f.write(json.dumps(record, indent=1) + "\n"))
+    atomic_write(folder / file, lambda f: f.write(json.dumps(record, indent=1) + "\n"))
 
 
-def provenance_line(folder: Path) -> str:
-    """One sentence naming the commit, command, machine and date of ``measured.json``."""
+def provenance_line(folder: Path, file: str = PROVENANCE) -> str:
+    """One sentence naming the commit, command, machine and date of ``measured.json`` (or of
+    ``file``)."""
     import json
 
-    path = folder / PROVENANCE
+    path = folder / file
     if not path.is_file():
         return "Provenance not recorded (measured before measured.json existed)."
     record = json.loads(path.read_text())
