@@ -16,7 +16,11 @@ registered here: ``sim-nodes`` clients, each its own node).
   theta in R^30, theta_j ~ U(1, 2) with a random sign, scaled to norm 3. Node k: mean
   mu_{k,j} ~ U(-1, 1) * spread, features X ~ N(mu_k, dispersion^2 S) (S: 1 on the diagonal,
   0.5 elsewhere), label model theta_{k,j} = theta_j + |theta_j| p_j dispersion / 10 with
-  p_j ~ N(0, 1), labels Y ~ Bernoulli(sigmoid(theta_k^T x)) (no intercept). Each node holds
+  p_j ~ N(0, 1), labels Y ~ Bernoulli(sigmoid(theta_k^T x)) (no intercept, as the paper's
+  text). ``SimulationOptions(label_intercept=True)`` (no run-config key: a benchmark variant)
+  draws the label model as the authors' code does instead: theta in R^31, its last component
+  the coefficient of a constant 1 (an intercept), drawn, normalised (all 31 to norm 3) and
+  perturbed per node like the others. Each node holds
   ``sim-samples-per-node`` samples, 20 % of them held out as its test part; the node of every
   sample is recorded (partitioner ``dataset-nodes`` gives each client one node).
 
@@ -61,6 +65,7 @@ class SimulationOptions:
     samples_per_node: int = 500
     alpha: float = 1.0
     beta: float = 1.0
+    label_intercept: bool = False  # ctl-gaussian: the authors' label model (module docstring)
 
     @classmethod
     def from_config(cls, config: RunConfig) -> SimulationOptions:
@@ -80,7 +85,13 @@ class SimulationOptions:
         key: changing ``sim-spread`` does not regenerate ``breast-cancer-shifted``)."""
         used = {
             "breast-cancer-shifted": ("shifts",),
-            "ctl-gaussian": ("nodes", "spread", "dispersion", "samples_per_node"),
+            "ctl-gaussian": (
+                "nodes",
+                "spread",
+                "dispersion",
+                "samples_per_node",
+                "label_intercept",
+            ),
             "synthetic": ("nodes", "alpha", "beta"),
             "synthetic-iid": ("nodes",),
         }.get(name, ())
@@ -166,7 +177,12 @@ def generate(
         return breast_cancer_shifted(seed, options.shifts)
     if name == "ctl-gaussian":
         return ctl_gaussian(
-            seed, options.nodes, options.spread, options.dispersion, options.samples_per_node
+            seed,
+            options.nodes,
+            options.spread,
+            options.dispersion,
+            options.samples_per_node,
+            label_intercept=options.label_intercept,
         )
     if name in FEDPROX_DATASETS:
         iid = name == "synthetic-iid"
@@ -248,8 +264,8 @@ class GaussianNodes:
 
     x: np.ndarray  # (nodes, samples, 30), float64
     y: np.ndarray  # (nodes, samples), int64
-    theta: np.ndarray  # (30,): the common label model, norm 3
-    node_theta: np.ndarray  # (nodes, 30): theta_k
+    theta: np.ndarray  # (30,): the common label model, norm 3 (31: the intercept last)
+    node_theta: np.ndarray  # (nodes, 30): theta_k (31: the intercept last)
     means: np.ndarray  # (nodes, 30): mu_k
     covariance: np.ndarray  # (30, 30): dispersion^2 S
 
@@ -261,18 +277,26 @@ def gaussian_nodes(
     dispersion: float,
     samples_per_node: int,
     num_features: int = NUM_FEATURES,
+    label_intercept: bool = False,
 ) -> GaussianNodes:
-    """Draw from ``rng``: theta, node means, features, node label models, label uniforms."""
+    """Draw from ``rng``: theta, node means, features, node label models, label uniforms.
+    ``label_intercept``: theta has one more component, the coefficient of a constant 1, as in
+    the authors' code (their ``beta`` of size p + 1 and the column of ones appended to the
+    features); their probability 1 / (1 + exp(score)) flips the sign of the whole score, which
+    the random signs make equal in distribution, so it is not copied."""
     d = num_features
-    theta = rng.uniform(1.0, 2.0, d) * np.where(rng.random(d) < 0.5, -1.0, 1.0)
+    size = d + 1 if label_intercept else d
+    theta = rng.uniform(1.0, 2.0, size) * np.where(rng.random(size) < 0.5, -1.0, 1.0)
     theta *= 3.0 / np.linalg.norm(theta)
     means = rng.uniform(-1.0, 1.0, (num_nodes, d)) * spread
     shape = np.full((d, d), 0.5) + 0.5 * np.eye(d)  # S
     root = np.linalg.cholesky(shape)
     z = rng.standard_normal((num_nodes, samples_per_node, d))
     x = means[:, None, :] + dispersion * z @ root.T
-    node_theta = theta + np.abs(theta) * rng.standard_normal((num_nodes, d)) * dispersion / 10
-    logits = np.einsum("kid,kd->ki", x, node_theta)
+    node_theta = theta + np.abs(theta) * rng.standard_normal((num_nodes, size)) * dispersion / 10
+    logits = np.einsum("kid,kd->ki", x, node_theta[:, :d])
+    if label_intercept:
+        logits += node_theta[:, d:]
     y = (rng.random(logits.shape) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int64)
     return GaussianNodes(x, y, theta, node_theta, means, dispersion**2 * shape)
 
@@ -288,10 +312,14 @@ def ctl_gaussian(
     spread: float = _DEFAULT.spread,
     dispersion: float = _DEFAULT.dispersion,
     samples_per_node: int = _DEFAULT.samples_per_node,
+    label_intercept: bool = False,
 ) -> Generated:
-    """Simulation 2; training and test rows ordered by node, each node's rows in random order."""
+    """Simulation 2; training and test rows ordered by node, each node's rows in random order
+    (``label_intercept``: the authors' label model, ``gaussian_nodes``)."""
     rng = np.random.default_rng(seed)
-    data = gaussian_nodes(rng, num_nodes, spread, dispersion, samples_per_node)
+    data = gaussian_nodes(
+        rng, num_nodes, spread, dispersion, samples_per_node, label_intercept=label_intercept
+    )
     order = rng.permuted(np.tile(np.arange(samples_per_node), (num_nodes, 1)), axis=1)
     num_test = node_test_size(samples_per_node)
     rows = np.arange(num_nodes)[:, None]

@@ -24,8 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from ...data.datasets import load_dataset
 from ...data.federation import node_split
+from ...data.partition import members
+from ...data.simulations import SimulationOptions
 from ...kd.energy import exact_feature_coefficients
 from ...settings import RunConfig
 from .node import as_matrix
@@ -96,6 +100,31 @@ def nodes_for(config: RunConfig, num_nodes: int) -> list[NodeData]:
             NodeData(as_matrix(x_train), y_train.numpy(), as_matrix(x_test), y_test.numpy())
         )
     return nodes
+
+
+def generated_nodes(
+    config: RunConfig, num_nodes: int, options: SimulationOptions
+) -> list[NodeData]:
+    """The nodes of a generated data set with its own nodes (``ctl-gaussian``) drawn with
+    ``options`` instead of the config's ``sim-*`` keys, split as ``partitioner='dataset-nodes'``
+    splits them: for options that have no run-config key (``label_intercept``). With the
+    config's own options it gives what ``nodes_for`` gives (a test checks it)."""
+    if config.partitioner != "dataset-nodes":
+        raise ValueError(
+            f"generated_nodes needs partitioner='dataset-nodes', not {config.partitioner!r}"
+        )
+    data = load_dataset(config.dataset, seed=config.seed, simulation=options)
+    train = [torch.from_numpy(rows) for rows in members(data.train_nodes.numpy(), num_nodes)]
+    test = [torch.from_numpy(rows) for rows in members(data.test_nodes.numpy(), num_nodes)]
+    return [
+        NodeData(
+            as_matrix(data.x_train[train[k]]),
+            data.y_train[train[k]].numpy(),
+            as_matrix(data.x_test[test[k]]),
+            data.y_test[test[k]].numpy(),
+        )
+        for k in range(num_nodes)
+    ]
 
 
 def _sigmoid(s: np.ndarray) -> np.ndarray:
