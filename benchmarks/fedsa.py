@@ -117,39 +117,54 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "fedsa.md"
 ORDERINGS = (("FedSA", "FedAvg+"), ("FedSA", "Random"), ("Random", "Least-K"))
 
 
-def method_overrides(label: str) -> dict:
-    """A method's keys; every method adapts all parameters unless it says otherwise."""
-    return {"fedsa-adapt": "all", **METHODS[label][1]}
+def method_overrides(label: str, methods: dict = METHODS) -> dict:
+    """A method's keys; every method adapts all parameters unless it says otherwise.
+    ``methods``: label -> (slug, keys), ``METHODS`` or another benchmark's."""
+    return {"fedsa-adapt": "all", **methods[label][1]}
 
 
-def overrides(label: str, k: int, seed: int, rounds: int) -> dict:
-    """One (method, k, seed) run's run config."""
+def overrides(
+    label: str, k: int, seed: int, rounds: int, setting: dict = SETTING, methods: dict = METHODS
+) -> dict:
+    """One (method, k, seed) run's run config (``setting``: the fixed keys, ``SETTING`` or
+    another benchmark's variant of it)."""
     return {
-        **SETTING,
-        **method_overrides(label),
+        **setting,
+        **method_overrides(label, methods),
         "num-server-rounds": rounds,
         "fedsa-labels-per-class": k,
         "seed": seed,
     }
 
 
-def sweep_spec(labels, ks: list[int], seeds: list[int], rounds: int) -> SweepSpec:
+def sweep_spec(
+    labels,
+    ks: list[int],
+    seeds: list[int],
+    rounds: int,
+    setting: dict = SETTING,
+    methods: dict = METHODS,
+) -> SweepSpec:
     """Seed x k x method (named by its slug: folder names stay plain)."""
     return SweepSpec(
         (
             Axis.of_key("seed", seeds),
             Axis.of_key("fedsa-labels-per-class", ks),
             Axis.of_bundles(
-                "method", {METHODS[label][0]: method_overrides(label) for label in labels}
+                "method",
+                {methods[label][0]: method_overrides(label, methods) for label in labels},
             ),
         ),
-        fixed={**SETTING, "num-server-rounds": rounds},
+        fixed={**setting, "num-server-rounds": rounds},
         num_clients=NUM_CLIENTS,
     )
 
 
-def run_records(sweep: Path, spec: SweepSpec, workers: int, rounds: int) -> list[dict]:
-    """The completed runs of ``spec``'s sweep (run now where needed)."""
+def run_records(
+    sweep: Path, spec: SweepSpec, workers: int, rounds: int, slugs: dict = SLUGS
+) -> list[dict]:
+    """The completed runs of ``spec``'s sweep (run now where needed); ``slugs``: slug ->
+    method label."""
     records = []
     for result in run_sweep(spec, sweep, workers=workers, extend=True):
         if not result.state.finished:
@@ -159,7 +174,7 @@ def run_records(sweep: Path, spec: SweepSpec, workers: int, rounds: int) -> list
         log_path = run_dir / "fedsa_selection.json"
         records.append(
             {
-                "method": SLUGS[labels["method"]],
+                "method": slugs[labels["method"]],
                 "k": int(labels["fedsa-labels-per-class"]),
                 "seed": int(labels["seed"]),
                 "rounds": rounds,
@@ -184,6 +199,20 @@ def foreign_draws(record: dict) -> tuple[int, int]:
     return sum(m for pid, m in draws if pid in foreign), sum(m for _, m in draws)
 
 
+def owner_teacher(run_config: dict, config, pid: int) -> tuple[LocalClient, torch.nn.Module]:
+    """Owner ``pid``'s client and teacher, rebuilt in this process as the run built them
+    (deterministic: the same data and the same pre-trained teacher)."""
+    context = Context(
+        run_id=1,
+        node_id=1,
+        node_config={"partition-id": pid, "num-partitions": NUM_CLIENTS},
+        state=RecordDict(),
+        run_config=run_config,
+    )
+    client = LocalClient.from_context(context, config)
+    return client, teacher_model(client)
+
+
 def probe_teachers(out: Path, record: dict) -> dict:
     """Table 3 analogue for one seed: first-selection similarity and linear-probe transfer
     accuracy of every teacher, from ``record``, the seed's FedSA run at k = PROBE_K."""
@@ -199,15 +228,7 @@ def probe_teachers(out: Path, record: dict) -> dict:
     data = load_splits(config)
     transfer, own_gap = [], 0.0
     for pid in first["candidates"]:
-        context = Context(
-            run_id=1,
-            node_id=1,
-            node_config={"partition-id": pid, "num-partitions": NUM_CLIENTS},
-            state=RecordDict(),
-            run_config=run_config,
-        )
-        client = LocalClient.from_context(context, config)
-        teacher = teacher_model(client)
+        client, teacher = owner_teacher(run_config, config, pid)
         transfer.append(
             evaluate(adapt(teacher, x, y, config, "head", 0), data.x_test, data.y_test)[1]
         )

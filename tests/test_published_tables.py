@@ -45,6 +45,7 @@ def published(benchmark) -> list[tuple[Path, Path]]:
         "strategies",
         "ctl",
         "fedsa",
+        "fedsa_explain",
         "bn_collapse",
         "flkd",
         "quantum_fl",
