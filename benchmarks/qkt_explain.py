@@ -17,13 +17,23 @@ and Dirichlet(0.1), 3 seeds, with the settings of ``benchmarks/qkt.py`` (``COMMO
    counts.
 3. **The paper's Table 4 analogue.** ``qkt-lambda`` in {1, 1.5, 2, 4}: Acc, Query Acc. Gain and
    Forgetting, each minus lambda = 1.5's (the default), paired by seed.
+4. **Summing or averaging the kept teachers.** Eq. 4 sums the KL terms of the kept teachers
+   T_Q, so its distillation pull grows with |T_Q|. The same runs at lambda = 1.5 with
+   ``qkt-teacher-weight='mean'`` (alpha / |T_Q|: the kept teachers averaged; a diagnostic, not
+   the paper's) against the default ``'sum'``: Acc, Query Acc. Gain and Forgetting, mean minus
+   sum paired by seed.
 
 Also, per client, the mass the kept teachers put on the query class on the student's own
 training images, ``sum_{t in T_Q} p_t(q | x)`` averaged over its images (Eq. 4 weights it by
 alpha * lambda), beside the mass they put on the images' true labels.
 
-The runs (QKT only, one per partition x seed x lambda) are one sweep (``flowerbed.sweep``,
-``run_in_process``) in ``<out>/runs`` (not committed). The filter quantities are not in the
+The runs (QKT only) are two sweeps (``flowerbed.sweep``, not committed): partition x seed x
+lambda with the default ``'sum'`` in ``<out>/runs``, and partition x seed at lambda = 1.5 with
+``'mean'`` in ``<out>/runs-teacher-mean`` (a sibling folder, so the first sweep's grid and
+point names stay those of its earlier runs and a rerun runs only the points it lacks). Each
+sweep has its own provenance file, ``measured.json`` and ``measured-teacher-weight.json``,
+rewritten only when that sweep ran a point (or the file is missing): rows re-derived from
+earlier runs keep the commit they were measured at. The filter quantities are not in the
 run folder (a run records only the number of kept teachers), so after the sweep this script
 recomputes them in its own process for every run, with the run's ``config.json`` and the
 functions of the protocol: ``LocalClient.from_context`` (the client's data), the local-fit
@@ -31,17 +41,21 @@ phase's ``train_local_model`` (the teachers), ``client_query``, and QKT's ``_pre
 teachers' predictions and the filter, with the run's noise generator; ``filter_teachers``'
 mean noise probabilities). It checks that the recomputation is the run's: same queries,
 same training label counts, same per-class test accuracy of every local model, same number
-of kept teachers per client (the ``match`` column; the report says how many runs match).
+of kept teachers per client (the ``match`` column; the report says how many runs match). The
+filter, the queries and the local models do not depend on lambda or on the teacher weight, so
+one recomputation per partition and seed serves all of its runs, the ``'mean'`` ones included.
 
 Each run becomes one row of ``<out>/runs.csv`` (default ``benchmarks/results/qkt-explain``;
-per-client and per-teacher values as space-separated lists), ``measured.json`` records the
-commit, command, machine and date, and ``table.md`` is made from ``runs.csv`` alone
-(``--report-only``).
+per-client and per-teacher values as space-separated lists; ``teacher_weight`` 'sum' or
+'mean', a missing value, as in rows written before the column existed, read as 'sum'), and
+``table.md`` is made from ``runs.csv`` alone (``--report-only``; the teacher-weight table
+only once ``runs.csv`` holds 'mean' rows).
 
 Usage::
 
-    python benchmarks/qkt_explain.py --workers 1     # 24 runs, about 4 min on 2 busy cores
-    python benchmarks/qkt_explain.py --quick         # 1 seed, Path, lambda 1.5 and 4
+    python benchmarks/qkt_explain.py --workers 1     # 24 + 6 runs; only missing ones run
+                                                     # (the 6 'mean' ones: about 3 min)
+    python benchmarks/qkt_explain.py --quick         # 1 seed, Path, lambda 1.5 and 4, 'mean'
     python benchmarks/qkt_explain.py --report-only   # table.md from runs.csv
 """
 
@@ -63,16 +77,23 @@ from result_tables import (
     percent_cell,
     provenance_line,
     read_runs,
+    record_provenance,
+    sweep_records,
     table_head,
 )
 
-from flowerbed.runtime.results import round_seconds
-from flowerbed.sweep import Axis, SweepSpec
+from flowerbed.runtime.results import round_seconds, write_csv
+from flowerbed.sweep import Axis, SweepSpec, run_sweep
+from flowerbed.sweep.folder import point_dir, point_state
 
 RESULTS = Path(__file__).parent / "results" / "qkt-explain"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "qkt.md"  # includes table.md
 LAMBDAS = (1.0, 1.5, 2.0, 4.0)
 DEFAULT_LAMBDA = "1.5"
+DEFAULT_WEIGHT = "sum"  # qkt-teacher-weight of Eq. 4; 'mean' is the averaged variant
+# Per sweep: its folder under <out> and its provenance file (module doc).
+LAMBDA_SWEEP = ("runs", "measured.json")
+MEAN_SWEEP = ("runs-teacher-mean", "measured-teacher-weight.json")
 FIXED = {
     **COMMON,
     "strategy": "qkt",
@@ -94,6 +115,7 @@ FIELDS = (
     "partition",
     "seed",
     "lam",
+    "teacher_weight",
     *METRICS,
     "seconds",
     "match",
@@ -103,7 +125,7 @@ FIELDS = (
 
 
 def sweep_spec(partitions: list[str], seeds: int, lambdas: list[float], clients: int) -> SweepSpec:
-    """Partition x seed x lambda, QKT on digits with single-class queries."""
+    """Partition x seed x lambda, QKT on digits with single-class queries (Eq. 4's sum)."""
     return SweepSpec(
         (
             Axis.of_bundles("partition", {k: v for k, v in PARTITIONS if k in partitions}),
@@ -111,6 +133,19 @@ def sweep_spec(partitions: list[str], seeds: int, lambdas: list[float], clients:
             Axis.of_key("qkt-lambda", lambdas),
         ),
         fixed=FIXED,
+        num_clients=clients,
+    )
+
+
+def mean_sweep_spec(partitions: list[str], seeds: int, clients: int) -> SweepSpec:
+    """Partition x seed at the default lambda with the kept teachers averaged
+    (``qkt-teacher-weight='mean'``); points ``partition-Path_seed-0``, ... in their own folder."""
+    return SweepSpec(
+        (
+            Axis.of_bundles("partition", {k: v for k, v in PARTITIONS if k in partitions}),
+            Axis.of_key("seed", list(range(seeds))),
+        ),
+        fixed={**FIXED, "qkt-lambda": float(DEFAULT_LAMBDA), "qkt-teacher-weight": "mean"},
         num_clients=clients,
     )
 
@@ -223,7 +258,8 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     stored = json.loads((run_dir / "config.json").read_text())
     defaults = default_run_config()
     run_config = resolve_run_config({k: v for k, v in stored.items() if k in defaults})
-    key = (labels["partition"], labels["seed"])  # the filter does not depend on lambda
+    # the filter does not depend on lambda or the teacher weight: one per partition and seed
+    key = (labels["partition"], labels["seed"])
     if key not in _DIAGNOSTICS:
         _DIAGNOSTICS[key] = filter_diagnostics(run_config, len(result["clients"]))
     found = _DIAGNOSTICS[key]
@@ -260,7 +296,8 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     return {
         "partition": labels["partition"],
         "seed": int(labels["seed"]),
-        "lam": labels["qkt-lambda"],
+        "lam": str(float(run_config["qkt-lambda"])),  # the sweep's label: "1.0", "1.5", ...
+        "teacher_weight": run_config["qkt-teacher-weight"],
         **{key: summary.get(key, math.nan) for key in METRICS},
         "seconds": sum(round_seconds(run_dir)),
         "match": int(match),
@@ -277,6 +314,8 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
 def read_results(runs_csv: Path) -> list[dict]:
     runs = read_runs(runs_csv, (*METRICS, "seconds"), ("seed", "match"))
     for row in runs:
+        # rows written before the teacher weight was a column are Eq. 4's sum
+        row["teacher_weight"] = row.get("teacher_weight") or DEFAULT_WEIGHT
         for name in (*CLIENT_LISTS, *TEACHER_LISTS):
             row[name] = [float(v) for v in row[name].split()]
     return runs
@@ -297,11 +336,56 @@ def share_cell(part: float, whole: float) -> str:
     return f"{part:.0f} / {whole:.0f} ({100 * part / whole:.0f} %)" if whole else "–"
 
 
+def teacher_weight_table(runs: list[dict], folder: Path) -> list[str]:
+    """Eq. 4's sum of the kept teachers against their mean (alpha / |T_Q|), at the default
+    lambda: per partition a row for each and the paired differences mean minus sum; no lines
+    when ``runs`` holds no 'mean' run."""
+    averaged = [r for r in runs if r["teacher_weight"] == "mean"]
+    if not averaged:
+        return []
+    seeds = ", ".join(map(str, sorted({r["seed"] for r in averaged})))
+    lines = table_head(
+        "**Summing or averaging the kept teachers: digits, single-class queries, QKT at lambda ="
+        f" {DEFAULT_LAMBDA}** (seeds {seeds}; mean ± sample std over seeds, in %). sum: Eq. 4,"
+        " alpha · KL summed over the kept teachers T_Q (the runs above); mean:"
+        " `qkt-teacher-weight='mean'`, alpha / |T_Q| (a diagnostic, not the paper's). Δ: mean"
+        " minus sum, paired by seed, in percentage points, mean [95 % t interval], **bold** where"
+        " the interval excludes 0.",
+        "Partition",
+        ["Weight", *(c for _, c in COLUMNS[:3]), "Δ Acc", "Δ Query Acc. Gain", "Δ Forgetting"],
+    )
+    for partition in dict.fromkeys(r["partition"] for r in averaged):
+        for weight in (DEFAULT_WEIGHT, "mean"):
+            labels = {"partition": partition, "lam": DEFAULT_LAMBDA, "teacher_weight": weight}
+            rows = [r for r in runs if all(r[k] == v for k, v in labels.items())]
+            cells = [percent_cell([r[key] for r in rows]) for key, _ in COLUMNS[:3]]
+            for key in ("acc", "query_gain", "forgetting"):
+                base = {**labels, "teacher_weight": DEFAULT_WEIGHT}
+                cells.append(
+                    "–" if weight == DEFAULT_WEIGHT else paired_cell(runs, labels, base, key)
+                )
+            lines.append(f"| {partition} | {weight} | " + " | ".join(cells) + " |")
+    seconds = statistics.fmean(r["seconds"] for r in averaged)
+    return [
+        *lines,
+        "",
+        (
+            f"Rounds of one 'mean' run: {seconds:.1f} s on average (the teacher weight is part"
+            " of the local models' cache key, so each of these runs trains its own)."
+        ),
+        "",
+        provenance_line(folder, MEAN_SWEEP[1]),
+        "",
+    ]
+
+
 def report(runs_csv: Path) -> str:
-    """The tables of ``table.md`` from ``runs.csv`` (and ``measured.json``) alone: the filter
-    (at the default lambda; it does not depend on lambda), Fig. 5's analogue, and the lambda
-    sweep paired by seed against lambda = 1.5."""
-    runs = read_results(runs_csv)
+    """The tables of ``table.md`` from ``runs.csv`` (and the provenance files) alone: the
+    filter (at the default lambda; it does not depend on lambda), Fig. 5's analogue, the lambda
+    sweep paired by seed against lambda = 1.5, all with Eq. 4's sum, and, once ``runs.csv``
+    holds them, the averaged teachers against the sum (``teacher_weight_table``)."""
+    everything = read_results(runs_csv)
+    runs = [r for r in everything if r["teacher_weight"] == DEFAULT_WEIGHT]
     partitions = list(dict.fromkeys(r["partition"] for r in runs))
     lambdas = sorted({r["lam"] for r in runs}, key=float)
     seeds = sorted({r["seed"] for r in runs})
@@ -389,11 +473,12 @@ def report(runs_csv: Path) -> str:
             lines.append(f"| {lam} | " + " | ".join(cells) + " |")
         pre = [r["acc_pre"] for r in runs if (r["partition"], r["lam"]) == (partition, lambdas[0])]
         lines += ["", f"Local model's Acc before the transfer: {percent_cell(pre)}.", ""]
-    matched = sum(r["match"] for r in runs)
+    lines += teacher_weight_table(everything, runs_csv.parent)
+    matched = sum(r["match"] for r in everything)
     seconds = statistics.fmean(r["seconds"] for r in runs)
     lines += [
         (
-            f"The recomputed filter is the runs' own in {matched} of {len(runs)} runs (same"
+            f"The recomputed filter is the runs' own in {matched} of {len(everything)} runs (same"
             " queries, label counts, local models' per-class test accuracy and number of kept"
             f" teachers per student). Rounds of one run: {seconds:.1f} s on average, on a"
             " shared machine (the first lambda of a partition and seed trains the local"
@@ -405,6 +490,22 @@ def report(runs_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measure(out: Path, sweeps: list[tuple[SweepSpec, tuple[str, str]]], workers: int) -> None:
+    """Run each sweep in its folder under ``out`` (a rerun runs only the unfinished points) and
+    write one row per run of all of them into ``<out>/runs.csv`` (``run_record``). A sweep's
+    provenance file is written when it ran a point or has none, so rows re-derived from earlier
+    runs keep the commit they were measured at."""
+    records = []
+    for spec, (folder, provenance) in sweeps:
+        sweep = out / folder
+        ran = any(not point_state(point_dir(sweep, point)).finished for point in spec.points())
+        run_sweep(spec, sweep, workers=workers, extend=True)
+        records += sweep_records(spec, sweep, run_record)
+        if ran or not (out / provenance).is_file():
+            record_provenance(out, sys.argv, provenance)
+    write_csv(out / "runs.csv", records, FIELDS)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -412,7 +513,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument(
-        "--lambdas", default=",".join(map(str, LAMBDAS)), help="comma-separated qkt-lambda values"
+        "--lambdas",
+        default=",".join(map(str, LAMBDAS)),
+        help="comma-separated qkt-lambda values (with Eq. 4's sum)",
     )
     parser.add_argument(
         "--partitions", default=",".join(k for k, _ in PARTITIONS), help="Path, Dir or both"
@@ -421,12 +524,15 @@ def main() -> None:
         "--out",
         type=Path,
         default=RESULTS,
-        help="the results folder: runs.csv, measured.json, table.md, and the sweep in runs/",
+        help="the results folder: runs.csv, measured*.json, table.md, and the sweeps in runs/"
+        " (lambda, Eq. 4's sum) and runs-teacher-mean/ ('mean' at lambda 1.5)",
     )
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
     parser.add_argument(
-        "--quick", action="store_true", help="1 seed, Path, lambda 1.5 and 4 (in <out>/quick)"
+        "--quick",
+        action="store_true",
+        help="1 seed, Path, lambda 1.5 and 4, and 'mean' at 1.5 (in <out>/quick)",
     )
     args = parser.parse_args()
     if args.quick:
@@ -435,12 +541,17 @@ def main() -> None:
     lambdas = [float(v) for v in args.lambdas.split(",")]
     if DEFAULT_LAMBDA not in {str(v) for v in lambdas}:
         parser.error(f"--lambdas must hold the default {DEFAULT_LAMBDA}, the pairs' baseline")
-    spec = (
-        None
-        if args.report_only
-        else sweep_spec(args.partitions.split(","), args.seeds, lambdas, args.clients)
-    )
-    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
+    partitions = args.partitions.split(",")
+    unknown = sorted(set(partitions) - {k for k, _ in PARTITIONS})
+    if unknown:
+        parser.error(f"--partitions: unknown {unknown}; valid: {[k for k, _ in PARTITIONS]}")
+    if not args.report_only:
+        sweeps = [
+            (sweep_spec(partitions, args.seeds, lambdas, args.clients), LAMBDA_SWEEP),
+            (mean_sweep_spec(partitions, args.seeds, args.clients), MEAN_SWEEP),
+        ]
+        measure(args.out, sweeps, args.workers)
+    text = measure_and_report(args.out, None, run_record, FIELDS, report)
     runs_csv = args.out / "runs.csv"
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}")

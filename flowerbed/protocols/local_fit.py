@@ -125,6 +125,7 @@ _NOT_LOCAL = frozenset(
         "qkt-lambda",
         "qkt-tau",
         "qkt-noise-samples",
+        "qkt-teacher-weight",
         "qkt-weight-mask-percent",
         "kt-metrics",
     }
