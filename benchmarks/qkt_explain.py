@@ -370,8 +370,8 @@ def teacher_weight_table(runs: list[dict], folder: Path) -> list[str]:
         *lines,
         "",
         (
-            f"Rounds of one 'mean' run: {seconds:.1f} s on average (the teacher weight is part"
-            " of the local models' cache key, so each of these runs trains its own)."
+            f"Rounds of one 'mean' run: {seconds:.1f} s on average (each is the only run of its"
+            " partition and seed in its sweep, so each trains the local models itself)."
         ),
         "",
         provenance_line(folder, MEAN_SWEEP[1]),
