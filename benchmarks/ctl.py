@@ -31,7 +31,10 @@ the base setting:
 
 Also measured: whether exact energy coefficients (pairwise, on 300-sample subsets) instead of
 the moment approximation change the guest choice or the accuracy (simulation 1, ``worst``,
-whose choice depends on H; ``best`` picks the task owners, whose H is 0 either way).
+whose choice depends on H; ``best`` picks the task owners, whose H is 0 either way). And how
+sensitive a run is to rounding: ``best`` guests with every round's H moved by at most one unit
+in the last place (``coefficient_perturbation`` of the reference simulator), in Simulation 1
+and both base settings of Simulation 2.
 
 Resumable: every (sweep, seed, rule) writes one JSON under ``<out>/runs`` (git-ignored); a rerun
 skips what exists (``--quick`` writes to its own folder). The committed data files in ``--out``
@@ -43,18 +46,20 @@ skips what exists (``--quick`` writes to its own folder). The committed data fil
   all tasks;
 * ``energy_runs.csv``: seed, largest |H difference|, share of node-rounds whose guest set
   changes, final non-local accuracy with moments and with exact coefficients;
+* ``sensitivity_runs.csv``: setting, seed, final accuracy on all tasks as it is and with H
+  perturbed, the largest change of one node's accuracy on one task, the first round differing;
 * ``discarded.csv``: every seed a sweep discarded, and why;
 * ``measured.json``: commit, command, machine, date.
 
-``report`` (``--report-only``) makes ``table.md`` (Simulation 1), ``table_sim2.md`` and
-``table_energy.md`` from these files alone; ``docs/ctl.md`` includes them. The run also writes
+``report`` (``--report-only``) makes ``table.md`` (Simulation 1), ``table_sim2.md``,
+``table_energy.md`` and ``table_sensitivity.md`` from these files alone; ``docs/ctl.md`` includes them. The run also writes
 ``ctl_sim1.png`` (mean curves with 95 % intervals, as the paper's Fig. 2) and ``ctl.md`` (its
 log: the tables, seconds per simulation, the Flower cross-check), which no table depends on.
 
 Usage::
 
     python benchmarks/ctl.py --quick                 # 4 simulations, 40 rounds (~3 min)
-    python benchmarks/ctl.py --report-only           # the three tables from the data files
+    python benchmarks/ctl.py --report-only           # the four tables from the data files
     python benchmarks/ctl.py                         # 20 simulations, 100 rounds (~25 min)
     python benchmarks/ctl.py --simulations 100       # the paper's count
 """
@@ -120,12 +125,16 @@ ORDERINGS_1 = (
 )
 RESULTS = Path(__file__).parent / "results" / "ctl"
 SIM1_DATA, SIM2_DATA, ENERGY_DATA = "sim1_runs.csv", "sim2_runs.csv", "energy_runs.csv"
+SENSITIVITY_DATA = "sensitivity_runs.csv"
+# the sensitivity check's perturbation: H times (1 + 2^-52), at most one unit in the last place
+ONE_ULP = 2.0**-52
 DISCARDED = "discarded.csv"
 # (data file, the table ``report`` makes of it); docs/ctl.md includes every table
 PUBLISHED = [
     (RESULTS / SIM1_DATA, RESULTS / "table.md"),
     (RESULTS / SIM2_DATA, RESULTS / "table_sim2.md"),
     (RESULTS / ENERGY_DATA, RESULTS / "table_energy.md"),
+    (RESULTS / SENSITIVITY_DATA, RESULTS / "table_sensitivity.md"),
 ]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "ctl.md"
 
@@ -348,6 +357,40 @@ def exact_energy_check(store: Path, seeds, rounds: int, shifts: int) -> list[dic
             }
             path.write_text(json.dumps(record))
         records.append(json.loads(path.read_text()))
+    return records
+
+
+def sensitivity_check(store: Path, settings: list[tuple[str, Callable, list[int]]]) -> list[dict]:
+    """How much a run's outcome depends on rounding: ``best`` guests, each simulation run as it
+    is and with every round's H multiplied by (1 + 2^-52) (``coefficient_perturbation``: each
+    entry moves by at most one unit in the last place, the size of a change in the order of a
+    floating-point sum). ``settings``: (name, seed -> RunConfig, the kept seeds). One record
+    per setting and seed (kept under ``store``: a rerun reads it): final accuracy on all tasks
+    both ways, the largest change of one node's accuracy on one task after the last round, and
+    the first round at which any node's accuracy on any task differs."""
+    records = []
+    for name, make_config, seeds in settings:
+        for seed in seeds:
+            path = store / f"sensitivity-{name.replace(' ', '_')}-seed{seed}.json"
+            if not path.is_file():
+                config = make_config(seed)
+                nodes, _ = usable_nodes(config, ())
+                params = replace(params_for(config), guests="best")
+                as_is = simulate(nodes, params)["accuracy"]
+                perturbed = simulate(nodes, replace(params, coefficient_perturbation=ONE_ULP))[
+                    "accuracy"
+                ]
+                differs = np.flatnonzero(np.any(as_is != perturbed, axis=(1, 2)))
+                record = {
+                    "setting": name,
+                    "seed": seed,
+                    "final_all": curves(as_is)["all"][-1],
+                    "final_all_perturbed": curves(perturbed)["all"][-1],
+                    "largest_node_task_change": float(np.abs(as_is[-1] - perturbed[-1]).max()),
+                    "first_round_differing": int(differs[0]) if len(differs) else "",
+                }
+                path.write_text(json.dumps(record))
+            records.append(json.loads(path.read_text()))
     return records
 
 
@@ -646,10 +689,48 @@ def report_energy(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report_sensitivity(path: Path) -> str:
+    """The sensitivity check's table from ``sensitivity_runs.csv``: per setting, how many
+    simulations end elsewhere when H moves by one unit in the last place, and by how much."""
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    lines = table_head(
+        "Sensitivity to rounding, `best` guests: each simulation run as it is and with every"
+        " round's H multiplied by (1 + 2^-52), at most one unit in the last place (the size of"
+        " a change in the order of a floating-point sum); per setting, the simulations whose"
+        " final accuracy on all tasks changes by 1 percentage point or more, the median and"
+        " largest change of it, the largest change of one node's accuracy on one task after"
+        " the last round, and the first round at which any accuracy differs (median, earliest;"
+        f" `{path.name}`).",
+        "setting",
+        [
+            "simulations",
+            "final all-task accuracy changed ≥ 1 pp",
+            "median change (pp)",
+            "largest change (pp)",
+            "largest node-task change (pp)",
+            "first round differing",
+        ],
+    )
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        runs = [r for r in rows if r["setting"] == setting]
+        changes = [100 * abs(float(r["final_all_perturbed"]) - float(r["final_all"])) for r in runs]
+        node_task = max(100 * float(r["largest_node_task_change"]) for r in runs)
+        firsts = [int(r["first_round_differing"]) for r in runs if r["first_round_differing"]]
+        first = f"{np.median(firsts):.0f}, {min(firsts)}" if firsts else "none"
+        lines.append(
+            f"| {setting} | {len(runs)} | {sum(c >= 1 for c in changes)} |"
+            f" {np.median(changes):.1f} | {max(changes):.1f} | {node_task:.1f} | {first} |"
+        )
+    lines += ["", provenance_line(path.parent)]
+    return "\n".join(lines) + "\n"
+
+
 REPORTS = {
     SIM1_DATA: report_simulation_1,
     SIM2_DATA: report_simulation_2,
     ENERGY_DATA: report_energy,
+    SENSITIVITY_DATA: report_sensitivity,
 }
 
 
@@ -740,6 +821,13 @@ def main() -> None:
     )
 
     sim2 = []
+    sensitivity_settings = [
+        (
+            "Simulation 1",
+            lambda seed: simulation_1_config(seed, args.rounds, args.shifts),
+            used,
+        )
+    ]
     for variant in VARIANTS_2:
         for spread, dispersion in SETTINGS_2:
             suffix = "" if variant.name == "base" else "-" + variant.name.replace(" ", "_")
@@ -755,6 +843,10 @@ def main() -> None:
                 store, sweep, args.first_seed, args.simulations
             )
             labels = {"variant": variant.name, "spread": spread, "dispersion": dispersion}
+            if variant.name == "base":
+                sensitivity_settings.append(
+                    (f"Simulation 2, {setting_name(spread, dispersion)}", sweep.make_config, used_2)
+                )
             discarded_rows += [
                 {"simulation": 2, **labels, "seed": s, "reason": why} for s, why in discarded_2
             ]
@@ -781,6 +873,10 @@ def main() -> None:
     energy = exact_energy_check(store, used[: args.exact_simulations], args.rounds, args.shifts)
     write_csv(args.out / ENERGY_DATA, energy, list(energy[0]))
     emit(f"Exact-energy check done: {time.perf_counter() - started:.0f} s")
+
+    sensitivity = sensitivity_check(store, sensitivity_settings)
+    write_csv(args.out / SENSITIVITY_DATA, sensitivity, list(sensitivity[0]))
+    emit(f"Sensitivity check done: {time.perf_counter() - started:.0f} s")
 
     emit("\n" + cross_check(used[0], args.rounds, args.shifts))
     emit(f"\nTotal {time.perf_counter() - started:.0f} s.")

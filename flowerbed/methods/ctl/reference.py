@@ -71,6 +71,9 @@ class CTLParams:
     seed: int = 42
     energy: str = "moments"  # or "exact" (module docstring)
     exact_samples: int = 300
+    # A diagnostic of sensitivity, not a CTL setting: every round's H is multiplied by
+    # (1 + this); 2**-52 moves each entry by at most one unit in the last place.
+    coefficient_perturbation: float = 0.0
 
 
 def params_for(config: RunConfig) -> CTLParams:
@@ -209,6 +212,8 @@ def simulate(nodes: list[NodeData], params: CTLParams) -> dict[str, np.ndarray]:
             [logistic_importance(weights[k], biases[k], *scalers[k]) for k in range(num_nodes)]
         )
         coefficients, clips = coefficient_rows(per_feature, counts, counts, importance, p.clip_h)
+        if p.coefficient_perturbation:
+            coefficients = coefficients * (1.0 + p.coefficient_perturbation)
         clipped += clips
         all_coefficients[t] = coefficients
     return {
