@@ -143,7 +143,8 @@ PROVENANCE = "measured.json"
 
 def record_provenance(folder: Path, argv: list[str], file: str = PROVENANCE) -> None:
     """Write ``measured.json`` beside a benchmark's ``runs.csv``: the commit the runs were
-    measured at (and whether the tree had uncommitted changes), the command, the machine and
+    measured at (and whether tracked files outside ``benchmarks/results`` had uncommitted
+    changes), the command, the machine and
     the date, so a table says where its numbers come from. ``file``: another name, for a
     second experiment measured into the same folder at another time."""
     import json
@@ -161,7 +162,18 @@ def record_provenance(folder: Path, argv: list[str], file: str = PROVENANCE) -> 
 
     record = {
         "commit": git("rev-parse", "HEAD"),
-        "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+        # changes to tracked files other than the results themselves (a run rewrites its own
+        # committed data files before it records where they come from)
+        "uncommitted_changes": bool(
+            git(
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":(exclude)benchmarks/results",
+            )
+        ),
         "command": " ".join(["python", *argv]),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
         f" {platform.release()}, Python {sys.version.split()[0]}",
