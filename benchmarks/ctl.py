@@ -717,7 +717,7 @@ def report_sensitivity(path: Path) -> str:
         changes = [100 * abs(float(r["final_all_perturbed"]) - float(r["final_all"])) for r in runs]
         node_task = max(100 * float(r["largest_node_task_change"]) for r in runs)
         firsts = [int(r["first_round_differing"]) for r in runs if r["first_round_differing"]]
-        first = f"{np.median(firsts):.0f}, {min(firsts)}" if firsts else "none"
+        first = f"{np.median(firsts):g}, {min(firsts)}" if firsts else "none"
         lines.append(
             f"| {setting} | {len(runs)} | {sum(c >= 1 for c in changes)} |"
             f" {np.median(changes):.1f} | {max(changes):.1f} | {node_task:.1f} | {first} |"
