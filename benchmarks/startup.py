@@ -30,7 +30,17 @@ Outputs under ``--out`` (default ``benchmarks/results/startup``; ``--quick``: ``
 table made from ``startup.csv`` alone (``report``, ``--report-only``), which
 ``docs/benchmarks.md`` includes.
 
-    python benchmarks/startup.py --report-only                     # table.md from startup.csv
+    python benchmarks/startup.py --report-only                     # the tables from their data
+
+``--stages-only`` measures only what a flowerbed process pays, in a few minutes: the stages of
+the second table plus the default run's own work in process once everything is imported
+(``DEFAULT_RUN_STAGE``), one row per fresh interpreter and stage in ``stages.csv``, and
+``--repeats`` alternating runs of each app with the CPU seconds of every process of the run by
+command line (``processes.csv``, one row per process; ``process_kind`` names it), their
+provenance in ``stages-measured.json`` and their tables ``stages-table.md`` and
+``processes-table.md`` (``report``; ``PUBLISHED`` lists them once their data exist):
+
+    python benchmarks/startup.py --stages-only [--compare DIR --compare-label LABEL]
 """
 
 from __future__ import annotations
@@ -47,7 +57,9 @@ import tempfile
 from pathlib import Path
 
 from process_memory import TreeSampler, process_tree
+from result_tables import provenance_line, read_runs, record_provenance, table_head
 
+from flowerbed.runtime.results import write_csv
 from flowerbed.simulation import APP_DIR, local_superlink_pids, simulate
 
 ROUNDS = 1
@@ -151,6 +163,33 @@ ACTOR_STAGES = (
     ),
 )
 
+# The default run's own work once everything is imported: one round of flowerbed's defaults
+# (fedavg on digits, cnn, 2 local epochs, 10 clients) in this process, no Ray, no SuperLink.
+DEFAULT_RUN_STAGE = (
+    "the default run's own work (1 round, 10 clients, in process, imports done)",
+    (
+        "import flowerbed.inprocess, tempfile\n"
+        "with tempfile.TemporaryDirectory() as folder:\n"
+        "    flowerbed.inprocess.run_in_process("
+        "{'num-server-rounds': 1, 'output-dir': folder}, num_clients=10)"
+    ),
+)
+
+# Which process of a ``flwr run`` a command line is (the first marker it holds wins), so one
+# run of each app can be compared process by process.
+PROCESS_KINDS = (
+    ("flwr-simulation", "flwr-simulation (runs the ServerApp)"),
+    ("ray::ClientAppActor", "Ray actor (ClientApp)"),
+    ("ray::", "Ray worker (other)"),
+    ("superexec", "SuperExec"),
+    ("superlink", "SuperLink"),
+    ("raylet", "Ray's own processes"),
+    ("gcs_server", "Ray's own processes"),
+    ("/ray/", "Ray's own processes"),
+)
+FLWR_COMMAND = "flwr (the command)"
+COMMAND_CHARS = 200  # of a command line kept in processes.csv
+
 # Runs (name, statement) pairs in order; prints {name: [wall s, CPU s]}.
 STAGE_TIMER = """
 import json, sys, time
@@ -171,14 +210,14 @@ def write_bare_app(folder: Path) -> Path:
     return folder
 
 
-def stage_seconds(stages, app_dir: Path) -> dict[str, tuple[float, float]]:
-    """Median (wall, CPU) seconds of every stage, run in order in ``IMPORT_REPEATS`` fresh
-    interpreters with ``app_dir`` first on the path, as in a ``flwr run`` (``python -c`` puts
-    its working folder first: it runs in ``app_dir``). CPU seconds barely move with the load
-    of a shared machine; wall seconds do."""
+def stage_rows(stages, app_dir: Path) -> list[dict[str, list[float]]]:
+    """``{stage: [wall s, CPU s]}`` of every stage, run in order in each of ``IMPORT_REPEATS``
+    fresh interpreters with ``app_dir`` first on the path, as in a ``flwr run`` (``python -c``
+    puts its working folder first: it runs in ``app_dir``); one dict per interpreter. CPU
+    seconds barely move with the load of a shared machine; wall seconds do."""
     env = {**os.environ, "PYTHONPATH": str(app_dir), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-c", STAGE_TIMER, json.dumps(stages)]
-    rows = [
+    return [
         json.loads(
             subprocess.run(
                 command, env=env, cwd=app_dir, capture_output=True, text=True, check=True
@@ -186,6 +225,11 @@ def stage_seconds(stages, app_dir: Path) -> dict[str, tuple[float, float]]:
         )
         for _ in range(IMPORT_REPEATS)
     ]
+
+
+def stage_seconds(stages, app_dir: Path) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of every stage over the interpreters of ``stage_rows``."""
+    rows = stage_rows(stages, app_dir)
     return {
         name: tuple(statistics.median(row[name][i] for row in rows) for i in range(2))
         for name, _ in stages
@@ -207,6 +251,7 @@ class TreeCpuSeconds(TreeSampler):
         super().__init__(interval)
         self.flwr_home = flwr_home
         self.seconds_by_pid: dict[int, float] = {}
+        self.command_by_pid: dict[int, str] = {}
         self._tick = os.sysconf("SC_CLK_TCK")
 
     def sample(self) -> None:
@@ -214,6 +259,12 @@ class TreeCpuSeconds(TreeSampler):
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                # a Ray worker renames itself when it becomes an actor ("ray::ClientAppActor")
+                # and "ray::IDLE" when it has nothing to do: keep its latest busy title
+                if command and ("IDLE" not in command or pid not in self.command_by_pid):
+                    self.command_by_pid[pid] = command[:COMMAND_CHARS]
             except OSError:
                 continue  # ended meanwhile
             self.seconds_by_pid[pid] = (int(fields[11]) + int(fields[12])) / self._tick
@@ -223,9 +274,20 @@ class TreeCpuSeconds(TreeSampler):
         return sum(self.seconds_by_pid.values())
 
 
-def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
+def process_kind(command: str) -> str:
+    """What a process of a ``flwr run`` is, from its command line (``PROCESS_KINDS``; else
+    the name of its program)."""
+    for marker, kind in PROCESS_KINDS:
+        if marker in command:
+            return kind
+    return Path(command.split(" ", 1)[0]).name or "?"
+
+
+def one_run(app: str, app_dir: Path, output_dir: Path, processes: list[dict] | None = None):
     """One ``flwr run``: wall seconds, and CPU seconds of the ``flwr`` command (it is waited
-    for: ``RUSAGE_CHILDREN``) plus those of the SuperLink's process tree."""
+    for: ``RUSAGE_CHILDREN``) plus those of the SuperLink's process tree. With ``processes``,
+    appends one row per process (the command's and every one of the tree's): its command line,
+    ``process_kind`` and CPU seconds."""
     run_config = {"num-server-rounds": ROUNDS}
     if app != "bare":
         run_config["output-dir"] = str(output_dir)
@@ -250,6 +312,26 @@ def one_run(app: str, app_dir: Path, output_dir: Path) -> dict:
     cli = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     cpu = cli + tree.seconds
     print(f"{app}: {result.seconds:.1f} s, {cpu:.1f} CPU s (load {load:.2f})", flush=True)
+    if processes is not None:
+        processes.append(
+            {
+                "app": app,
+                "pid": 0,
+                "kind": FLWR_COMMAND,
+                "cpu_seconds": round(cli, 2),
+                "command": "flwr run (waited for: RUSAGE_CHILDREN)",
+            }
+        )
+        processes.extend(
+            {
+                "app": app,
+                "pid": pid,
+                "kind": process_kind(tree.command_by_pid.get(pid, "")),
+                "cpu_seconds": round(seconds, 2),
+                "command": tree.command_by_pid.get(pid, ""),
+            }
+            for pid, seconds in sorted(tree.seconds_by_pid.items())
+        )
     return {
         "app": app,
         "seconds": round(result.seconds, 3),
@@ -263,13 +345,102 @@ def wall_and_cpu(seconds: tuple[float, float]) -> str:
 
 
 RESULTS = Path(__file__).resolve().parent / "results" / "startup"
-# what ``report`` reads and writes, and the page that includes table.md
+# what ``report`` reads and writes, and the page that includes the tables
 DATA = RESULTS / "startup.csv"
 TABLE = RESULTS / "table.md"
+# ``--stages-only``: the stage timings (one row per interpreter and stage), the CPU seconds of
+# every process of one run of each app, and where they were measured
+STAGES = "stages.csv"
+PROCESSES = "processes.csv"
+STAGES_PROVENANCE = "stages-measured.json"
+STAGES_TABLES = {STAGES: "stages-table.md", PROCESSES: "processes-table.md"}
+# the stage tables are published once ``--stages-only`` has written their data
+PUBLISHED = [(DATA, TABLE)] + [
+    (RESULTS / data, RESULTS / table)
+    for data, table in STAGES_TABLES.items()
+    if (RESULTS / data).is_file()
+]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+STAGE_FIELDS = ["app", "interpreter", "stage", "wall_s", "cpu_s"]
+PROCESS_FIELDS = ["app", "repeat", "pid", "kind", "cpu_seconds", "command"]
 
 
 def report(data: Path) -> str:
+    """The table made from ``data`` alone: ``stages_report`` for ``stages.csv``,
+    ``processes_report`` for ``processes.csv``, else ``runs_report`` (``startup.csv``)."""
+    if data.name == STAGES:
+        return stages_report(data)
+    if data.name == PROCESSES:
+        return processes_report(data)
+    return runs_report(data)
+
+
+def stages_report(data: Path) -> str:
+    """Per stage and app, the median wall and CPU seconds over the fresh interpreters of
+    ``stages.csv``, and where they were measured."""
+    rows = read_runs(data, ("wall_s", "cpu_s"), ("interpreter",))
+    apps = list(dict.fromkeys(r["app"] for r in rows))
+    stages = list(dict.fromkeys(r["stage"] for r in rows))
+    interpreters = len({(r["app"], r["interpreter"]) for r in rows}) // len(apps)
+
+    def cell(app: str, stage: str) -> str:
+        chosen = [r for r in rows if r["app"] == app and r["stage"] == stage]
+        if not chosen:
+            return "–"
+        return wall_and_cpu(
+            tuple(statistics.median(r[key] for r in chosen) for key in ("wall_s", "cpu_s"))
+        )
+
+    caption = (
+        "A flowerbed Ray actor's first steps, each stage run in order in fresh interpreters"
+        f" (median of {interpreters}, `{STAGES}`), wall s (CPU s); the last stage is the"
+        f" default run in process once everything is imported. {provenance_line(data.parent, STAGES_PROVENANCE)}"
+    )
+    lines = table_head(caption, "stage", apps)
+    lines += [
+        f"| {stage} | " + " | ".join(cell(app, stage) for app in apps) + " |" for stage in stages
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def processes_report(data: Path) -> str:
+    """Per kind of process (``process_kind``) and app, the CPU seconds of one ``flwr run``:
+    the median over the runs of ``processes.csv`` of the kind's sum, and how many processes
+    of that kind a run had with the median CPU seconds of each; a total row."""
+    rows = read_runs(data, ("cpu_seconds",), ("repeat", "pid"))
+    apps = list(dict.fromkeys(r["app"] for r in rows))
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
+    repeats = sorted({r["repeat"] for r in rows})
+
+    def cell(app: str, kind: str | None) -> str:
+        def chosen(repeat: int) -> list[float]:
+            return [
+                r["cpu_seconds"]
+                for r in rows
+                if r["app"] == app and r["repeat"] == repeat and kind in (None, r["kind"])
+            ]
+
+        sums = [sum(chosen(repeat)) for repeat in repeats]
+        each = [value for repeat in repeats for value in chosen(repeat)]
+        if not each:
+            return "–"
+        count = round(len(each) / len(repeats))
+        return f"{statistics.median(sums):.1f} ({count} × {statistics.median(each):.1f})"
+
+    caption = (
+        f"CPU s of every process of a `flwr run` ({CLIENTS} SuperNodes, {ROUNDS} round), by"
+        f" command line: median over {len(repeats)} run(s) of each app of the kind's sum"
+        f" (processes × median CPU s of one; `{PROCESSES}`). A process that lives less than"
+        f" 0.2 s is missed. {provenance_line(data.parent, STAGES_PROVENANCE)}"
+    )
+    lines = table_head(caption, "process", apps)
+    lines += [f"| {kind} | " + " | ".join(cell(app, kind) for app in apps) + " |" for kind in kinds]
+    lines.append("| all | " + " | ".join(cell(app, None) for app in apps) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def runs_report(data: Path) -> str:
     """``table.md`` from ``startup.csv`` alone: per app, the median wall and CPU seconds of its
     runs and their ratios to the bare app's, and the 1-minute load range before the runs."""
     with data.open() as f:
@@ -346,6 +517,42 @@ def run_report(
     return "\n".join(lines) + "\n"
 
 
+def measure_stages(apps: dict[str, Path], repeats: int, out: Path, work: Path) -> None:
+    """``--stages-only``: the stages of ``ACTOR_STAGES`` and ``DEFAULT_RUN_STAGE`` in
+    ``IMPORT_REPEATS`` fresh interpreters per flowerbed app (``stages.csv``, one row per
+    interpreter and stage), and ``repeats`` alternating ``flwr run`` of each app with the CPU
+    seconds of every process (``processes.csv``); then their provenance and tables."""
+    stages = [*ACTOR_STAGES, DEFAULT_RUN_STAGE]
+    stage_table = [
+        {
+            "app": app,
+            "interpreter": number,
+            "stage": name,
+            "wall_s": round(wall, 4),
+            "cpu_s": round(cpu, 4),
+        }
+        for app, folder in apps.items()
+        if app != "bare"
+        for number, row in enumerate(stage_rows(stages, folder), start=1)
+        for name, (wall, cpu) in row.items()
+    ]
+    write_csv(out / STAGES, stage_table, STAGE_FIELDS)
+    processes: list[dict] = []
+    for repeat in range(1, repeats + 1):
+        for app, folder in apps.items():
+            before = len(processes)
+            one_run(app, folder, work / "runs", processes)
+            for row in processes[before:]:
+                row["repeat"] = repeat
+    write_csv(out / PROCESSES, processes, PROCESS_FIELDS)
+    record_provenance(out, sys.argv, file=STAGES_PROVENANCE)
+    for data, table in STAGES_TABLES.items():
+        text = report(out / data)
+        (out / table).write_text(text)
+        print("\n" + text, flush=True)
+    print(f"written: {out / STAGES}, {out / PROCESSES}, their tables, {out / STAGES_PROVENANCE}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -355,11 +562,23 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, help="another copy of flowerbed to run too")
     parser.add_argument("--compare-label", default="flowerbed (compared)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/startup"))
-    parser.add_argument("--report-only", action="store_true", help="table.md from startup.csv")
+    parser.add_argument(
+        "--report-only", action="store_true", help="the tables from their data files"
+    )
+    parser.add_argument(
+        "--stages-only",
+        action="store_true",
+        help="only the stage timings and the per-process CPU seconds (no run table)",
+    )
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, not {args.repeats}")
     if args.report_only:
-        (args.out / "table.md").write_text(report(args.out / "startup.csv"))
-        print((args.out / "table.md").read_text())
+        pairs = [("startup.csv", "table.md"), *STAGES_TABLES.items()]
+        for data, table in pairs:
+            if (args.out / data).is_file():
+                (args.out / table).write_text(report(args.out / data))
+                print((args.out / table).read_text())
         return
     repeats = 1 if args.quick else args.repeats
     out = args.out / "quick" if args.quick else args.out
@@ -369,6 +588,9 @@ def main() -> None:
         apps = {"bare": write_bare_app(Path(tmp) / "bare"), "flowerbed": APP_DIR}
         if args.compare:
             apps[args.compare_label] = args.compare.resolve()
+        if args.stages_only:
+            measure_stages(apps, repeats, out, Path(tmp))
+            return
         imports = {
             app: tuple(
                 import_seconds(module, folder)
@@ -399,6 +621,7 @@ def main() -> None:
     (out / "stages.json").write_text(
         json.dumps({"imports": imports, "stages": stages}, indent=1) + "\n"
     )
+    record_provenance(out, sys.argv)
     (out / "table.md").write_text(report(out / "startup.csv"))
     print(f"written: {out / 'startup.md'}, {out / 'startup.csv'}, {out / 'table.md'}")
 
