@@ -61,11 +61,18 @@ from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history
 
 RESULTS = Path(__file__).parent / "results" / "strategies"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "strategies.md"  # includes table.md
-# the tables the docs include: digits (the default run), its two diagnostic variants, and real
-# MNIST (--set dataset=mnist-5k)
+# the tables the docs include: digits (the default run), its two diagnostic variants, real
+# MNIST (--set dataset=mnist-5k) and its two diagnostic variants
 PUBLISHED = tuple(
     (RESULTS.with_name(name) / "runs.csv", RESULTS.with_name(name) / "table.md")
-    for name in ("strategies", "strategies-momentum0", "strategies-lr0.01", "strategies-mnist-5k")
+    for name in (
+        "strategies",
+        "strategies-momentum0",
+        "strategies-lr0.01",
+        "strategies-mnist-5k",
+        "strategies-mnist-5k-lr0.01",
+        "strategies-mnist-5k-momentum0",
+    )
 )
 CLASSIC = (
     "fedavg",
