@@ -1,9 +1,11 @@
 """Published tables of measured results are generated from committed result files: a
 benchmark's table file is what its report step makes of its data file (``runs.csv`` and
 ``table.md`` unless it names others), and the documentation page includes that file (a
-pymdownx.snippets line, resolved by the site build) instead of holding a copy."""
+pymdownx.snippets line, resolved by the site build) instead of holding a copy; and every
+"mean [low, high]" interval a page's prose quotes is one of the tables it includes."""
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -70,3 +72,26 @@ def test_a_published_table_is_what_the_report_step_makes_of_its_data(name):
         assert page.count(include) == 1, f"{benchmark.DOCS} does not include {table}"
         rows = [line for line in text.splitlines() if line.startswith("| ")]
         assert not any(row in page for row in rows), f"{benchmark.DOCS} holds a copy of {table}"
+
+
+INTERVAL = re.compile(r"([+\-−]?\d+(?:\.\d+)?) \[([+\-−]?\d+(?:\.\d+)?), ([+\-−]?\d+(?:\.\d+)?)\]")
+
+
+def interval_keys(text: str) -> set[tuple[float, float, float]]:
+    """Every "mean [low, high]" in ``text``, as numbers (signs and minus glyphs aside)."""
+    return {
+        tuple(float(part.replace("−", "-")) for part in match.groups())
+        for match in INTERVAL.finditer(text)
+    }
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_every_interval_a_page_quotes_is_in_a_table_it_includes(page):
+    """A paired interval quoted in the prose comes from a table the page includes (made by a
+    report step from committed data), not from a hand computation."""
+    text = page.read_text()
+    # a snippet line names a file, or a file and one of its sections ("README.md:intro")
+    snippets = re.findall(r'--8<-- "([^"]+)"', text)
+    included = "".join((ROOT / path.split(":")[0]).read_text() for path in snippets)
+    unmatched = interval_keys(text) - interval_keys(included)
+    assert not unmatched, f"{page.name} quotes intervals no included table holds: {unmatched}"
