@@ -70,10 +70,7 @@ TABLE = RESULTS / "table.md"
 LOAD_DATA = "load.json"
 LOAD_TABLE = "load.md"
 LOAD_PROVENANCE = "load-measured.json"
-# the load table is published once ``--load-only`` has written its data
-PUBLISHED = ((DATA, TABLE),) + (
-    ((RESULTS / LOAD_DATA, RESULTS / LOAD_TABLE),) if (RESULTS / LOAD_DATA).is_file() else ()
-)
+PUBLISHED = ((DATA, TABLE), (RESULTS / LOAD_DATA, RESULTS / LOAD_TABLE))
 # Before holds a float32 copy and numpy's temporaries: about 13 GB per process at 89,996
 # training images. Its counts are refused where the processes holding it would pass
 # BEFORE_LIMIT_GIB (the machine is shared; the full count is extrapolated, never run).
