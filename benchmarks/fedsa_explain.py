@@ -50,7 +50,7 @@ Committed:
 
 Usage::
 
-    python benchmarks/fedsa_explain.py               # the full grid, 33 runs (~21 min)
+    python benchmarks/fedsa_explain.py               # the full grid, 33 runs (about 10 min on one core)
     python benchmarks/fedsa_explain.py --quick       # seed 42, k 1, 10 rounds, 3 runs
     python benchmarks/fedsa_explain.py --report-only # table.md, teachers.md from the CSVs
 """
