@@ -32,7 +32,7 @@ the base setting:
 Also measured: whether exact energy coefficients (pairwise, on 300-sample subsets) instead of
 the moment approximation change the guest choice or the accuracy (simulation 1, ``worst``,
 whose choice depends on H; ``best`` picks the task owners, whose H is 0 either way). And how
-sensitive a run is to rounding: ``best`` guests with every round's H moved by at most one unit
+sensitive a run is to rounding: ``best`` guests with every round's H moved by one or two units
 in the last place (``coefficient_perturbation`` of the reference simulator), in Simulation 1
 and both base settings of Simulation 2.
 
@@ -127,7 +127,7 @@ ORDERINGS_1 = (
 RESULTS = Path(__file__).parent / "results" / "ctl"
 SIM1_DATA, SIM2_DATA, ENERGY_DATA = "sim1_runs.csv", "sim2_runs.csv", "energy_runs.csv"
 SENSITIVITY_DATA = "sensitivity_runs.csv"
-# the sensitivity check's perturbation: H times (1 + 2^-52), at most one unit in the last place
+# the sensitivity check's perturbation: H times (1 + 2^-52), one or two units in the last place
 ONE_ULP = 2.0**-52
 DISCARDED = "discarded.csv"
 # (data file, the table ``report`` makes of it); docs/ctl.md includes every table
@@ -364,7 +364,7 @@ def exact_energy_check(store: Path, seeds, rounds: int, shifts: int) -> list[dic
 def sensitivity_check(store: Path, settings: list[tuple[str, Callable, list[int]]]) -> list[dict]:
     """How much a run's outcome depends on rounding: ``best`` guests, each simulation run as it
     is and with every round's H multiplied by (1 + 2^-52) (``coefficient_perturbation``: each
-    entry moves by at most one unit in the last place, the size of a change in the order of a
+    entry moves by one or two units in the last place, the size of a change in the order of a
     floating-point sum). ``settings``: (name, seed -> RunConfig, the kept seeds). One record
     per setting and seed (kept under ``store``: a rerun reads it): final accuracy on all tasks
     both ways, the largest change of one node's accuracy on one task after the last round, and
@@ -692,12 +692,13 @@ def report_energy(path: Path) -> str:
 
 def report_sensitivity(path: Path) -> str:
     """The sensitivity check's table from ``sensitivity_runs.csv``: per setting, how many
-    simulations end elsewhere when H moves by one unit in the last place, and by how much."""
+    simulations end elsewhere when H moves by one or two units in the last place, and by how
+    much."""
     with path.open() as f:
         rows = list(csv.DictReader(f))
     lines = table_head(
         "Sensitivity to rounding, `best` guests: each simulation run as it is and with every"
-        " round's H multiplied by (1 + 2^-52), at most one unit in the last place (the size of"
+        " round's H multiplied by (1 + 2^-52), one or two units in the last place (the size of"
         " a change in the order of a floating-point sum); per setting, the mean final accuracy"
         " on all tasks over the simulations both ways, the simulations whose"
         " final accuracy on all tasks changes by 1 percentage point or more, the median and"

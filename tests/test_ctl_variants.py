@@ -9,7 +9,7 @@ import numpy as np
 from flowerbed.catalog import parse_run_config
 from flowerbed.data.simulations import SimulationOptions, ctl_gaussian, gaussian_nodes
 from flowerbed.inprocess import resolve_run_config
-from flowerbed.methods.ctl.reference import generated_nodes, nodes_for
+from flowerbed.methods.ctl.reference import generated_nodes, nodes_for, params_for, simulate
 
 
 def gaussian_config(seed: int):
@@ -56,3 +56,22 @@ def test_the_label_intercept_changes_the_labels_through_the_options():
     assert not np.array_equal(
         ctl_gaussian(3).y_train, ctl_gaussian(3, label_intercept=True).y_train
     )
+
+
+def test_the_coefficient_perturbation_moves_h_by_one_or_two_units_in_the_last_place():
+    config = gaussian_config(3)
+    nodes = nodes_for(config, 10)
+    params = replace(params_for(config), rounds=2, guests="best")
+    as_is = simulate(nodes, params)["coefficients"][0]
+    moved = simulate(nodes, replace(params, coefficient_perturbation=2.0**-52))["coefficients"][0]
+    # round 0 (the models not trained yet): H times (1 + 2^-52), exact before rounding, moves a
+    # nonzero entry up by one to two units in its last place; the diagonal stays 0
+    step = moved - as_is
+    ulp = np.spacing(as_is)
+    off_diagonal = ~np.eye(len(as_is), dtype=bool)
+    assert np.all(step[off_diagonal] >= ulp[off_diagonal])
+    assert np.all(step[off_diagonal] <= 2 * ulp[off_diagonal])
+    assert np.all(np.diagonal(moved) == 0)
+    # with no perturbation the run is the default one
+    unperturbed = simulate(nodes, replace(params, coefficient_perturbation=0.0))["coefficients"]
+    assert np.array_equal(unperturbed, simulate(nodes, params)["coefficients"])

@@ -72,7 +72,7 @@ class CTLParams:
     energy: str = "moments"  # or "exact" (module docstring)
     exact_samples: int = 300
     # A diagnostic of sensitivity, not a CTL setting: every round's H is multiplied by
-    # (1 + this); 2**-52 moves each entry by at most one unit in the last place.
+    # (1 + this); 2**-52 moves each nonzero entry by one or two units in the last place.
     coefficient_perturbation: float = 0.0
 
 
