@@ -920,7 +920,9 @@ def main() -> None:
     parser.add_argument("--data-dir", default="~/.flowerbed/data", help="where MNIST is read")
     parser.add_argument("--quick", action="store_true", help="2 rounds, 1 seed, into <out>/quick")
     parser.add_argument(
-        "--out", type=Path, help="default: benchmarks/results/quantum_fl (_paper, _sweep)"
+        "--out",
+        type=Path,
+        help="default: the regime's folder, benchmarks/results/quantum_fl[_<regime>]",
     )
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument(
@@ -938,8 +940,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.out is None:
-        suffix = "" if args.regime == "default" else f"_{args.regime}"
-        args.out = Path(f"benchmarks/results/quantum_fl{suffix}")
+        args.out = FOLDERS[args.regime]
     import flowerbed.inprocess  # noqa: F401 - configures Flower's logger, then quiet it
     from flowerbed.runtime.results import atomic_write
 
