@@ -158,7 +158,7 @@ VARIANTS = {
 
 RESULTS = Path(__file__).resolve().parent / "results" / "quantum_fl"
 # the folder of each regime's runs.json and table.md
-MEASURED_REGIMES = ("default", "paper", "sweep", "long")
+MEASURED_REGIMES = ("default", "paper", "sweep", "long", "mnist-default")
 FOLDERS = {
     "default": RESULTS,
     "paper": RESULTS.parent / "quantum_fl_paper",
@@ -922,7 +922,7 @@ def main() -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        help="default: the regime's folder, benchmarks/results/quantum_fl[_<regime>]",
+        help="default: the regime's folder under benchmarks/results (FOLDERS)",
     )
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
     parser.add_argument(
