@@ -84,8 +84,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from result_tables import (
+    interval_cell,
+    interval_text,
     paired_cell,
-    paired_interval,
     provenance_line,
     record_provenance,
     table_head,
@@ -455,7 +456,7 @@ def report_rounds(rounds: int) -> list[int]:
 def paired_rounds_cell(differences: list[float], never: int) -> str:
     """Paired difference of first rounds at TARGET, in rounds (as ``paired_cell``'s format);
     ``never``: simulations in which one of the two never reached it (counted as T + 1)."""
-    text = interval_text(*paired_interval(differences))
+    text = interval_cell(differences)
     return text + (f" ({never} never: T + 1)" if never else "")
 
 
@@ -536,12 +537,6 @@ def report_simulation_1(path: Path) -> str:
 
 def setting_name(spread: float, dispersion: float) -> str:
     return f"spread {spread:g}, dispersion {dispersion:g}"
-
-
-def interval_text(mean: float, low: float, high: float) -> str:
-    """``"+4.2 [+1.0, +7.4]"``, in bold where the interval excludes 0 (as ``paired_cell``)."""
-    text = f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
-    return f"**{text}**" if low > 0 or high < 0 else text
 
 
 def welch_interval(a: list[float], b: list[float]) -> tuple[float, float, float]:

@@ -74,8 +74,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fedsa import SETTING, foreign_draws, overrides, owner_teacher, run_records, sweep_spec
 from result_tables import (
+    interval_cell,
     paired_cell,
-    paired_interval,
     percent_cell,
     provenance_line,
     read_runs,
@@ -302,16 +302,10 @@ def diagnose_teachers(out: Path, setting: str, record: dict) -> list[dict]:
 # --- report ----------------------------------------------------------------------------------
 
 
-def interval_cell(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
-    """mean [95 % t interval] of per-seed values (``paired_interval``), bold where it
-    excludes 0."""
-    if not values:
-        return "–"
-    mean, low, high = paired_interval([scale * v for v in values])
-    if len(values) < 2:
-        return f"{mean:+.{digits}f} (1 seed)"
-    text = f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
-    return f"**{text}**" if low > 0 or high < 0 else text
+def scaled_cell(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
+    """``result_tables.interval_cell`` of per-seed values times ``scale`` (fractions as points
+    by default)."""
+    return interval_cell([scale * v for v in values], digits)
 
 
 def groups(rows: list[dict], *keys: str) -> list[tuple]:
@@ -392,7 +386,7 @@ def report_runs(runs_csv: Path) -> str:
             f"{np.mean(col(p)):.3f} → {np.mean(col(f'{p}_2x')):.3f}"
             for p in ("head_loss", "weak_head_loss")
         ]
-        gap = interval_cell(list(np.subtract(col("head_steps"), col("weak_head_steps"))))
+        gap = scaled_cell(list(np.subtract(col("head_steps"), col("weak_head_steps"))))
         lines.append(
             f"| {setting}, {label}, k = {k} | {percent_cell(col('head_steps'))}"
             f" | {percent_cell(col('weak_head_steps'))} | {gap}"
@@ -477,9 +471,9 @@ def report_teachers(teachers_csv: Path) -> str:
                 gaps.append(similarity[~foreign].mean() - similarity[foreign].mean())
             lines.append(
                 f"| {setting}, k = {k}, {kind.replace('_', '-')}"
-                f" | {interval_cell(spearman['probe'], 1.0, 2)}"
-                f" | {interval_cell(spearman['probe_steps'], 1.0, 2)}"
-                f" | {interval_cell(gaps, 1.0, 3)} |"
+                f" | {scaled_cell(spearman['probe'], 1.0, 2)}"
+                f" | {scaled_cell(spearman['probe_steps'], 1.0, 2)}"
+                f" | {scaled_cell(gaps, 1.0, 3)} |"
             )
     lines += ["", provenance_line(teachers_csv.parent)]
     return "\n".join(lines) + "\n"

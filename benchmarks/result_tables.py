@@ -122,12 +122,24 @@ def paired_cell(runs: list[dict], mine: dict, base: dict, key: str = "final") ->
 
     mine_values, base_values = by_seed(mine), by_seed(base)
     seeds = sorted(set(mine_values) & set(base_values))
-    if not seeds:
+    return interval_cell([100 * (mine_values[s] - base_values[s]) for s in seeds])
+
+
+def interval_cell(differences: list[float], digits: int = 1) -> str:
+    """``"+4.2 [+1.0, +7.4]"``: the mean of per-seed differences and its 95 % t interval
+    (``paired_interval``) with ``digits`` decimals, in bold where the interval excludes 0;
+    "(1 seed)" instead of an interval for one difference; – for none."""
+    if not differences:
         return "–"
-    mean, low, high = paired_interval([100 * (mine_values[s] - base_values[s]) for s in seeds])
-    if len(seeds) < 2:
-        return f"{mean:+.1f} (1 seed)"
-    text = f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
+    mean, low, high = paired_interval(differences)
+    if len(differences) < 2:
+        return f"{mean:+.{digits}f} (1 seed)"
+    return interval_text(mean, low, high, digits)
+
+
+def interval_text(mean: float, low: float, high: float, digits: int = 1) -> str:
+    """``"+4.2 [+1.0, +7.4]"`` for any interval, in bold where it excludes 0."""
+    text = f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
     return f"**{text}**" if low > 0 or high < 0 else text
 
 
