@@ -254,6 +254,11 @@ def flwr_run_command(
     }
     if (pythonpath := child_pythonpath(env)) is not None:
         env["PYTHONPATH"] = pythonpath
+    # flwr starts flower-superlink by name: find it beside this interpreter, so that
+    # ``.venv/bin/flowerbed run`` works without activating the environment
+    scripts = str(Path(sys.executable).parent)
+    if scripts not in env.get("PATH", "").split(os.pathsep):
+        env["PATH"] = os.pathsep.join(filter(None, (scripts, env.get("PATH"))))
     if ray_address is not None:
         env["RAY_ADDRESS"] = ray_address
     flwr = str(Path(sys.executable).with_name("flwr"))

@@ -291,6 +291,23 @@ def test_flwr_run_reads_the_run_config_from_a_file_so_any_string_survives(tmp_pa
     assert parse_config_args([path]) == run_config  # as `flwr run` reads it
 
 
+def test_flwr_finds_the_superlink_beside_this_interpreter_without_an_activated_venv(
+    tmp_path, monkeypatch
+):
+    import os
+    import sys
+    from pathlib import Path
+
+    scripts = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as from `.venv/bin/flowerbed run`
+    _, env = simulation.flwr_run_command({}, 2, 1, tmp_path / "home")
+    assert env["PATH"].split(os.pathsep) == [scripts, "/usr/bin", "/bin"]
+    # already there (an activated environment): the PATH is left as it is
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", scripts]))
+    _, env = simulation.flwr_run_command({}, 2, 1, tmp_path / "home")
+    assert env["PATH"] == os.pathsep.join(["/usr/bin", scripts])
+
+
 def test_sweep_via_flwr_runs_the_generated_app(tmp_path, monkeypatch):
     seen = []
 
