@@ -67,7 +67,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import math
@@ -88,6 +87,7 @@ from result_tables import (
     interval_text,
     paired_cell,
     provenance_line,
+    read_runs,
     record_provenance,
     table_head,
 )
@@ -430,8 +430,7 @@ def sim1_rows(results: dict, seeds: list[int]) -> list[dict]:
 
 def read_sim1(path: Path) -> tuple[list[dict], int]:
     """The rows of ``sim1_runs.csv`` with ``curve`` (floats, rounds 0..T) and T."""
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_runs(path, (), ())
     rounds = sum(1 for key in rows[0] if key.startswith("r") and key[1:].isdigit()) - 1
     for row in rows:
         row["seed"] = int(row["seed"])
@@ -443,8 +442,8 @@ def read_sim1(path: Path) -> tuple[list[dict], int]:
 
 
 def read_discarded(folder: Path, simulation: int) -> list[dict]:
-    with (folder / DISCARDED).open() as f:
-        return [r for r in csv.DictReader(f) if int(r["simulation"]) == simulation]
+    rows = read_runs(folder / DISCARDED, (), ("simulation",))
+    return [r for r in rows if r["simulation"] == simulation]
 
 
 # --- the tables ------------------------------------------------------------------------------
@@ -570,8 +569,7 @@ def report_simulation_2(path: Path) -> str:
     setting, final accuracy on all tasks (mean ± 95 % t half-width), best − local paired by
     seed, and the change of that gap against the base setting, paired by seed."""
     folder = path.parent
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_runs(path, (), ())
     for row in rows:
         row["seed"] = int(row["seed"])
         row["setting"] = setting_name(float(row["spread"]), float(row["dispersion"]))
@@ -643,8 +641,7 @@ def report_simulation_2(path: Path) -> str:
 def report_energy(path: Path) -> str:
     """The exact-energy check's table from ``energy_runs.csv``: per simulation, then the
     ranges and the paired difference of final non-local accuracy (exact − moments)."""
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_runs(path, (), ())
     lines = table_head(
         "Moment approximation against exact energy coefficients (pairwise on 300-sample"
         " subsets), Simulation 1, `worst` guests (the rule whose choice depends on H), per"
@@ -689,8 +686,7 @@ def report_sensitivity(path: Path) -> str:
     """The sensitivity check's table from ``sensitivity_runs.csv``: per setting, how many
     simulations end elsewhere when H moves by one or two units in the last place, and by how
     much."""
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_runs(path, (), ())
     lines = table_head(
         "Sensitivity to rounding, `best` guests: each simulation run as it is and with every"
         " round's H multiplied by (1 + 2^-52), one or two units in the last place (the size of"
