@@ -36,13 +36,13 @@ from pathlib import Path
 from flwr.common.logger import log
 
 from ..runtime.results import atomic_write
+from .configuration import config_section
 from .markup import Section, page
 from .protocol_sections import ctl_section, distill_section, fedsa_section, qkt_section
 from .run_folder import PARTITIONS_PNG, REPORT_FILE, RunFolder
 from .sections import (
     client_accuracy_section,
     clinical_section,
-    config_section,
     curves_section,
     files_section,
     partition_section,

@@ -38,13 +38,40 @@ def esc(value) -> str:
     return html.escape(str(value))
 
 
+FIXED_RANGE = (0.01, 1e6)  # floats in it print with fixed decimals; others keep their magnitude
+
+
 def fmt(value, digits: int = 4) -> str:
+    """A table cell's text. Floats with 0.01 <= |x| < 10^6 (and zero) get ``digits`` decimals,
+    so a column of comparable values lines up (0.8734, 0.9000); smaller and larger ones get
+    ``digits`` significant digits (1e-05, 0.001234, 2.5e+07), never 0.0000; NaN reads
+    ``NaN`` and infinities ``inf``, ``-inf``; None (no value) reads ``-``."""
     if isinstance(value, bool) or value is None:
         return "-" if value is None else str(value)
-    if isinstance(value, int):
+    if isinstance(value, (int, np.integer)):
         return f"{value:,}" if abs(value) >= 10000 else str(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        low, high = FIXED_RANGE
+        if value == 0 or low <= abs(value) < high:
+            return f"{value:.{digits}f}"
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def setting_text(value) -> str:
+    """A run-config value as written: floats in their shortest exact form (``1e-05``,
+    ``0.05``, ``3600.0``), booleans as in TOML (``true``), strings quoted only when empty."""
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, float):
-        return "-" if not math.isfinite(value) else f"{value:.{digits}f}"
+        return repr(value)
+    if value == "":
+        return '""'
     return str(value)
 
 

@@ -87,40 +87,6 @@ def status_section(run: RunFolder) -> Section:
     return Section("status", "Status", "\n".join(body))
 
 
-KEY_SETTINGS = (
-    "strategy",
-    "protocol-defaults",  # the keys that took the protocol's own defaults, when any did
-    "dataset",
-    "model",
-    "num-partitions",
-    "partitioner",
-    "num-server-rounds",
-    "local-epochs",
-    "batch-size",
-    "learning-rate",
-    "optimizer",
-    "fraction-train",
-    "fraction-evaluate",
-    "seed",
-    "distill-objective",
-    "best-model-metric",
-)
-
-
-def config_section(run: RunFolder) -> Section:
-    if not run.config:
-        return Section("configuration", "Configuration", absent("config.json"))
-    main = [[k, run.config[k]] for k in KEY_SETTINGS if k in run.config]
-    rest = [[k, v] for k, v in run.config.items() if k not in KEY_SETTINGS]
-    body = table(["key", "value"], main, text_columns=(0, 1))
-    body += (
-        f"<details><summary>All {len(run.config)} keys (config.json)</summary>\n"
-        + table(["key", "value"], rest, text_columns=(0, 1))
-        + "</details>"
-    )
-    return Section("configuration", "Configuration", body)
-
-
 def curves_section(run: RunFolder) -> Section:
     title = "Accuracy and loss by round"
     if not run.history:
