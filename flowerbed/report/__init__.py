@@ -48,6 +48,7 @@ from .sections import (
     partition_section,
     status_section,
 )
+from .trust_sections import environment_section, privacy_section, robustness_section
 
 __all__ = [
     "ENV_SWITCH",
@@ -66,12 +67,15 @@ RUN_SECTIONS: tuple[Callable[[RunFolder], Section | None], ...] = (
     config_section,
     curves_section,
     clinical_section,
+    privacy_section,
+    robustness_section,
     partition_section,
     client_accuracy_section,
     distill_section,
     qkt_section,
     ctl_section,
     fedsa_section,
+    environment_section,
     files_section,
 )
 

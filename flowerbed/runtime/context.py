@@ -59,6 +59,7 @@ from ..models import Classifier
 from ..mods import failing_partition_ids
 from ..settings import ConfigError, RunConfig, Setting
 from .checkpoint import ServerCheckpoint
+from .environment import write_environment
 from .history import History
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid
@@ -320,6 +321,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         run_dir = new_run_dir(config)
         config_record[RUN_ID_KEY] = new_run_id()
         write_json(run_dir / "config.json", config_record)
+        write_environment(run_dir)  # environment.json: versions and machine
         write_partition_table(run_dir, counts)
         log(INFO, "flowerbed: results go to %s", run_dir)
     else:
