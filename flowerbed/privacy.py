@@ -1,25 +1,33 @@
 """Differential privacy for FL rounds: Flower's wrappers and mods chosen by run-config keys, and
 the privacy spent (epsilon) in every history row. docs/privacy.md states the guarantees.
 
-Modes (run-config ``dp``), all through Flower's own code (``flwr.serverapp.strategy``,
-``flwr.clientapp.mod``), none re-implemented:
+Modes (run-config ``dp``), through Flower's own code (``flwr.serverapp.strategy``,
+``flwr.clientapp.mod``) except adaptive clipping, whose Flower classes flowerbed subclasses and
+corrects (``adaptive_clipping``):
 
 * ``central-server-fixed`` / ``central-server-adaptive``: the server clips every client's
   update (reply minus the global model sent) to the norm C and adds Gaussian noise of standard
   deviation z C / n to the mean of the n sampled clients' clipped updates
-  (``DifferentialPrivacyServerSide{Fixed,Adaptive}Clipping``);
+  (``DifferentialPrivacyServerSideFixedClipping``, ``adaptive_clipping.AdaptiveClippingServerSide``);
 * ``central-client-fixed`` / ``central-client-adaptive``: the same, with the clients clipping
-  (``DifferentialPrivacyClientSide{Fixed,Adaptive}Clipping`` on the server; the client mods
-  ``fixedclipping_mod`` / ``adaptiveclipping_mod``, which read C from the training message);
+  (``DifferentialPrivacyClientSideFixedClipping`` and ``adaptive_clipping.AdaptiveClippingClientSide``
+  on the server; the client mods ``fixedclipping_mod`` / ``adaptive_clipping.adaptive_clipping_mod``,
+  which read C from the training message);
 * ``local``: every client clips its own update to C and adds noise of standard deviation z C
   to it before it leaves the node (``LocalDpMod``); the server sees only noisy updates.
 
 Adaptive clipping (Andrew et al., "Differentially Private Learning with Adaptive Clipping",
-NeurIPS 2021) starts from C = ``dp-clipping-norm`` and moves it toward the
-``dp-clipped-quantile`` of the update norms, from a noisy count (standard deviation
-``dp-clipped-count-stddev``, Flower's default n/20 when 0) of the clients that were clipped.
-Flower splits the noise multiplier z the user asks for between the update (z_update, with
-z^-2 = z_update^-2 + (2 sigma_count)^-2) and the count, so that the pair is as private as one
+NeurIPS 2021, Algorithm 1) starts from C = ``dp-clipping-norm``; after every round it sets
+C <- C exp(-eta (b~ - gamma)) from b~, the noised fraction of the round's updates whose norm was
+at most C (noise of standard deviation ``dp-clipped-count-stddev`` on the count, Flower's
+default n/20 when 0; eta = 0.2, Flower's default), so that C moves toward the gamma-quantile of
+the update norms, gamma = 1 - ``dp-clipped-quantile`` (the share of updates C aims to clip).
+The round's noise is scaled by the C its updates were clipped with. Flower 1.42's adaptive
+classes count the clipped updates instead (C moves away from the quantile) and scale the noise
+by the updated C (below calibration when C shrinks): ``adaptive_clipping``'s docstring says
+how, and which of their steps flowerbed replaces. The noise multiplier z the user asks for is
+split between the update (z_update, with z^-2 = z_update^-2 + (2 sigma_count)^-2, Flower's
+``compute_adaptive_noise_params``) and the count, so that the pair is as private as one
 Gaussian release with multiplier z (the paper's Theorem 1): z is what is accounted.
 
 Wiring. The server half is ``wrap``, called by FL rounds' ``check`` when the strategy is built:
@@ -77,19 +85,22 @@ from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
-from flwr.clientapp.mod import LocalDpMod, adaptiveclipping_mod, fixedclipping_mod
+from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import (
-    DifferentialPrivacyClientSideAdaptiveClipping,
     DifferentialPrivacyClientSideFixedClipping,
-    DifferentialPrivacyServerSideAdaptiveClipping,
     DifferentialPrivacyServerSideFixedClipping,
     FedAvg,
     Strategy,
 )
 
+from .adaptive_clipping import (
+    AdaptiveClippingClientSide,
+    AdaptiveClippingServerSide,
+    adaptive_clipping_mod,
+)
 from .client_state import RECORD
 from .runtime.outcome import RunFailed
 from .runtime.reply_checks import model_like_sent
@@ -104,6 +115,9 @@ CENTRAL = (SERVER_FIXED, SERVER_ADAPTIVE, CLIENT_FIXED, CLIENT_ADAPTIVE)
 ADAPTIVE = (SERVER_ADAPTIVE, CLIENT_ADAPTIVE)
 STATE_KEY = "flowerbed-dp"  # the checkpoint's entry for the accounting (never an attribute name)
 EPSILON = "dp_epsilon"  # the history column
+# adaptive clipping's history columns: the C the round's updates were clipped with (round 0: the
+# initial C), and the noised fraction of them left unclipped (rows of rounds that released it)
+CLIPPING_NORM, UNCLIPPED_FRACTION = "dp_clipping_norm", "dp_unclipped_fraction"
 
 
 def _check_noise(value: float, config: RunConfig) -> str | None:
@@ -356,6 +370,12 @@ class PrivateRounds(Delegating):
         self.unattributed = 0  # local: rounds with a sampled node of unknown partition
         self.sent = 0  # training messages of the round in progress
         self.sent_arrays = ArrayRecord()  # the global model they carried
+        # adaptive clipping, one entry per round whose training messages went out: its number,
+        # the C its updates were clipped with, the noised unclipped fraction (None: the round
+        # aggregated nothing and released no count)
+        self.clipping_rounds: list[int] = []
+        self.clipping_norms: list[float] = []
+        self.unclipped_fractions: list[float | None] = []
 
     # accounting
     def epsilon(self) -> float:
@@ -370,17 +390,23 @@ class PrivateRounds(Delegating):
     def columns(self) -> dict[str, float]:
         """The history row's privacy columns."""
         row = {EPSILON: self.epsilon()}
-        if self.plan.mode in ADAPTIVE:
-            row["dp_clipping_norm"] = float(self.strategy.clipping_norm)
+        if self.plan.mode in ADAPTIVE:  # read after the round: its C is no longer the next one
+            row[CLIPPING_NORM] = float(self.strategy.round_clipping_norm)
+            if self.strategy.unclipped_fraction is not None:
+                row[UNCLIPPED_FRACTION] = float(self.strategy.unclipped_fraction)
         return row
 
     def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps (plain data): the counts and the adaptive clipping norm."""
+        """What a checkpoint keeps (plain data): the counts, the adaptive clipping norm of the
+        next round and the rounds' norms and fractions so far."""
         return {
             "releases": self.releases,
             "client_releases": dict(self.client_releases),
             "unattributed": self.unattributed,
             "clipping_norm": float(getattr(self.strategy, "clipping_norm", math.nan)),
+            "clipping_rounds": list(self.clipping_rounds),
+            "clipping_norms": list(self.clipping_norms),
+            "unclipped_fractions": list(self.unclipped_fractions),
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -389,6 +415,13 @@ class PrivateRounds(Delegating):
         self.unattributed = int(state["unattributed"])
         if self.plan.mode in ADAPTIVE:
             self.strategy.clipping_norm = float(state["clipping_norm"])
+            self.strategy.round_clipping_norm = self.strategy.clipping_norm
+            self.strategy.unclipped_fraction = None
+            self.clipping_rounds = [int(r) for r in state.get("clipping_rounds", [])]
+            self.clipping_norms = [float(c) for c in state.get("clipping_norms", [])]
+            self.unclipped_fractions = [
+                None if b is None else float(b) for b in state.get("unclipped_fractions", [])
+            ]
 
     def check_resumable(self, where: str) -> None:
         """Refuse a resume whose next round must exceed the budget (one line)."""
@@ -412,7 +445,7 @@ class PrivateRounds(Delegating):
             if plan.sampled == plan.population or plan.mode == LOCAL
             else (f"SampledWithoutReplacement({plan.population}, {plan.sampled}, Gaussian(z/2))")
         )
-        return {
+        record = {
             "dp": plan.mode,
             "noise_multiplier": plan.noise_multiplier,
             "delta": plan.delta,
@@ -421,10 +454,29 @@ class PrivateRounds(Delegating):
             "sampled_per_round": plan.sampled,
             "clients": plan.population,
             "accounting": f"RDP (dp-accounting), client-level replace-one, per round {event}"
-            + (", the worst client" if plan.mode == LOCAL else ""),
+            + (", the worst client" if plan.mode == LOCAL else "")
+            + (
+                " (the update's noise z_update and the count's sigma_count together, Andrew et"
+                " al.'s Theorem 1)"
+                if plan.mode in ADAPTIVE
+                else ""
+            ),
             "epsilon_budget": plan.budget,
             "stopped": stopped,
         }
+        if plan.mode in ADAPTIVE:
+            strategy = self.strategy
+            record |= {
+                "update_noise_multiplier": float(strategy.noise_multiplier),
+                "clipped_count_stddev": float(strategy.clipped_count_stddev),
+                "target_unclipped_quantile": float(strategy.target_quantile),
+                "clip_norm_lr": float(strategy.clip_norm_lr),
+                "rounds": list(self.clipping_rounds),
+                "clipping_norm_per_round": list(self.clipping_norms),
+                "unclipped_fraction_per_round": list(self.unclipped_fractions),
+                "next_clipping_norm": float(strategy.clipping_norm),
+            }
+        return record
 
     # the rounds
     def configure_train(
@@ -484,6 +536,14 @@ class PrivateRounds(Delegating):
         replies = list(replies)
         if self.plan.mode == LOCAL:  # the clients noised their updates: nothing to do here
             return self.strategy.aggregate_train(server_round, replies)
+        try:
+            return self._aggregate_central(server_round, replies)
+        finally:
+            self._log_clipping(server_round)
+
+    def _aggregate_central(
+        self, server_round: int, replies: list[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         complete = sum(1 for reply in replies if not reply.has_error())
         if complete != self.sent:
             log(
@@ -495,7 +555,7 @@ class PrivateRounds(Delegating):
                 self.sent,
             )
             return None, None
-        if self.plan.mode in (SERVER_FIXED, SERVER_ADAPTIVE):  # Flower clips them here
+        if self.plan.mode == SERVER_FIXED:  # Flower's clipping divides by the norm
             for reply in replies:
                 if not reply.has_error() and avoid_zero_update(reply.content, self.sent_arrays):
                     log(
@@ -506,6 +566,14 @@ class PrivateRounds(Delegating):
                     )
         with fresh_entropy():
             return self.strategy.aggregate_train(server_round, replies)
+
+    def _log_clipping(self, server_round: int) -> None:
+        """Adaptive clipping: the round's C and noised unclipped fraction, for privacy.json."""
+        if self.plan.mode in ADAPTIVE and self.sent:
+            self.clipping_rounds.append(server_round)
+            self.clipping_norms.append(float(self.strategy.round_clipping_norm))
+            fraction = self.strategy.unclipped_fraction
+            self.unclipped_fractions.append(None if fraction is None else float(fraction))
 
     def summary(self) -> None:
         plan = self.plan
@@ -588,11 +656,10 @@ def _flower_wrapper(strategy: FedAvg, config: RunConfig, sampled: int) -> Strate
             " must exceed z/2 for adaptive clipping's split of the noise (Andrew et al.); raise"
             " dp-clipped-count-stddev or lower dp-noise-multiplier"
         )
-    wrapper = (
-        DifferentialPrivacyServerSideAdaptiveClipping
-        if mode == SERVER_ADAPTIVE
-        else DifferentialPrivacyClientSideAdaptiveClipping
-    )
+    # flowerbed's subclasses of Flower's adaptive wrappers: Flower 1.42's count the clipped
+    # updates where Andrew et al. count the unclipped ones, and scale the noise by the C updated
+    # in the round instead of the C the updates were clipped with (adaptive_clipping)
+    wrapper = AdaptiveClippingServerSide if mode == SERVER_ADAPTIVE else AdaptiveClippingClientSide
     return wrapper(
         inner,
         z,
@@ -634,8 +701,8 @@ def privacy_mod(msg: Message, context: Context, call_next: ClientAppCallable) ->
 
     if mode == CLIENT_FIXED:
         return fixedclipping_mod(msg, context, train)
-    if mode == CLIENT_ADAPTIVE:
-        return adaptiveclipping_mod(msg, context, train)
+    if mode == CLIENT_ADAPTIVE:  # not Flower's adaptiveclipping_mod, whose bit says "clipped"
+        return adaptive_clipping_mod(msg, context, train)
 
     def train_then_fresh_entropy(message: Message, ctxt: Context) -> Message:
         reply = train(message, ctxt)

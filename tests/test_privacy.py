@@ -1,6 +1,7 @@
 """Differential privacy (flowerbed/privacy.py): the epsilon reported against a hand computation,
 the noise and clipping Flower's wrappers and mods apply against what the accounting assumes,
-the budget, the sampling, resume, and what composes. Bad values: tests/test_bad_inputs.py."""
+the budget, the sampling, resume, and what composes. Bad values: tests/test_bad_inputs.py;
+adaptive clipping against Andrew et al.: tests/test_adaptive_clipping.py."""
 
 from __future__ import annotations
 
@@ -72,8 +73,9 @@ def test_sampling_without_replacement_amplifies_and_composition_adds():
 
 
 def test_adaptive_clipping_splits_the_accounted_noise_as_andrew_et_al():
-    """Flower's adaptive wrapper gets the z that is accounted and noises the update with
-    z_update, z^-2 = z_update^-2 + (2 sigma_count)^-2: the pair is as private as z."""
+    """flowerbed's adaptive wrapper (Flower's subclassed, tests/test_adaptive_clipping.py) gets
+    the z that is accounted and noises the update with z_update,
+    z^-2 = z_update^-2 + (2 sigma_count)^-2: the pair is as private as z."""
     run = config(dp="central-server-adaptive", dp_noise_multiplier=0.5)
     strategy = FedAvg(**flower_kwargs(run))
     private = privacy.wrap(strategy, run, {}, num_nodes=10)
@@ -307,7 +309,9 @@ def test_central_dp_samples_clients_from_entropy_and_accounts_for_the_sampling(f
 
 def test_a_resumed_private_run_goes_on_with_its_accounting(tmp_path, one_thread):
     """Interrupted in round 3 of 4 (adaptive clipping, whose norm is state): the checkpoint
-    holds two releases and the round-2 norm; the resumed run's epsilon goes on from there."""
+    holds two releases and the norm round 3 is to clip with (round 2's, moved by round 2's
+    noised unclipped fraction); the resumed run's epsilon goes on from there, and its round 3
+    clips with exactly that norm."""
     z = 0.4
     overrides = run_config(
         tmp_path,
@@ -331,12 +335,19 @@ def test_a_resumed_private_run_goes_on_with_its_accounting(tmp_path, one_thread)
     checkpoint = read_checkpoint(run_dir)
     state = checkpoint.strategy[privacy.STATE_KEY]
     assert checkpoint.round == 2 and state["releases"] == 2
-    assert state["clipping_norm"] == history(run_dir)[2]["dp_clipping_norm"]
+    round_2 = history(run_dir)[2]
+    assert state["clipping_norm"] == pytest.approx(
+        round_2["dp_clipping_norm"] * math.exp(-0.2 * (round_2["dp_unclipped_fraction"] - 0.5))
+    )
     resumed = run_in_process({**overrides, "resume": str(run_dir)}, num_clients=3)
-    assert [row["dp_epsilon"] for row in history(resumed)] == pytest.approx(
+    rows = history(resumed)
+    assert [row["dp_epsilon"] for row in rows] == pytest.approx(
         [privacy.central_epsilon(z, r, 3, 3, DELTA) for r in range(5)]
     )
-    assert json.loads((resumed / "privacy.json").read_text())["releases"] == 4
+    assert rows[3]["dp_clipping_norm"] == state["clipping_norm"]  # exactly
+    record = json.loads((resumed / "privacy.json").read_text())
+    assert record["releases"] == 4 and record["rounds"] == [1, 2, 3, 4]
+    assert record["clipping_norm_per_round"] == [row["dp_clipping_norm"] for row in rows[1:]]
 
 
 def test_a_resume_whose_next_round_exceeds_the_budget_is_refused_in_one_line():
