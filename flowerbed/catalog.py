@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import attacks, docs_tables, privacy
-from .data import federation, site_reports
+from .data import classes, federation, site_reports
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
@@ -95,7 +95,7 @@ STRATEGY = Setting(
 # protocols read (``adaptive-eta``, ``kt-query``) is listed under the first of them.
 SETTING_GROUPS: dict[str, tuple[Setting, ...]] = {
     "Protocol": (STRATEGY,),
-    "Data and partitions": (*federation.SETTINGS, *site_reports.SETTINGS),
+    "Data and partitions": (*federation.SETTINGS, *site_reports.SETTINGS, *classes.SETTINGS),
     "Model": MODEL_SETTINGS,
     "Run": RUN_SETTINGS,
     "FL rounds": fl_rounds.SETTINGS,

@@ -4,8 +4,11 @@ of the QKT paper (Appendix A.2).
 Clinical metrics (``clinical_metrics``, from the predicted class probabilities, numpy only):
 balanced accuracy (the mean over classes of their recall) and macro AUROC (one-vs-rest, the
 mean over classes of the area under the ROC curve of that class's probability); for a binary
-task also the sensitivity (recall of class 1, the positive class), the specificity (recall of
-class 0) and the AUROC of class 1. ``CLINICAL`` and ``BINARY`` name them.
+task with a positive class (``data.classes.positive_class``: the disease where the data set is
+medical, so class 0 *malignant* for breast cancer) also the sensitivity (recall of the positive
+class), the specificity (recall of the other) and the AUROC of the positive class's probability.
+``CLINICAL`` and ``BINARY`` name them. Their intervals and the summaries a report shows:
+``clinical_summary``.
 
 For one client with local (training) classes Y_S, query classes Y_Q and per-class accuracies
 acc_pre(j) (its model before the transfer) and acc_post(j) (after), all measured on the
@@ -44,7 +47,7 @@ from .runtime.results import write_csv, write_json
 
 METRIC_NAMES = ("acc", "query_gain", "forgetting", "uniform_acc")
 CLINICAL = ("balanced_accuracy", "auroc")  # every classification task
-BINARY = ("sensitivity", "specificity", "auroc_positive")  # two classes, class 1 positive
+BINARY = ("sensitivity", "specificity", "auroc_positive")  # two classes and a positive class
 
 
 def confusion_matrix(labels, predictions, num_classes: int) -> np.ndarray:
@@ -96,7 +99,9 @@ def auroc(scores, positive) -> float:
     return float(u / (n_pos * n_neg))
 
 
-def clinical_metrics(probabilities, labels, num_classes: int) -> dict[str, float]:
+def clinical_metrics(
+    probabilities, labels, num_classes: int, positive: int | None
+) -> dict[str, float]:
     """The clinical metrics of predictions (``probabilities``: (N, C) class probabilities, the
     model's softmax; ``labels``: (N,) true classes); the prediction is the most probable class.
 
@@ -106,9 +111,10 @@ def clinical_metrics(probabilities, labels, num_classes: int) -> dict[str, float
       ``auroc(probabilities[:, c], labels == c)``; a class absent from the evaluated labels
       has no positive and is skipped (so a client's test split missing a class is scored
       on the others); NaN when fewer than two classes are present;
-    * two classes only: ``sensitivity`` (recall of class 1), ``specificity`` (recall of class
-      0) and ``auroc_positive`` (the AUROC of class 1's probability; equal to ``auroc``, since
-      p0 = 1 - p1), each NaN when a class it needs is absent.
+    * two classes and a ``positive`` class (``data.classes.positive_class``; None leaves them
+      out): ``sensitivity`` (recall of class ``positive``), ``specificity`` (recall of the
+      other) and ``auroc_positive`` (the AUROC of the positive class's probability; equal to
+      ``auroc``, since p0 = 1 - p1), each NaN when a class it needs is absent.
 
     NaN everywhere for no sample.
     """
@@ -122,11 +128,13 @@ def clinical_metrics(probabilities, labels, num_classes: int) -> dict[str, float
         "balanced_accuracy": float(recall[present].mean()) if len(present) else math.nan,
         "auroc": float(np.mean(areas)) if areas else math.nan,
     }
-    if num_classes == 2:
+    if num_classes == 2 and positive is not None:
+        if positive not in (0, 1):
+            raise ValueError(f"positive class {positive} of a binary task must be 0 or 1")
         metrics.update(
-            sensitivity=float(recall[1]),
-            specificity=float(recall[0]),
-            auroc_positive=auroc(probabilities[:, 1], labels == 1),
+            sensitivity=float(recall[positive]),
+            specificity=float(recall[1 - positive]),
+            auroc_positive=auroc(probabilities[:, positive], labels == positive),
         )
     return metrics
 

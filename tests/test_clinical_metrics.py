@@ -47,7 +47,7 @@ def test_auroc_matches_scikit_learn_with_ties(seed):
 
 def test_multiclass_metrics_match_scikit_learn():
     labels, probabilities = fixed_predictions(300, 4, seed=3)
-    metrics = clinical_metrics(probabilities, labels, 4)
+    metrics = clinical_metrics(probabilities, labels, 4, None)
     predictions = probabilities.argmax(axis=1)
     assert set(metrics) == {"balanced_accuracy", "auroc"}
     assert metrics["balanced_accuracy"] == pytest.approx(
@@ -55,7 +55,7 @@ def test_multiclass_metrics_match_scikit_learn():
     )
     # every class present: scikit-learn's own macro one-vs-rest on normalised probabilities
     normalised = probabilities / probabilities.sum(axis=1, keepdims=True)
-    assert clinical_metrics(normalised, labels, 4)["auroc"] == pytest.approx(
+    assert clinical_metrics(normalised, labels, 4, None)["auroc"] == pytest.approx(
         roc_auc_score(labels, normalised, multi_class="ovr", average="macro"), abs=1e-12
     )
 
@@ -64,7 +64,7 @@ def test_a_class_absent_from_the_labels_is_skipped():
     labels, probabilities = fixed_predictions(300, 4, seed=4)
     keep = labels != 2  # a client's test split without class 2
     labels, probabilities = labels[keep], probabilities[keep]
-    metrics = clinical_metrics(probabilities, labels, 4)
+    metrics = clinical_metrics(probabilities, labels, 4, None)
     predictions = probabilities.argmax(axis=1)
     with pytest.warns(UserWarning):  # scikit-learn: y_pred holds a class absent from y_true
         expected = balanced_accuracy_score(labels, predictions)
@@ -73,13 +73,18 @@ def test_a_class_absent_from_the_labels_is_skipped():
         sklearn_macro_auroc(labels, probabilities, 4), abs=1e-12
     )
     assert math.isfinite(metrics["auroc"])
-    only_one = clinical_metrics(probabilities[labels == 1], labels[labels == 1], 4)
+    only_one = clinical_metrics(probabilities[labels == 1], labels[labels == 1], 4, None)
     assert math.isnan(only_one["auroc"]) and only_one["balanced_accuracy"] >= 0
+
+
+def test_without_a_positive_class_a_binary_task_has_no_sensitivity():
+    labels, probabilities = fixed_predictions(50, 2, seed=6)
+    assert set(clinical_metrics(probabilities, labels, 2, None)) == {"balanced_accuracy", "auroc"}
 
 
 def test_binary_metrics_match_scikit_learn():
     labels, probabilities = fixed_predictions(250, 2, seed=5)
-    metrics = clinical_metrics(probabilities, labels, 2)
+    metrics = clinical_metrics(probabilities, labels, 2, positive=1)
     predictions = probabilities.argmax(axis=1)
     assert metrics["sensitivity"] == pytest.approx(recall_score(labels, predictions), abs=1e-12)
     assert metrics["specificity"] == pytest.approx(
@@ -91,7 +96,7 @@ def test_binary_metrics_match_scikit_learn():
     assert metrics["balanced_accuracy"] == pytest.approx(
         balanced_accuracy_score(labels, predictions), abs=1e-12
     )
-    no_positive = clinical_metrics(probabilities[labels == 0], labels[labels == 0], 2)
+    no_positive = clinical_metrics(probabilities[labels == 0], labels[labels == 0], 2, 1)
     assert math.isnan(no_positive["sensitivity"]) and math.isnan(no_positive["auroc_positive"])
     assert no_positive["specificity"] == pytest.approx(
         recall_score(labels[labels == 0], predictions[labels == 0], pos_label=0), abs=1e-12
@@ -102,7 +107,7 @@ def test_one_evaluation_pass_gives_evaluates_numbers_and_the_metrics():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(5, 3))
     x, y = torch.randn(64, 5), torch.randint(0, 3, (64,))
-    result = evaluate_clinical(model, x, y, 3)
+    result = evaluate_clinical(model, x, y, 3, None)
     assert (result.loss, result.accuracy) == evaluate(model, x, y)  # the very same numbers
     with torch.no_grad():
         probabilities = torch.softmax(model(x).double(), dim=1).numpy()

@@ -60,7 +60,7 @@ def test_history_and_metrics_files(tmp_path):
     acc = curves(run_dir)
     for row, round_acc in zip(history, acc):
         assert row["client_models_test_accuracy_mean"] == pytest.approx(round_acc.mean())
-        assert row["client_accuracy_mean"] == pytest.approx(round_acc[:, 0].mean())
+        assert row["client_accuracy_unweighted_mean"] == pytest.approx(round_acc[:, 0].mean())
         assert row["nonlocal_accuracy_mean"] == pytest.approx(round_acc[:, 1:].mean())
     assert history[0]["bytes_sent"] > 0 and history[1]["clients_trained"] == 6
     log = json.loads((run_dir / "ctl_metrics.json").read_text())

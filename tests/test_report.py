@@ -10,6 +10,7 @@ import base64
 import io
 import json
 import logging
+import math
 import re
 import time
 from html.parser import HTMLParser
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 from flowerbed import cli
+from flowerbed.clinical import clinical_summary, site_estimates
 from flowerbed.data import array_cache
 from flowerbed.inprocess import run_in_process
 from flowerbed.kd import student as kd_student
@@ -90,9 +92,14 @@ def binary_history(rounds: int = 3) -> list[dict]:
             row[f"{where}_auroc_positive"] = row[f"{where}_auroc"]
         row.update(
             train_loss=0.8 - 0.1 * r,
-            client_accuracy_mean=0.6,
+            client_accuracy=0.6,
             client_accuracy_std=0.1,
             client_accuracies={"0": 0.5, "1": 0.7, "2": None},
+            client_table={
+                "0": site_estimates([0, 25], [0, 20], math.nan, positive=0),
+                "1": site_estimates([12, 14], [9, 12], 0.8, positive=0),
+                "2": site_estimates([5, 10], [4, 9], 0.9, positive=0),
+            },
             clients_trained=3,
         )
         rows.append(row)
@@ -113,6 +120,14 @@ def every_file(path: Path) -> Path:
     write_json(path / "history.json", binary_history())
     (path / "timings.csv").write_text("round,seconds\n0,\n1,1.5\n2,2.5\n3,2.0\n")
     write_json(path / "model_best.json", {"round": 3, "central_auroc": 0.85, "selected_on": "test"})
+    write_json(path / "classes.json", {"names": ["malignant", "benign"], "positive": 0,
+                                       "positive_name": "malignant", "clinical": True})  # fmt: skip
+    labels = np.array([0] * 40 + [1] * 60)
+    p_malignant = np.clip(0.7 - 0.4 * labels + np.linspace(-0.25, 0.25, 100), 0.01, 0.99)
+    probabilities = np.stack([p_malignant, 1 - p_malignant], axis=1)
+    summary = clinical_summary(probabilities, labels, ["malignant", "benign"], 0, resamples=50)
+    write_json(path / "clinical.json", {"last": {"round": 3, **summary},
+                                        "best": {"round": 2, **summary}})  # fmt: skip
     epochs = [{"generation": 1, "epoch": e, "test_accuracy": 0.5 + 0.1 * e, "test_loss": 1 / e,
                "train_loss": 2 / e, "term_ce": 1 / e, "term_kl": 1 / e} for e in (1, 2, 3)]  # fmt: skip
     write_json(path / "distill_history.json", epochs)
@@ -145,17 +160,34 @@ def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp
     run_dir = every_file(tmp_path / "run")
     write_run_report(run_dir)
     page = parsed(run_dir)
-    sections = ["status", "configuration", "curves", "clinical", "partition", "clients"]
-    sections += ["distill", "protocol", "protocol-2", "protocol-3", "files"]
+    sections = ["status", "configuration", "curves", "clinical", "clinical-reading"]
+    sections += ["partition", "clients", "distill", "protocol", "protocol-2", "protocol-3"]
+    sections += ["files"]
     assert page.ids == sections
-    # curves, clinical, partition, clients, distill, QKT, CTL, FedSA: eight embedded images
-    assert assert_self_contained(page) == 8
+    # curves, clinical, ROC and calibration, partition, forest plot, distill, QKT, CTL, FedSA
+    assert assert_self_contained(page) == 9
     words = page.words
     assert "model_best.pt: round 3, central_auroc 0.8500" in words
-    assert "central_sensitivity" in words and "federated_auroc_positive" in words
+    assert "central_sensitivity" in words and "sensitivity (recall of malignant)" in words
+    # the clinical reading: n, counts per class, the positive class, the intervals' methods
+    assert "n = 100 test samples (40 malignant, 60 benign)" in words
+    assert "Positive class: malignant, the disease" in words
+    sensitivity = summary_of(run_dir)["metrics"]["sensitivity"]
+    low, high = sensitivity["interval"]
+    assert f"{sensitivity['value']:.3f} [{low:.3f}, {high:.3f}]" in words
+    assert "percentile bootstrap, 50 resamples, seed 0" in words
+    assert "true malignant" in words and "predicted benign" in words
+    # each site: site 0 has no malignant case, site 2 too few samples; site 1 is estimable
+    assert "not estimable: no malignant" in words
+    assert "not estimable: 15 test samples (< 20)" in words
+    assert "2 of 3 sites are flagged" in words and "12 malignant, 14 benign" in words
     assert "Absent" not in words
     assert (run_dir / PARTITIONS_PNG).read_bytes().startswith(PNG_SIGNATURE)
     assert "report.html" not in words.split("Files in the run folder")[-1]
+
+
+def summary_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "clinical.json").read_text())["last"]
 
 
 def test_a_failed_run_gets_a_report_with_its_reason_and_the_end_of_its_traceback(
@@ -185,7 +217,8 @@ def test_an_old_run_folder_lacking_newer_files_gets_the_sections_it_can(tmp_path
     assert "Absent: clinical metrics (a run from before they existed)" in page.words
     assert "Absent: partitions.json" in page.words
     assert "distill" not in page.ids  # not asked for: no section
-    assert assert_self_contained(page) == 2  # curves, per-client accuracy
+    assert assert_self_contained(page) == 1  # the curves; the clients' accuracies are a table
+    assert "carry no test-set counts, so no interval or estimability flag" in page.words
 
 
 def fail_on_call(function, call: int):
@@ -260,7 +293,8 @@ def test_a_run_interrupted_in_its_distillation_keeps_its_rounds_epochs_and_a_rep
     assert "Status: interrupted" in page.words and "stopped in the test" in page.words
     assert {"curves", "clinical", "distill"} <= set(page.ids)
     assert "Absent: distill.json (the distillation did not finish)" in page.words
-    assert assert_self_contained(page) == 5
+    # curves, clinical, ROC and calibration, partition, the sites' forest plot, distill
+    assert assert_self_contained(page) == 6
 
 
 def test_the_pace_of_rounds_and_durations_read_as_words():

@@ -127,7 +127,7 @@ def test_client_accuracy_spread_matches_the_per_client_values(fast_run):
     row = history_of(run_in_process(fast_run, num_clients=4))[2]
     values = list(row["client_accuracies"].values())
     assert len(values) == 4
-    assert row["client_accuracy_mean"] == pytest.approx(np.mean(values))
+    assert row["client_accuracy_unweighted_mean"] == pytest.approx(np.mean(values))
     assert row["client_accuracy_std"] == pytest.approx(np.std(values))
 
 

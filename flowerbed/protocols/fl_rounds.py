@@ -37,14 +37,19 @@ in Flower's DP wrapper and flowerbed's accounting (``privacy.wrap``); every row 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from logging import INFO, WARNING
+from pathlib import Path
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Strategy
 
 from .. import privacy
 from ..client_state import RECORD, RUN_DIR_KEY
+from ..clinical import CLASS_COUNT_METRICS, clinical_summary
+from ..data.classes import run_classes
 from ..metrics import BINARY, CLINICAL
 from ..runtime.checkpoint import (
     ServerCheckpoint,
@@ -57,7 +62,7 @@ from ..runtime.checkpoint import (
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
 from ..runtime.reply_checks import TEST, TRAIN, ReplyRules, no_arrays
-from ..runtime.results import save_model, write_json
+from ..runtime.results import atomic_write, save_model, write_json
 from ..runtime.resume import checkpoint_stamp
 from ..settings import ConfigError, RunConfig, Setting
 from ..strategies.common import StrategySpec, flower_kwargs
@@ -96,6 +101,55 @@ SETTINGS = (
         choices=BEST_MODEL_METRICS,
     ),
 )
+
+
+BEST_PREDICTIONS = "predictions_best.npz"  # the best round's predictions on the test set
+CLINICAL_FILE = "clinical.json"  # the global model's clinical reading (clinical_summary)
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """The global model's class probabilities on the server's test set in one round."""
+
+    round: int
+    probabilities: np.ndarray
+    labels: np.ndarray
+
+    def save(self, path: Path) -> None:
+        def write(f) -> None:
+            np.savez(
+                f,
+                round=self.round,
+                probabilities=self.probabilities.astype(np.float32),
+                labels=self.labels,
+            )
+
+        atomic_write(path, write, binary=True)
+
+    @classmethod
+    def load(cls, path: Path) -> Predictions | None:
+        try:
+            with np.load(path) as saved:
+                return cls(int(saved["round"]), saved["probabilities"], saved["labels"])
+        except (OSError, KeyError, ValueError):
+            return None
+
+
+def write_clinical_summary(run: RunContext, last: Predictions) -> None:
+    """``clinical.json``: the global model's clinical reading (``clinical.clinical_summary``,
+    intervals included) at the last round and at the best round (``model_best.pt``'s, read
+    back from ``predictions_best.npz``, so that a resumed run has it too)."""
+    classes = run_classes(run.config, last.probabilities.shape[1])
+    names, positive = classes["names"], classes["positive"]
+    summaries = {"classes": classes}
+    best = Predictions.load(run.run_dir / BEST_PREDICTIONS)
+    for name, predictions in (("last", last), ("best", best)):
+        if predictions is not None:
+            summary = clinical_summary(
+                predictions.probabilities.astype(np.float64), predictions.labels, names, positive
+            )
+            summaries[name] = {"round": predictions.round, **summary}
+    write_json(run.run_dir / CLINICAL_FILE, summaries)
 
 
 class FLRounds(Phase):
@@ -142,7 +196,7 @@ class FLRounds(Phase):
                 max_update_norm=config.max_update_norm,
             ),
             MessageType.EVALUATE: ReplyRules(
-                arrays=no_arrays, list_metrics=frozenset(), examples=TEST
+                arrays=no_arrays, list_metrics=CLASS_COUNT_METRICS, examples=TEST
             ),
         }
 
@@ -153,7 +207,7 @@ class FLRounds(Phase):
         stamp = checkpoint_stamp(run.run_dir) if config.checkpoint else {}  # versions, identity
 
         def central_evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
-            nonlocal best_accuracy, latest
+            nonlocal best_accuracy, latest, last_predictions
             latest = arrays
             model.load_state_dict(arrays.to_torch_state_dict())
             if data is None:  # the round's federated evaluation, already in the grid's record
@@ -161,8 +215,11 @@ class FLRounds(Phase):
                 where, selected_on = "federated", "clients' local test splits"
                 accuracy, loss = row["federated_accuracy"], row["federated_loss"]
             else:  # one pass: loss, accuracy and the clinical metrics
-                result = evaluate_clinical(model, data.x_test, data.y_test, data.num_classes)
+                result = evaluate_clinical(
+                    model, data.x_test, data.y_test, data.num_classes, run.grid.positive_class
+                )
                 accuracy, loss = result.accuracy, result.loss
+                last_predictions = Predictions(server_round, result.probabilities, result.labels)
                 row = round_row(
                     server_round,
                     run.grid,
@@ -176,6 +233,8 @@ class FLRounds(Phase):
             if score > best_accuracy:
                 best_accuracy = score
                 save_model(run.run_dir / "model_best.pt", model.state_dict())
+                if data is not None:
+                    last_predictions.save(run.run_dir / BEST_PREDICTIONS)
                 write_json(
                     run.run_dir / "model_best.json",
                     {"round": server_round, column: score, "selected_on": selected_on},
@@ -201,6 +260,7 @@ class FLRounds(Phase):
             evaluate_fn = resumed_evaluate_fn(central_evaluate, resumed.round)
             num_rounds -= resumed.round
         latest = initial  # the global model of the last round evaluated
+        last_predictions: Predictions | None = None  # its predictions on the server's test set
         if config.checkpoint:  # where the clients keep their state (client_state)
             run.grid.bookkeeping[RECORD] = ConfigRecord({RUN_DIR_KEY: str(run.run_dir)})
         stopped = ""
@@ -227,6 +287,8 @@ class FLRounds(Phase):
             arrays = result.arrays if len(result.arrays) else initial
         if self.private is not None:
             write_json(run.run_dir / "privacy.json", self.private.record(stopped))
+        if last_predictions is not None:
+            write_clinical_summary(run, last_predictions)
         final = arrays.to_torch_state_dict()
         save_model(run.run_dir / "model.pt", final)
         model.load_state_dict(final)

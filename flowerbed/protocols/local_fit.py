@@ -37,7 +37,7 @@ from ..metrics import eval_scores, local_test_accuracy, test_accuracies
 from ..models import MODELS, Classifier, build_model
 from ..queries import draw_query
 from ..runtime.context import RunContext
-from ..runtime.history import round_row
+from ..runtime.history import round_row, unweighted_client_accuracy
 from ..runtime.recording_grid import RecordingGrid
 from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting, comma_list
@@ -224,11 +224,8 @@ def client_models_row(server_round: int, grid: RecordingGrid, replies: list[Mess
         client_models_test_accuracy_mean=float(np.mean(tests)) if tests else math.nan,
     )
     accuracies = {int(m["partition-id"]): float(m["accuracy"]) for m in metrics}
-    values = [v for v in accuracies.values() if not math.isnan(v)]
     row.update(
-        client_accuracy_mean=float(np.mean(values)) if values else math.nan,
-        client_accuracy_std=float(np.std(values)) if values else math.nan,
-        client_accuracies=accuracies,
+        **unweighted_client_accuracy(list(accuracies.values())), client_accuracies=accuracies
     )
     return row
 

@@ -36,12 +36,12 @@ from pathlib import Path
 from flwr.common.logger import log
 
 from ..runtime.results import atomic_write
+from .clinical_sections import clinical_reading_section, sites_section
 from .configuration import config_section
 from .markup import Section, page
 from .protocol_sections import ctl_section, distill_section, fedsa_section, qkt_section
 from .run_folder import PARTITIONS_PNG, REPORT_FILE, RunFolder
 from .sections import (
-    client_accuracy_section,
     clinical_section,
     curves_section,
     files_section,
@@ -67,10 +67,11 @@ RUN_SECTIONS: tuple[Callable[[RunFolder], Section | None], ...] = (
     config_section,
     curves_section,
     clinical_section,
+    clinical_reading_section,
     privacy_section,
     robustness_section,
     partition_section,
-    client_accuracy_section,
+    sites_section,
     distill_section,
     qkt_section,
     ctl_section,

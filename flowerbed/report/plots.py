@@ -71,8 +71,9 @@ def integer_ticks(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def partition_png(counts: np.ndarray, title: str = "") -> bytes:
-    """The clients x classes label counts as a heatmap (a row per client)."""
+def partition_png(counts: np.ndarray, title: str = "", names: list[str] | None = None) -> bytes:
+    """The clients x classes label counts as a heatmap (a row per client); ``names``: the
+    classes' names for the axis (their indices without)."""
     plt = pyplot()
     clients, classes = counts.shape
     height = min(9.0, max(2.5, 0.28 * clients + 1.5))
@@ -85,6 +86,15 @@ def partition_png(counts: np.ndarray, title: str = "") -> bytes:
     ax.set_ylabel("client (partition id)")
     if classes <= 30:
         ax.set_xticks(range(classes))
+        if names and len(names) == classes and any(n != str(k) for k, n in enumerate(names)):
+            shown = [n if len(n) <= 14 else n[:13] + "…" for n in names]
+            ax.set_xticks(
+                range(classes),
+                shown,
+                rotation=30 if classes > 2 else 0,
+                ha="right" if classes > 2 else "center",
+                fontsize=8,
+            )
     if clients <= 40:
         ax.set_yticks(range(clients))
     if clients <= MAX_ANNOTATED and classes <= MAX_ANNOTATED:

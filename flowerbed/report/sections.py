@@ -16,7 +16,8 @@ from .run_folder import PARTITIONS_PNG, REPORT_FILE, RunFolder, column, number
 ACCURACY_CURVES = (
     ("central_accuracy", "global model, server's test set"),
     ("federated_accuracy", "global model, clients' local test splits (sample-weighted)"),
-    ("client_accuracy_mean", "clients' local test accuracy (mean over clients)"),
+    ("client_accuracy", "clients' local test accuracy (sample-weighted)"),
+    ("client_accuracy_unweighted_mean", "clients' local test accuracy (unweighted mean)"),
     ("client_models_test_accuracy_mean", "clients' own models, test set (mean)"),
     ("nonlocal_accuracy_mean", "clients' models on other clients' test data (mean)"),
 )
@@ -32,10 +33,23 @@ LOSS_CURVES = (
 CLINICAL = (
     ("balanced_accuracy", "balanced accuracy"),
     ("auroc", "macro AUROC (one-vs-rest)"),
-    ("sensitivity", "sensitivity (recall of class 1)"),
-    ("specificity", "specificity (recall of class 0)"),
-    ("auroc_positive", "AUROC of class 1"),
-)
+    ("sensitivity", "sensitivity"),
+    ("specificity", "specificity"),
+)  # a binary task's auroc_positive is its macro AUROC (p0 = 1 - p1): drawn once
+
+
+def clinical_labels(run: RunFolder) -> tuple[tuple[str, str], ...]:
+    """``CLINICAL`` with the classes named (``classes.json``): "sensitivity (malignant)"."""
+    classes = run.file("classes.json") or {}
+    names, positive = classes.get("names") or [], classes.get("positive")
+    if positive is None or len(names) != 2:
+        return CLINICAL
+    named = {
+        "auroc": f"AUROC of P({names[positive]})",
+        "sensitivity": f"sensitivity (recall of {names[positive]})",
+        "specificity": f"specificity (recall of {names[1 - positive]})",
+    }
+    return tuple((name, named.get(name, label)) for name, label in CLINICAL)
 
 
 WHERE = (("central", "server's test set"), ("federated", "clients' local test splits"))
@@ -71,7 +85,7 @@ def status_section(run: RunFolder) -> Section:
         if planned is not None:
             facts.append(["num-server-rounds", planned])
     last = run.history[-1] if run.history else {}
-    for key, label in ACCURACY_CURVES[:2] + ACCURACY_CURVES[3:4]:
+    for key, label in ACCURACY_CURVES[:3] + ACCURACY_CURVES[4:5]:
         if math.isfinite(number(last.get(key))):
             facts.append([f"last {key} ({label})", number(last.get(key))])
     if run.best:
@@ -115,7 +129,7 @@ def clinical_section(run: RunFolder) -> Section | None:
     title = "Clinical metrics by round"
     present = [
         (name, label)
-        for name, label in CLINICAL
+        for name, label in clinical_labels(run)
         if any(column(run.history, f"{w}_{name}")[1] for w, _ in WHERE)
     ]
     if not present:
@@ -129,7 +143,7 @@ def clinical_section(run: RunFolder) -> Section | None:
     nrows = math.ceil(len(present) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 3.2 * nrows), squeeze=False)
     classes = len(run.partitions[0]) if run.partitions else 0
-    chance = {"auroc": 0.5, "auroc_positive": 0.5}
+    chance = {"auroc": 0.5}
     if classes:
         chance["balanced_accuracy"] = 1 / classes
     for ax, (name, label) in zip(axes.flat, present, strict=False):
@@ -147,17 +161,27 @@ def clinical_section(run: RunFolder) -> Section | None:
     keys = [f"{w}_{name}" for name, _ in present for w, _ in WHERE]
     keys = [k for k in keys if column(run.history, k)[1]]
     rows, note = shown([[r["round"], *(number(r.get(k)) for k in keys)] for r in run.history])
+    by_round = table(["round", *keys], rows)
     body = (
         "<p>Balanced accuracy: the mean recall over the classes present. AUROC: one-vs-rest,"
         " from the model's softmax probabilities, averaged over the classes present in the"
         " evaluated labels. Binary tasks: sensitivity and specificity of the most probable"
-        " class, class 1 positive. Federated: the clients' values on their local test splits,"
-        " sample-weighted over the clients where defined.</p>"
+        f" class, {esc(positive_text(run))}. Federated: the clients' values on their local"
+        " test splits, sample-weighted over the clients where defined. Counts and intervals:"
+        " the clinical reading below.</p>"
         + img(png_bytes(fig), "clinical metrics by round")
-        + table(["round", *keys], rows)
+        + f'<div style="overflow-x: auto">{by_round}</div>'
         + note
     )
     return Section("clinical", title, body)
+
+
+def positive_text(run: RunFolder) -> str:
+    classes = run.file("classes.json") or {}
+    if classes.get("positive") is None:
+        return "no positive class (set positive-class)"
+    why = "the disease" if classes.get("clinical") else "by convention"
+    return f"positive class {classes.get('positive_name')} ({why})"
 
 
 def partition_section(run: RunFolder) -> Section:
@@ -167,7 +191,8 @@ def partition_section(run: RunFolder) -> Section:
     counts = np.asarray(run.partitions, dtype=np.int64)
     if counts.ndim != 2 or counts.size == 0:
         return Section("partition", title, absent("label counts (partitions.json is empty)"))
-    png = partition_png(counts, f"Label counts per client: {run.title}")
+    names = (run.file("classes.json") or {}).get("names")
+    png = partition_png(counts, f"Label counts per client: {run.title}", names)
     atomic_write(run.path / PARTITIONS_PNG, lambda f: f.write(png), binary=True)
     totals = counts.sum(axis=1)
     body = (
@@ -177,41 +202,6 @@ def partition_section(run: RunFolder) -> Section:
         f" {PARTITIONS_PNG}).</p>" + img(png, "label counts per client and class")
     )
     return Section("partition", title, body)
-
-
-def client_accuracy_section(run: RunFolder) -> Section | None:
-    title = "Each client's accuracy at the last round"
-    last = next((r for r in reversed(run.history) if r.get("client_accuracies")), None)
-    if last is None:
-        if run.history:
-            return Section("clients", title, absent("per-client accuracies (client_accuracies)"))
-        return None
-    pairs = sorted((int(k), number(v)) for k, v in last["client_accuracies"].items())
-    pairs = [(k, v) for k, v in pairs if math.isfinite(v)]
-    if not pairs:
-        return Section("clients", title, absent("finite per-client accuracies"))
-    plt = pyplot()
-    ids, values = [k for k, _ in pairs], [v for _, v in pairs]
-    fig, ax = plt.subplots(figsize=(min(10, max(5, 0.3 * len(ids) + 2)), 3.6))
-    if len(ids) <= 40:
-        ax.bar([str(i) for i in ids], values, color="#6a8fc0", edgecolor="black", linewidth=0.5)
-        ax.set_xlabel("client (partition id)")
-    else:
-        ax.bar(range(len(ids)), sorted(values), width=1.0, color="#6a8fc0")
-        ax.set_xlabel(f"clients, sorted by accuracy ({len(ids)})")
-    mean = float(np.mean(values))
-    ax.axhline(mean, color="black", linestyle="--", linewidth=1)
-    ax.set_ylabel("accuracy on its local test split")
-    ax.set_ylim(0, 1.02)
-    ax.set_title(f"Round {last['round']}; dashed line: the mean, {mean:.3f}", fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    body = (
-        f"<p>{len(ids)} clients evaluated in round {last['round']}: min {min(values):.3f},"
-        f" max {max(values):.3f}, std {np.std(values):.3f}.</p>"
-        + img(png_bytes(fig), "per-client accuracy at the last round")
-    )
-    return Section("clients", title, body)
 
 
 def files_section(run: RunFolder) -> Section:

@@ -10,8 +10,18 @@ seconds). Two accuracies on the held-out test set, never mixed in one column:
 * ``client_models_test_accuracy_mean``: the mean over clients of their own models' accuracy
   (one-shot knowledge transfer, where each client ends with a model of its own).
 
-``client_accuracy_mean`` / ``_std`` are the clients' accuracies on their local test splits;
-``nonlocal_accuracy_mean`` (CTL) the mean accuracy of the clients on other clients' test data.
+Client accuracy is one convention, Flower's: ``client_accuracy`` is the sample-weighted mean of
+the clients' accuracies on their local test splits (the number Flower's log prints);
+``client_accuracy_unweighted_mean`` the plain mean over clients (the only one where the replies
+carry no test-set size: one-shot protocols, CTL, FedSA) and ``client_accuracy_std`` their
+spread over clients; ``nonlocal_accuracy_mean`` (CTL) the mean accuracy of the clients on other
+clients' test data.
+
+``client_table`` (JSON history only), every round with client evaluation: each client's
+training and test sizes, test samples per class, and its accuracy, balanced accuracy, AUROC
+(and, binary, sensitivity and specificity) with the estimability rule of
+``clinical.site_estimates``: "not estimable" (null, with the reason) rather than a 1.000 from
+nine samples or a test split without the disease.
 
 Clinical metrics of the global model (``metrics.clinical_metrics``): ``central_<name>`` on the
 held-out test set, ``federated_<name>`` the sample-weighted mean of the clients' values on their
@@ -34,6 +44,13 @@ from pathlib import Path
 import numpy as np
 from flwr.common.logger import log
 
+from ..clinical import (
+    CLASS_COUNT_METRICS,
+    TEST_CLASS_CORRECT,
+    TEST_CLASS_COUNTS,
+    TRAIN_EXAMPLES,
+    site_estimates,
+)
 from ..metrics import BINARY, CLINICAL
 from . import progress
 from .outcome import RunFailed
@@ -50,7 +67,8 @@ HISTORY_COLUMNS = (
     "federated_loss",
     *(f"{where}_{name}" for where in ("central", "federated") for name in CLINICAL + BINARY),
     "client_models_test_accuracy_mean",
-    "client_accuracy_mean",
+    "client_accuracy",
+    "client_accuracy_unweighted_mean",
     "client_accuracy_std",
     "nonlocal_accuracy_mean",
     "clients_trained",
@@ -111,11 +129,11 @@ def round_row(
     train_losses = [
         (m["num-examples"], m["train-loss"]) for m in traffic.train if "train-loss" in m
     ]
-    local_accuracies = [m["accuracy"] for m in traffic.evaluate if "accuracy" in m]
+    accuracies = [(m["num-examples"], m["accuracy"]) for m in traffic.evaluate if "accuracy" in m]
     row.update(
         train_loss=weighted_mean(train_losses),
-        client_accuracy_mean=float(np.mean(local_accuracies)) if local_accuracies else math.nan,
-        client_accuracy_std=float(np.std(local_accuracies)) if local_accuracies else math.nan,
+        client_accuracy=weighted_mean(accuracies),
+        **unweighted_client_accuracy([accuracy for _, accuracy in accuracies]),
         client_accuracies={
             int(m["partition-id"]): m["accuracy"]
             for m in traffic.evaluate
@@ -123,9 +141,13 @@ def round_row(
         },
         **traffic_columns(traffic),
     )
+    table = client_table(traffic.evaluate, getattr(grid, "positive_class", None))
+    if table:
+        row["client_table"] = table
     # any other metric the clients' evaluation reports (Ditto's personal-accuracy): its mean
     # over the clients, as client_<name>_mean (JSON history only)
     standard = {"num-examples", "partition-id", "loss", "accuracy", *CLIENT_CLINICAL}
+    standard |= {*CLASS_COUNT_METRICS, TRAIN_EXAMPLES}
     for key in sorted({k for m in traffic.evaluate for k in m} - standard):
         values = _numbers(traffic.evaluate, key)
         if values:
@@ -139,6 +161,34 @@ def round_row(
             for name, summary in (("mean", np.mean), ("min", np.min), ("max", np.max)):
                 row[f"client_{_column(key)}_{name}"] = float(summary(values))
     return row
+
+
+def unweighted_client_accuracy(accuracies: list[float]) -> dict[str, float]:
+    """``client_accuracy_unweighted_mean`` and ``client_accuracy_std`` of the clients'
+    accuracies (NaN ones, from empty test splits, left out)."""
+    values = [a for a in accuracies if math.isfinite(a)]
+    return {
+        "client_accuracy_unweighted_mean": float(np.mean(values)) if values else math.nan,
+        "client_accuracy_std": float(np.std(values)) if values else math.nan,
+    }
+
+
+def client_table(replies: list[dict], positive: int | None) -> dict[int, dict]:
+    """Partition id -> the client's row of the per-site table (``clinical.site_estimates``),
+    for the evaluation replies that carry per-class counts; ``positive``: the run's positive
+    class (the grid's ``positive_class``, set from ``classes.json``), None for none."""
+    table = {}
+    for m in replies:
+        if TEST_CLASS_COUNTS not in m or "partition-id" not in m:
+            continue
+        site = site_estimates(
+            list(m[TEST_CLASS_COUNTS]),
+            list(m.get(TEST_CLASS_CORRECT, [])),
+            m.get("auroc", math.nan),
+            positive=positive,
+        )
+        table[int(m["partition-id"])] = {"n_train": m.get(TRAIN_EXAMPLES), **site}
+    return dict(sorted(table.items()))
 
 
 def _numbers(metrics: list[dict], key: str) -> list[float]:
@@ -172,11 +222,21 @@ def format_round(row: dict, num_rounds: int) -> str:
         return text + " (initial model)"
     privacy = f" | epsilon {row['dp_epsilon']:.3g}" if "dp_epsilon" in row else ""  # dp
     return text + (
-        f" | train loss {row['train_loss']:.4f} | client acc {row['client_accuracy_mean']:.4f}"
-        f" ± {row['client_accuracy_std']:.4f} | clients {row['clients_trained']} ok,"
+        f" | train loss {row['train_loss']:.4f} | {client_accuracy_text(row)}"
+        f" | clients {row['clients_trained']} ok,"
         f" {row['clients_failed']} failed | {row['bytes_sent'] / 1e6:.2f} MB sent,"
         f" {row['bytes_received'] / 1e6:.2f} MB received | {row['seconds']:.1f} s{privacy}"
     )
+
+
+def client_accuracy_text(row: dict) -> str:
+    """The log line's client accuracy: sample-weighted where the replies allow (Flower's
+    number), else the unweighted mean, named so; ± the spread over clients."""
+    spread = f" ± {row.get('client_accuracy_std', math.nan):.4f} (std over clients)"
+    if "client_accuracy" in row:
+        return f"client acc {row['client_accuracy']:.4f} (sample-weighted){spread}"
+    mean = row.get("client_accuracy_unweighted_mean", math.nan)
+    return f"client acc {mean:.4f} (unweighted mean){spread}"
 
 
 def round_pace(rows: list[dict], num_rounds: int) -> str:

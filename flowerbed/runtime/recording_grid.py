@@ -126,6 +126,7 @@ class RecordingGrid:
         # reported them (site-owned data, a server without data); None = no bound
         self.num_partitions: int | None = None
         self.partition_sizes: Callable[[int], NodeSizes | None] = lambda partition: None
+        self.positive_class: int | None = None  # a binary task's (data.classes), for history
         self.rules: dict[str, ReplyRules] = {}  # message type -> what its replies hold
         self.strangers: set[int] = set()  # nodes seen after the handshake (logged once)
 

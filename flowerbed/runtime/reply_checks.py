@@ -17,7 +17,9 @@ the phase that sends it: ``Phase.reply_rules``). A reply passes when:
   declares (``list_metrics``); ``num-examples`` a positive integer no larger than the node's
   data as it reported it in the handshake (``examples``: its training split for training
   replies, its test split for evaluation replies); ``partition-id``, where present, the one
-  the node answered the handshake with.
+  the node answered the handshake with; per-class test counts (``test-class-counts`` and
+  ``test-class-correct``, the per-site table's), where present, whole numbers that sum to
+  ``num-examples``, with no class predicted right more often than it occurs.
 
 A reply that fails becomes an error reply (``REJECTED_ERROR_CODE``) carrying the exact reason,
 so that it is counted like a failed client, with its partition and the reason in the round's
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Error, Message, RecordDict
+
+from ..clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS
 
 REJECTED_ERROR_CODE = 1001  # flowerbed's error code for a reply dropped by these checks
 
@@ -204,6 +208,8 @@ def _check_metrics(name, record, rules: ReplyRules, sizes: NodeSizes | None, par
             raise RejectedReply(f"metric {name}/{key} is {type(value).__name__}, not a number")
     if "num-examples" in record:
         _check_examples(name, record["num-examples"], rules, sizes)
+    if TEST_CLASS_COUNTS in record:
+        _check_class_counts(name, record)
     claimed = record.get("partition-id")
     if claimed is not None and partition is not None and claimed != partition:
         raise RejectedReply(
@@ -221,6 +227,27 @@ def _check_examples(name: str, count, rules: ReplyRules, sizes: NodeSizes | None
         raise RejectedReply(
             f"{name}/num-examples={int(count)} exceeds the {bound} samples of the node's"
             f" {split} (reported in the handshake)"
+        )
+
+
+def _check_class_counts(name: str, record) -> None:
+    """The per-class counts of an evaluation reply (``clinical.TEST_CLASS_COUNTS``): whole
+    non-negative numbers summing to ``num-examples``, and no class with more right
+    predictions (``TEST_CLASS_CORRECT``) than samples."""
+    counts = record[TEST_CLASS_COUNTS]
+    correct = record.get(TEST_CLASS_CORRECT, [0] * len(counts))
+    whole = all(_is_number(v) and v >= 0 and v == int(v) for v in [*counts, *correct])
+    if not isinstance(counts, list) or not isinstance(correct, list) or not whole:
+        raise RejectedReply(f"{name}/{TEST_CLASS_COUNTS} must be lists of whole numbers >= 0")
+    if len(correct) != len(counts) or any(k > m for k, m in zip(correct, counts, strict=True)):
+        raise RejectedReply(
+            f"{name}/{TEST_CLASS_CORRECT} must hold, for each of the {len(counts)} classes, at"
+            " most the class's samples"
+        )
+    if "num-examples" in record and sum(counts) != record["num-examples"]:
+        raise RejectedReply(
+            f"{name}/{TEST_CLASS_COUNTS} sum to {int(sum(counts))}, but num-examples is"
+            f" {record['num-examples']}"
         )
 
 

@@ -120,7 +120,8 @@ def plot_accuracy(path: Path, history: list[dict], title: str) -> None:
         ("central_accuracy", "o", "global model, test set"),
         ("federated_accuracy", "o", "global model, clients' local test (weighted)"),
         ("client_models_test_accuracy_mean", "o", "clients' own models, test set (mean)"),
-        ("client_accuracy_mean", "s", "clients, local test (mean)"),
+        ("client_accuracy", "s", "clients, local test (sample-weighted)"),
+        ("client_accuracy_unweighted_mean", "s", "clients, local test (unweighted mean)"),
     )
     for key, marker, label in curves:
         values = [row.get(key) for row in history]

@@ -9,7 +9,7 @@ with the run config (``config.json``) as its parameters and its end status: FINI
 FAILED or KILLED (interrupted). ``tracker='tensorboard,mlflow'`` does both.
 
 What is logged: at step = round, every column of the row that is a finite number
-(``central_accuracy``, ``train_loss``, ``client_accuracy_mean``, ``bytes_sent``, ``seconds``,
+(``central_accuracy``, ``train_loss``, ``client_accuracy``, ``bytes_sent``, ``seconds``,
 the ``client_<metric>_mean`` columns...). Per-client values (``client_accuracies``, a dict)
 and failure messages are not: their summaries are columns already, a thousand clients would be
 a thousand curves, and ``history.json`` keeps them. NaN (a round without client evaluation)

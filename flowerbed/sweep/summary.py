@@ -6,7 +6,8 @@ seeds, ddof = 1; "-" for a single seed), the number of seeds, and the final valu
 other numeric column of the runs' history (``runtime.history``: losses, client accuracies,
 bytes, the metrics a strategy adds; wall-clock seconds are in each run's ``timings.csv``).
 The accuracy is ``central_accuracy`` (the global model on the held-out test set); a protocol without a global model has the first of
-``client_models_test_accuracy_mean`` and ``client_accuracy_mean`` instead, and the row names
+``client_models_test_accuracy_mean``, ``client_accuracy`` and ``client_accuracy_unweighted_mean``
+instead, and the row names
 the column it used. "Best" is the highest value after round 0 (the initial model).
 
 Written atomically into the sweep folder: ``summary.md``, ``summary.csv`` (mean and std in
@@ -31,7 +32,8 @@ ACCURACY_COLUMNS = (
     "central_accuracy",
     "federated_accuracy",
     "client_models_test_accuracy_mean",
-    "client_accuracy_mean",
+    "client_accuracy",
+    "client_accuracy_unweighted_mean",
 )
 NOT_METRICS = {"round"}
 

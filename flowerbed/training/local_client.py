@@ -18,7 +18,9 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
 from ..attacks import poisoned_labels
+from ..clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS, TRAIN_EXAMPLES
 from ..data import DatasetSplits
+from ..data.classes import positive_class
 from ..data.datasets import DataNotFoundError
 from ..data.federation import load_splits, node_split
 from ..data.mapped_images import MappedImages
@@ -171,14 +173,32 @@ class LocalClient:
         )
         return Message(content=content, reply_to=msg)
 
-    def evaluation_metrics(self, model: torch.nn.Module) -> dict[str, float]:
+    def evaluation_metrics(self, model: torch.nn.Module) -> dict[str, float | list[int]]:
         """``model`` on the local test split, in one pass: ``loss``, ``accuracy`` and the
         clinical metrics (``training.loops.Evaluation``) under hyphenated names
-        (``balanced-accuracy``, ``auroc``; for two classes ``sensitivity``, ``specificity``,
-        ``auroc-positive``), numbers only (NaN where a metric is undefined on this split)."""
-        result = evaluate_clinical(model, self.x_test, self.y_test, self.data.num_classes)
+        (``balanced-accuracy``, ``auroc``; for two classes with a positive class
+        ``sensitivity``, ``specificity``, ``auroc-positive``), NaN where a metric is undefined
+        on this split; and the counts a per-site table needs (``CLASS_COUNT_METRICS``): the
+        test samples of each class, those of each class predicted right, and the size of the
+        training split."""
+        result = evaluate_clinical(
+            model, self.x_test, self.y_test, self.data.num_classes, self.positive_class
+        )
         clinical = {name.replace("_", "-"): value for name, value in result.clinical.items()}
-        return {"loss": result.loss, "accuracy": result.accuracy, **clinical}
+        counts, correct = result.class_counts()
+        return {
+            "loss": result.loss,
+            "accuracy": result.accuracy,
+            **clinical,
+            TEST_CLASS_COUNTS: counts,
+            TEST_CLASS_CORRECT: correct,
+            TRAIN_EXAMPLES: len(self.y_train),
+        }
+
+    @property
+    def positive_class(self) -> int | None:
+        """The positive class of a binary task (``data.classes.positive_class``)."""
+        return positive_class(self.config, self.data.num_classes)
 
     def evaluate_reply(self, msg: Message, model: torch.nn.Module) -> Message:
         metrics = self.metrics(len(self.y_test), **self.evaluation_metrics(model))

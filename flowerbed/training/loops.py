@@ -14,13 +14,13 @@ The run-config keys of local training (epochs, batch size, optimiser) are declar
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..metrics import clinical_metrics
+from ..metrics import clinical_metrics, confusion_matrix
 from ..runtime.device import to_device_of
 from ..settings import RunConfig, Setting
 
@@ -168,27 +168,54 @@ def _loss_and_accuracy(logits: Tensor, y: Tensor) -> tuple[float, float]:
 @dataclass(frozen=True)
 class Evaluation:
     """A model on a test set: loss, accuracy and the clinical metrics
-    (``metrics.clinical_metrics``: balanced accuracy, macro AUROC; for two classes
-    sensitivity, specificity, AUROC of class 1), all from one pass over the data."""
+    (``metrics.clinical_metrics``: balanced accuracy, macro AUROC; for two classes with a
+    positive class sensitivity, specificity, AUROC of the positive class), all from one pass
+    over the data; ``probabilities`` (N, C) and ``labels`` (N,) are that pass's predictions,
+    for the summaries with intervals (``metrics.clinical_summary``) and the per-class counts."""
 
     loss: float
     accuracy: float
     clinical: dict[str, float]
+    probabilities: np.ndarray = field(repr=False, compare=False, default=None)
+    labels: np.ndarray = field(repr=False, compare=False, default=None)
 
     def columns(self, prefix: str) -> dict[str, float]:
         """The clinical metrics as history columns ``<prefix>_<name>``."""
         return {f"{prefix}_{name}": value for name, value in self.clinical.items()}
 
+    def class_counts(self) -> tuple[list[int], list[int]]:
+        """Samples of each true class and, of them, those predicted right (the confusion
+        matrix's row sums and diagonal)."""
+        matrix = confusion_matrix(
+            self.labels, self.probabilities.argmax(axis=1), self.probabilities.shape[1]
+        )
+        return matrix.sum(axis=1).tolist(), np.diag(matrix).tolist()
+
 
 def evaluate_clinical(
-    model: nn.Module, x: Tensor, y: Tensor, num_classes: int, batch_size: int = 512
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    num_classes: int,
+    positive: int | None,
+    batch_size: int = 512,
 ) -> Evaluation:
     """``evaluate``'s loss and accuracy (the same numbers) and the clinical metrics, from the
-    same logits: the model runs once."""
+    same logits: the model runs once. ``positive``: the positive class of a binary task
+    (``data.classes.positive_class``)."""
     if len(x) == 0:
         nan = float("nan")
-        return Evaluation(nan, nan, clinical_metrics(np.zeros((0, num_classes)), [], num_classes))
+        empty = np.zeros((0, num_classes))
+        return Evaluation(
+            nan,
+            nan,
+            clinical_metrics(empty, [], num_classes, positive),
+            empty,
+            np.zeros(0, dtype=np.int64),
+        )
     logits = predict(model, x, batch_size)
     loss, accuracy = _loss_and_accuracy(logits, y)
     probabilities = torch.softmax(logits.double(), dim=1).numpy()
-    return Evaluation(loss, accuracy, clinical_metrics(probabilities, y.numpy(), num_classes))
+    labels = y.numpy()
+    clinical = clinical_metrics(probabilities, labels, num_classes, positive)
+    return Evaluation(loss, accuracy, clinical, probabilities, labels)

@@ -50,7 +50,7 @@ convenience: a node evaluates on other nodes' test data, which every process der
 run config). Results: ``ctl_metrics.json`` (tasks, per round and node: task accuracies,
 guests, lambda, coefficient row) and ``ctl_metrics.csv`` (one row per round, node and task);
 history rows carry the mean accuracy over all tasks (``client_models_test_accuracy_mean``),
-the own task (``client_accuracy_mean``) and the other tasks (``nonlocal_accuracy_mean``).
+the own task (``client_accuracy_unweighted_mean``) and the other tasks (``nonlocal_accuracy_mean``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from ...models import Classifier
 from ...protocols.messaging import by_partition, send_to_nodes
 from ...protocols.phase import Handoff, Phase, ProtocolSpec
 from ...runtime.context import RunContext
-from ...runtime.history import round_row
+from ...runtime.history import round_row, unweighted_client_accuracy
 from ...runtime.outcome import RunFailed
 from ...runtime.results import write_csv, write_json
 from ...settings import ConfigError, RunConfig, Setting
@@ -289,8 +289,7 @@ def history_row(run: RunContext, server_round: int, nodes: dict[int, dict]) -> d
             failures=traffic.failures,
         )
     row.update(
-        client_accuracy_mean=_mean(own),
-        client_accuracy_std=float(np.std(own)) if own else math.nan,
+        **unweighted_client_accuracy(own),
         nonlocal_accuracy_mean=_mean([m["nonlocal-accuracy"] for m in nodes.values()]),
         client_accuracies={k: m["accuracy"] for k, m in nodes.items()},
     )

@@ -21,7 +21,7 @@ from ...protocols.local_fit import client_models, model_name_for
 from ...protocols.messaging import by_partition, send_to_nodes
 from ...protocols.phase import Handoff, Phase
 from ...runtime.context import RunContext
-from ...runtime.history import round_row, traffic_columns
+from ...runtime.history import round_row, traffic_columns, unweighted_client_accuracy
 from ...runtime.outcome import RunFailed
 from ...runtime.reply_checks import UNBOUNDED, ReplyRules
 from ...runtime.results import save_model, write_json
@@ -159,8 +159,7 @@ class WeakTarget(Phase):
         traffic = run.grid.end_round()  # the teachers' pre-training closes with row 0
         row.update(
             train_loss=loss,
-            client_accuracy_mean=float(seen.mean()) if len(seen) else math.nan,
-            client_accuracy_std=float(seen.std()) if len(seen) else math.nan,
+            **unweighted_client_accuracy(seen.tolist()),
             **traffic_columns(traffic),
         )
         rounds = 0 if config.fedsa_selection == "scratch" else config.num_server_rounds

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ...data.classes import positive_class
 from ...data.federation import server_split
 from ...models import Classifier
 from ...runtime.seeding import seed_for
@@ -100,4 +101,6 @@ def adapted_accuracy(
 ) -> tuple[Classifier, Evaluation]:
     """The adapted copy and its loss, accuracy and clinical metrics on the held-out test set."""
     adapted = adapt(model, *target, config, scope, round_)
-    return adapted, evaluate_clinical(adapted, *test, num_classes)
+    return adapted, evaluate_clinical(
+        adapted, *test, num_classes, positive_class(config, num_classes)
+    )

@@ -1,0 +1,208 @@
+"""Every data set's class names and, for a binary medical task, its clinical positive class.
+
+In a medical data set the positive class is the disease: sensitivity is the recall of the
+diseased, specificity the recall of the healthy. The label order of the sources does not follow
+that rule, so it is declared here, once:
+
+* scikit-learn's breast-cancer data (and the CTL paper's ``breast-cancer-shifted`` copies of it)
+  label 0 *malignant* and 1 *benign* (``load_breast_cancer().target_names``): positive 0;
+* BreastMNIST labels 0 *malignant* and 1 *normal, benign*: positive 0;
+* PneumoniaMNIST labels 0 *normal* and 1 *pneumonia*: positive 1.
+
+Other data sets have names but no clinical positive class; a binary one (a synthetic set, a
+site's two folders) takes class 1 as positive by convention, named as such, except a site's own
+data (``dataset='site'``), whose meaning flowerbed cannot know: its sensitivity and specificity
+are left out until ``positive-class`` names the positive class. The ``positive-class`` key
+overrides the declared class for any binary data set (by name or index).
+
+The MedMNIST names are ``medmnist.INFO[flag]["label"]``, written out because importing medmnist
+costs seconds (``tests/test_classes.py`` checks them against ``medmnist.INFO``).
+"""
+
+from __future__ import annotations
+
+from ..settings import ConfigError, RunConfig, Setting
+
+DIGITS = tuple(str(d) for d in range(10))
+BREAST_CANCER = ("malignant", "benign")  # load_breast_cancer().target_names
+
+# dataset -> class names, by label
+CLASS_NAMES: dict[str, tuple[str, ...]] = {
+    "digits": DIGITS,
+    "mnist": DIGITS,
+    "mnist-5k": DIGITS,
+    "breast-cancer": BREAST_CANCER,
+    "breast-cancer-shifted": BREAST_CANCER,
+    "cifar10": (
+        "airplane",
+        "automobile",
+        "bird",
+        "cat",
+        "deer",
+        "dog",
+        "frog",
+        "horse",
+        "ship",
+        "truck",
+    ),
+    "pathmnist": (
+        "adipose",
+        "background",
+        "debris",
+        "lymphocytes",
+        "mucus",
+        "smooth muscle",
+        "normal colon mucosa",
+        "cancer-associated stroma",
+        "colorectal adenocarcinoma epithelium",
+    ),
+    "dermamnist": (
+        "actinic keratoses and intraepithelial carcinoma",
+        "basal cell carcinoma",
+        "benign keratosis-like lesions",
+        "dermatofibroma",
+        "melanoma",
+        "melanocytic nevi",
+        "vascular lesions",
+    ),
+    "octmnist": ("choroidal neovascularization", "diabetic macular edema", "drusen", "normal"),
+    "pneumoniamnist": ("normal", "pneumonia"),
+    "retinamnist": ("0", "1", "2", "3", "4"),
+    "breastmnist": ("malignant", "normal, benign"),
+    "bloodmnist": (
+        "basophil",
+        "eosinophil",
+        "erythroblast",
+        "immature granulocytes(myelocytes, metamyelocytes and promyelocytes)",
+        "lymphocyte",
+        "monocyte",
+        "neutrophil",
+        "platelet",
+    ),
+    "tissuemnist": (
+        "Collecting Duct, Connecting Tubule",
+        "Distal Convoluted Tubule",
+        "Glomerular endothelial cells",
+        "Interstitial endothelial cells",
+        "Leukocytes",
+        "Podocytes",
+        "Proximal Tubule Segments",
+        "Thick Ascending Limb",
+    ),
+    **{
+        flag: (
+            "bladder",
+            "femur-left",
+            "femur-right",
+            "heart",
+            "kidney-left",
+            "kidney-right",
+            "liver",
+            "lung-left",
+            "lung-right",
+            "pancreas",
+            "spleen",
+        )
+        for flag in ("organamnist", "organcmnist", "organsmnist")
+    },
+}
+
+# the clinical positive class (the disease) of the binary medical data sets
+CLINICAL_POSITIVE: dict[str, int] = {
+    "breast-cancer": 0,
+    "breast-cancer-shifted": 0,
+    "breastmnist": 0,
+    "pneumoniamnist": 1,
+}
+
+UNKNOWN_MEANING = ("site",)  # data whose classes flowerbed cannot name or order
+DECLARED = ""  # positive-class: the data set's declared positive class
+CLASSES_FILE = "classes.json"  # a run folder's class names and positive class (run_classes)
+
+
+def class_names(dataset: str, num_classes: int) -> tuple[str, ...]:
+    """The names of ``num_classes`` classes (``class k`` where the data set declares none, or
+    declares fewer)."""
+    names = CLASS_NAMES.get(dataset, ())
+    return tuple(names[k] if k < len(names) else f"class {k}" for k in range(num_classes))
+
+
+def _parse_positive(value: str, names: tuple[str, ...]) -> int | None:
+    """``value`` (a class name or an index) as a class index, or None if it is neither."""
+    if value in names:
+        return names.index(value)
+    if value.strip().lstrip("-").isdigit() and 0 <= int(value) < len(names):
+        return int(value)
+    return None
+
+
+def _check_positive(value: str, config: RunConfig) -> str | None:
+    """A ``positive-class`` a known data set does not have (a site's classes are checked once
+    its data is read, by ``positive_class``)."""
+    if value == DECLARED or config.dataset not in CLASS_NAMES:
+        return None
+    names = CLASS_NAMES[config.dataset]
+    if len(names) != 2:
+        return (
+            f"positive-class={value!r}: dataset={config.dataset!r} has {len(names)} classes;"
+            " a positive class applies to binary tasks only (leave it empty)"
+        )
+    if _parse_positive(value, names) is None:
+        return (
+            f"positive-class={value!r} is not a class of dataset={config.dataset!r}; valid:"
+            f" {', '.join(repr(n) for n in names)} or 0, 1"
+        )
+    return None
+
+
+SETTINGS = (
+    Setting(
+        "positive-class",
+        DECLARED,
+        "the positive class of a binary task's sensitivity, specificity and ROC curve, by"
+        " name or index; empty = the data set's declared clinical positive (breast-cancer,"
+        " breastmnist: malignant; pneumoniamnist: pneumonia), class 1 for other binary sets,"
+        " none for `site` data (its sensitivity and specificity are then left out)",
+        check=_check_positive,
+    ),
+)
+
+
+def positive_class(config: RunConfig, num_classes: int) -> int | None:
+    """The class index whose recall is the sensitivity, or None: more than two classes, or a
+    site's data without ``positive-class``. ``ValueError`` (one line) for a ``positive-class``
+    the data does not have."""
+    if num_classes != 2:
+        return None
+    value = str(getattr(config, "positive_class", DECLARED))
+    names = class_names(config.dataset, num_classes)
+    if value != DECLARED:
+        index = _parse_positive(value, names)
+        if index is None:
+            raise ValueError(
+                f"positive-class={value!r} is not a class of dataset={config.dataset!r};"
+                f" valid: {', '.join(repr(n) for n in names)} or 0, 1"
+            )
+        return index
+    if config.dataset in UNKNOWN_MEANING:
+        return None
+    return CLINICAL_POSITIVE.get(config.dataset, 1)
+
+
+def run_classes(config: RunConfig, num_classes: int) -> dict:
+    """What ``classes.json`` of a run folder holds: the class names, the positive class (index
+    and name; None without one) and whether it is the data set's clinical positive (the
+    disease). ``ConfigError`` (one line, before any training) for a ``positive-class`` the
+    data does not have."""
+    names = class_names(config.dataset, num_classes)
+    try:
+        positive = positive_class(config, num_classes)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return {
+        "dataset": config.dataset,
+        "names": list(names),
+        "positive": positive,
+        "positive_name": None if positive is None else names[positive],
+        "clinical": config.dataset in CLINICAL_POSITIVE,
+    }
