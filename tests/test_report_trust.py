@@ -128,7 +128,7 @@ def test_a_fixed_clipping_run_shows_its_c_and_a_budget_stop(tmp_path):
     write_run_report(run_dir)
     words = section_words(run_dir, "privacy")
     assert "spent by the worst client, over the 2 rounds it took part in" in words
-    assert f"The privacy budget ended the run: {stop}" in words
+    assert f"The privacy budget ended the run: {stop.split(': ', 1)[1]}" in words
     assert "clipping norm C (fixed) 0.5000" in words
     assert "2 2.0000 0.5000" in words  # round 2: epsilon, the fixed C
     assert "how the run ended stopped by the privacy budget" in words
@@ -140,6 +140,10 @@ def test_per_round_clipping_norms_of_privacy_json_are_read_in_any_plain_shape():
     rows = [{"round": 1, "clipping_norm": 0.9}, {"round": 2, "clipping_norm": 0.7}]
     assert recorded_norms({"clipping_norms": rows}) == {1: 0.9, 2: 0.7}
     assert recorded_norms({"epsilon": 1.0}) == {}
+    # numbered by the record's own rounds (a resumed run, a round that released nothing)
+    record = {"rounds": [1, 2, 4], "clipping_norm_per_round": [1.0, 0.9, 0.8],
+              "next_clipping_norm": 0.7}  # fmt: skip
+    assert recorded_norms(record) == {1: 1.0, 2: 0.9, 4: 0.8}
 
 
 def test_the_c_of_privacy_json_is_used_when_the_history_has_none(tmp_path):
@@ -151,7 +155,7 @@ def test_the_c_of_privacy_json_is_used_when_the_history_has_none(tmp_path):
                                           "delta": 1e-05, "clipping_norms": [0.9, 0.8, 0.7]})  # fmt: skip
     section = privacy_section(RunFolder(run_dir))
     words = Page(section.html()).words
-    assert "C (privacy.json)" in words and "2 2.0000 0.8000" in words
+    assert "C of the round (privacy.json)" in words and "2 2.0000 0.8000" in words
 
 
 def attacked_history() -> list[dict]:

@@ -34,7 +34,9 @@ def declared() -> tuple[dict[str, Any], dict[str, str], dict[str, dict[str, Any]
         from ..catalog import PROTOCOLS, SETTING_GROUPS, SETTINGS
     except Exception:  # noqa: BLE001 - a report never fails for want of the registry
         return {}, {}, {}
-    topics = {s.key: topic for topic, group in SETTING_GROUPS.items() for s in group}
+    topics = {
+        s.key: topic.replace("`", "") for topic, group in SETTING_GROUPS.items() for s in group
+    }
     own = {name: dict(spec.defaults) for name, spec in PROTOCOLS.items()}
     return {k: s.default for k, s in SETTINGS.items()}, topics, own
 

@@ -30,6 +30,7 @@ NO_DP, NO_ATTACK = "none", "none"
 LOCAL_DP = "local"
 ADAPTIVE_DP = ("central-server-adaptive", "central-client-adaptive")
 EPSILON_COLUMN, CLIPPING_COLUMN = "dp_epsilon", "dp_clipping_norm"
+UNCLIPPED_COLUMN = "dp_unclipped_fraction"  # adaptive clipping: the noised fraction not clipped
 
 # what each dp mode does, for a reader (flowerbed.privacy's module docstring)
 DP_MODES = {
@@ -42,7 +43,7 @@ DP_MODES = {
         "central DP: the server clips every client's update to a norm C that adapts each round"
         " toward the dp-clipped-quantile of the update norms (Andrew et al., NeurIPS 2021), and"
         " adds Gaussian noise of standard deviation z C / n to the mean of the n sampled"
-        " clients' clipped updates (Flower's DifferentialPrivacyServerSideAdaptiveClipping)"
+        " clients' clipped updates"
     ),
     "central-client-fixed": (
         "central DP: each client clips its own update to the norm C the server sends; the"
@@ -53,7 +54,6 @@ DP_MODES = {
         "central DP: each client clips its own update to a norm C that the server adapts each"
         " round toward the dp-clipped-quantile of the update norms; the server adds Gaussian"
         " noise of standard deviation z C / n to the mean of the n sampled clients' updates"
-        " (Flower's DifferentialPrivacyClientSideAdaptiveClipping)"
     ),
     LOCAL_DP: (
         "local DP: every client clips its own update to C and adds Gaussian noise of standard"
@@ -105,29 +105,40 @@ def short(value: float) -> str:
 # --- privacy ------------------------------------------------------------------------------------
 
 
-def recorded_norms(record: dict) -> dict[int, float]:
-    """Per-round clipping norms in ``privacy.json``, if it holds them: any key naming a
-    clipping norm whose value is ``{round: C}``, ``[{"round": r, ...: C}]`` or ``[C, ...]``
-    (rounds 1, 2, ...)."""
+def per_round(record: dict, word: str) -> dict[int, float]:
+    """A per-round list of ``privacy.json`` whose key holds ``word``: ``{round: value}``,
+    ``[{"round": r, ...: value}]``, or ``[value, ...]`` numbered by the record's ``rounds``
+    list when it is as long, else rounds 1, 2, ...; {} when there is none."""
+    rounds = record.get("rounds")
     for key, value in record.items():
-        if "clipping_norm" not in key:
+        if word not in key:
             continue
-        norms: dict[int, float] = {}
+        out: dict[int, float] = {}
         if isinstance(value, dict):
             for r, c in value.items():
                 if str(r).lstrip("-").isdigit():
-                    norms[int(r)] = number(c)
+                    out[int(r)] = number(c)
         elif isinstance(value, list):
-            for i, item in enumerate(value, start=1):
+            numbered = (
+                rounds
+                if isinstance(rounds, list) and len(rounds) == len(value)
+                else range(1, len(value) + 1)
+            )
+            for r, item in zip(numbered, value, strict=True):
                 if isinstance(item, dict) and "round" in item:
-                    c = next((v for k, v in item.items() if "norm" in k), None)
-                    norms[int(item["round"])] = number(c)
+                    c = next((v for k, v in item.items() if k != "round"), None)
+                    out[int(item["round"])] = number(c)
                 else:
-                    norms[i] = number(item)
-        norms = {r: c for r, c in norms.items() if math.isfinite(c)}
-        if norms:
-            return norms
+                    out[int(r)] = number(item)
+        out = {r: c for r, c in out.items() if math.isfinite(c)}
+        if out:
+            return out
     return {}
+
+
+def recorded_norms(record: dict) -> dict[int, float]:
+    """The per-round clipping norms of ``privacy.json``, if it holds them."""
+    return per_round(record, "clipping_norm")
 
 
 def clipping_by_round(run: RunFolder, record: dict) -> tuple[dict[int, float], str]:
@@ -223,24 +234,33 @@ def privacy_section(run: RunFolder) -> Section | None:
     body.append(f"<p><strong>{esc(sentence)}</strong></p>")
     stopped = str(record.get("stopped") or "")
     if stopped:
-        body.append(f"<p>The privacy budget ended the run: {esc(stopped)}</p>")
+        said = stopped.removeprefix("privacy budget: ")
+        body.append(f"<p>The privacy budget ended the run: {esc(said)}</p>")
     elif not record:
         body.append(absent("privacy.json (written when the FL rounds end)"))
 
+    body.append(
+        f"<p>{esc(mode)}: {esc(DP_MODES.get(mode, 'a mode this report does not know'))}.</p>"
+    )
+
     # the facts
     status = run.status.get("status")
-    facts: list[list] = [["dp (mode)", f"{mode}: {DP_MODES.get(mode, 'unknown mode')}"]]
-    facts.append(["noise multiplier z", z])
+    facts: list[list] = [["dp (mode)", mode], ["noise multiplier z", z]]
+    if "update_noise_multiplier" in record:  # adaptive clipping splits z (privacy.py)
+        facts.append(["z of the update (z_update)", number(record["update_noise_multiplier"])])
+    if "clipped_count_stddev" in record:
+        facts.append(["noise on the clipped count (std)", number(record["clipped_count_stddev"])])
     facts.append(["delta", delta])
     facts.append(["epsilon budget", budget if budget > 0 else "none (0: no budget)"])
     if adaptive:
-        initial = number(run.config.get("dp-clipping-norm"))
-        text = f"initial {short(initial)}, adapted toward the"
-        text += f" {setting_text(run.config.get('dp-clipped-quantile', '?'))} quantile of the"
-        text += " update norms"
+        facts.append(["clipping norm C, initial", number(run.config.get("dp-clipping-norm"))])
+        quantile = run.config.get("dp-clipped-quantile")
+        if quantile is not None:
+            facts.append(["share of updates C aims to clip", number(quantile)])
         if norms:
-            text += f"; last {short(norms[max(norms)])} (round {max(norms)})"
-        facts.append(["clipping norm C", text])
+            facts.append([f"clipping norm C, round {max(norms)}", norms[max(norms)]])
+        if "next_clipping_norm" in record:
+            facts.append(["clipping norm C, next round", number(record["next_clipping_norm"])])
     else:
         facts.append(["clipping norm C (fixed)", number(run.config.get("dp-clipping-norm"))])
     if "sampled_per_round" in record and "clients" in record:
@@ -248,24 +268,32 @@ def privacy_section(run: RunFolder) -> Section | None:
             ["clients per round", f"{record['sampled_per_round']} of {record['clients']} sampled"]
         )
     if isinstance(releases, int):
-        what = "rounds the worst client took part in" if mode == LOCAL_DP else "rounds released"
+        what = "rounds it took part in, worst client" if mode == LOCAL_DP else "rounds"
         facts.append([f"releases ({what})", releases])
-    if record.get("accounting"):
-        facts.append(["accounting", record["accounting"]])
     facts.append(["final epsilon", final])
     ended = "stopped by the privacy budget" if stopped else (status or "unknown")
     facts.append(["how the run ended", ended])
     body.append(table(["", "value"], facts, text_columns=(0, 1)))
+    if record.get("accounting"):
+        body.append(f"<p>Accounting: {esc(record['accounting'])}.</p>")
 
     # the plot and the rows
     if epsilon[1] or norms:
         png = privacy_png(epsilon, norms, budget, adaptive, run.title)
         body.append(img(png, "epsilon spent and clipping norm by round"))
     by_round = dict(zip(*epsilon, strict=True))
+    unclipped = dict(zip(*column(run.history, UNCLIPPED_COLUMN), strict=True))
+    unclipped = unclipped or per_round(record, "unclipped_fraction")
     rounds = sorted(set(by_round) | set(norms))
     if rounds:
-        rows, note = shown([[r, by_round.get(r, math.nan), norms.get(r, math.nan)] for r in rounds])
-        body.append(table(["round", "epsilon spent (dp_epsilon)", f"C ({norms_from})"], rows))
+        header = ["round", "epsilon spent (dp_epsilon)", f"C of the round ({norms_from})"]
+        rows = [[r, by_round.get(r, math.nan), norms.get(r, math.nan)] for r in rounds]
+        if unclipped:
+            header.append("noised fraction of updates not clipped")
+            for row in rows:
+                row.append(unclipped.get(row[0], math.nan))
+        rows, note = shown(rows)
+        body.append(table(header, rows))
         body.append(note)
     body.append(
         "<p>Epsilon is accounted with Renyi DP (Google's dp-accounting) for client-level"
@@ -308,15 +336,19 @@ def robustness_png(rows: list[dict], title: str) -> bytes:
         if values:
             ax.plot(rounds, values, label=label, **style(drawn))
             drawn += 1
+    keys = ("clients_trained", "clients_failed", "clients_clipped")
+    counts = [number(r.get(k)) for r in rows for k in keys]
+    top = max((c for c in counts if math.isfinite(c)), default=1.0)
+    top = top if top > 0 else 1.0
     ax.set_xlabel("round")
     ax.set_ylabel("clients")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, top * 1.35 + 0.5)  # room for the legend above the lines
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     integer_ticks(ax)
     ax.yaxis.get_major_locator().set_params(integer=True)
     if drawn:
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper center", ncol=3)
     fig.tight_layout()
     return png_bytes(fig)
 
