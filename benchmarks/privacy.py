@@ -34,13 +34,36 @@ rerun skips the completed points. Writes to ``--out`` (default ``benchmarks/resu
 * ``table.md``: final test accuracy (mean ± sample std over seeds) per mode and z, with epsilon;
 * ``accuracy_vs_epsilon.png``: the same, accuracy against epsilon (log scale);
 
-``docs/privacy.md`` includes the full benchmark's ``table.md`` when the site is built (the
-line ``result_tables.docs_include`` makes); ``tests/test_published_tables.py`` checks the file
-against ``runs.csv`` and the page's include line.
+Adaptive clipping (Andrew et al., "Differentially Private Learning with Adaptive Clipping",
+NeurIPS 2021), two more measurements, each with its own data file, table and provenance:
+
+* ``--adaptive``: no training, a strategy-level simulation (seconds). Ten clients whose updates
+  all have norm 3 every round (so every quantile of the norms is 3), z = 0.5, count noise
+  sigma_count = 0.5 (Flower's n/20), eta 0.2, target quantile 0.5, 25 rounds from C = 1 and
+  from C = 10, NumPy seed 0, for Flower 1.42's ``DifferentialPrivacyServerSideAdaptiveClipping``
+  and flowerbed's ``AdaptiveClippingServerSide``. Each round records the C the updates were
+  clipped with, the next C, and the std of the noise actually added (the aggregate of
+  D = 20,000 entries minus the mean of the clipped updates) over the std the accounting
+  assumes, z_update C_used / n. ``adaptive_clipping.csv`` (one row per implementation, start
+  and round), ``adaptive-measured.json``, ``adaptive_clipping.md``;
+* ``--adaptive-runs``: real runs (about 6 minutes on 2 cores): digits, mlp, 10 clients (as
+  above), every client every round, 30 rounds, seeds 0 to 2, z = 0.5 (the adaptive modes need
+  z < 2 sigma_count = 1 with n = 10), in ``central-server-adaptive`` and
+  ``central-client-adaptive`` from C = 0.1 (Flower's default initial norm, an order of
+  magnitude below the update norms: digits' first updates have norm 1.2 to 1.4), beside
+  ``central-server-fixed`` at the hand-picked C = 1.0 of the main table.
+  ``adaptive_runs.csv``, ``adaptive-runs-measured.json``, ``adaptive_runs.md``.
+
+``docs/privacy.md`` includes the full benchmark's ``table.md`` and the two adaptive tables when
+the site is built (the lines ``result_tables.docs_include`` makes);
+``tests/test_published_tables.py`` checks each file against its data (``PUBLISHED``) and the
+page's include lines.
 
     python benchmarks/privacy.py [--workers 2]
     python benchmarks/privacy.py --quick           # digits; none, central z=1, local z=1; 3 rounds
-    python benchmarks/privacy.py --report-only     # table and plot from runs.csv
+    python benchmarks/privacy.py --adaptive        # Flower's adaptive clipping against flowerbed's
+    python benchmarks/privacy.py --adaptive-runs   # the adaptive modes on digits
+    python benchmarks/privacy.py --report-only     # every table and the plot from the data files
 """
 
 from __future__ import annotations
@@ -53,9 +76,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from result_tables import accuracy_cell, column, measure_and_report, read_runs
+from result_tables import (
+    accuracy_cell,
+    column,
+    measure_and_report,
+    percent_cell,
+    provenance_line,
+    read_runs,
+    record_provenance,
+    sweep_records,
+)
 
-from flowerbed.sweep import Axis, SweepSpec, load_history
+from flowerbed.runtime.results import atomic_write, write_csv
+from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
 
 NOISE = (0.1, 0.3, 1.0, 3.0, 10.0)
 MODES = {"central": "central-server-fixed", "local": "local"}
@@ -73,6 +106,12 @@ RESULTS = Path(__file__).parent / "results" / "privacy"
 # the page that includes table.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "privacy.md"
 FIELDS = ("dataset", "privacy", "seed", "rounds", "final", "best", "epsilon", "stopped")
+# adaptive clipping: the simulation and the runs (module docstring), their data and tables
+ADAPTIVE_DATA, ADAPTIVE_TABLE = RESULTS / "adaptive_clipping.csv", RESULTS / "adaptive_clipping.md"
+ADAPTIVE_PROVENANCE = "adaptive-measured.json"
+RUNS_DATA, RUNS_TABLE = RESULTS / "adaptive_runs.csv", RESULTS / "adaptive_runs.md"
+RUNS_PROVENANCE = "adaptive-runs-measured.json"
+PUBLISHED = [(RESULTS / "runs.csv", RESULTS / "table.md"), (ADAPTIVE_DATA, ADAPTIVE_TABLE)]
 
 
 def label(mode: str, z: float) -> str:
@@ -178,9 +217,305 @@ def read_results(runs_csv: Path) -> list[dict]:
     return read_runs(runs_csv, ("final", "best", "epsilon"), ("seed", "rounds", "stopped"))
 
 
-def report(runs_csv: Path) -> str:
-    """The table (the docs' block and ``table.md``), from ``runs.csv`` alone."""
-    return table(read_results(runs_csv))
+def report(data: Path) -> str:
+    """A table of the docs from its data file alone: ``table.md`` from ``runs.csv``, the
+    adaptive-clipping tables from ``adaptive_clipping.csv`` and ``adaptive_runs.csv``."""
+    if data.name == ADAPTIVE_DATA.name:
+        return adaptive_table(data)
+    if data.name == RUNS_DATA.name:
+        return adaptive_runs_table(data)
+    return table(read_results(data))
+
+
+# --- adaptive clipping: Flower's against flowerbed's, simulated -------------------------------
+
+SIMULATION = {
+    "clients": 10,
+    "norm": 3.0,  # every update's norm, every round
+    "z": 0.5,
+    "count_stddev": 0.5,  # Flower's n/20
+    "rounds": 25,
+    "starts": (1.0, 10.0),
+    "entries": 20_000,  # noise draws per aggregate
+    "seed": 0,
+}
+IMPLEMENTATIONS = ("Flower 1.42", "flowerbed")
+ADAPTIVE_FIELDS = ("implementation", "start", "round", "clipping_norm", "next", "noise_ratio")
+
+
+def simulate(implementation: str, start: float) -> list[dict]:
+    """Rounds of server-side adaptive clipping at the strategy level (``SIMULATION``): the C
+    each round clipped with, the next C, and the measured noise std over z_update C_used / n."""
+    import numpy as np
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping, FedAvg
+
+    from flowerbed.adaptive_clipping import AdaptiveClippingServerSide
+    from flowerbed.inprocess import use_server_identity
+
+    n, dim, norm = SIMULATION["clients"], SIMULATION["entries"], SIMULATION["norm"]
+
+    class Nodes:
+        def get_node_ids(self):
+            return list(range(100, 100 + n))
+
+    wrapper = (
+        AdaptiveClippingServerSide
+        if implementation == "flowerbed"
+        else DifferentialPrivacyServerSideAdaptiveClipping
+    )
+    strategy = wrapper(
+        FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=n),
+        SIMULATION["z"],
+        n,
+        initial_clipping_norm=start,
+        clipped_count_stddev=SIMULATION["count_stddev"],
+    )
+    np.random.seed(SIMULATION["seed"])
+    use_server_identity()
+    sent = np.zeros(dim, np.float32)
+    update = np.zeros(dim, np.float32)
+    update[0] = norm
+    rows = []
+    for server_round in range(1, SIMULATION["rounds"] + 1):
+        used = strategy.clipping_norm
+        arrays = ArrayRecord({"w": Array(sent)})
+        messages = strategy.configure_train(server_round, arrays, ConfigRecord(), Nodes())
+        replies = [
+            Message(
+                RecordDict(
+                    {
+                        "arrays": ArrayRecord({"w": Array(sent + update)}),
+                        "metrics": MetricRecord({"num-examples": 1}),
+                    }
+                ),
+                reply_to=message,
+            )
+            for message in messages
+        ]
+        aggregated, _ = strategy.aggregate_train(server_round, replies)
+        noise = aggregated["w"].numpy().astype(np.float64)
+        noise[0] -= min(norm, used)
+        accounted = strategy.noise_multiplier * used / n
+        rows.append(
+            {
+                "implementation": implementation,
+                "start": start,
+                "round": server_round,
+                "clipping_norm": used,
+                "next": strategy.clipping_norm,
+                "noise_ratio": float(noise.std()) / accounted,
+            }
+        )
+    return rows
+
+
+def measure_adaptive(out: Path) -> None:
+    import logging
+
+    logging.getLogger("flwr").setLevel(logging.WARNING)  # Flower logs every round
+    rows = [
+        row
+        for start in SIMULATION["starts"]
+        for implementation in ("flower", "flowerbed")
+        for row in simulate(implementation, start)
+    ]
+    for row in rows:
+        row["implementation"] = IMPLEMENTATIONS[row["implementation"] == "flowerbed"]
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / ADAPTIVE_DATA.name, rows, ADAPTIVE_FIELDS)
+    record_provenance(out, sys.argv, file=ADAPTIVE_PROVENANCE)
+
+
+def applied_epsilon(ratios: list[float]) -> float:
+    """Epsilon (delta 1e-5, replace-one, every client every round) of rounds whose update noise
+    was ``ratio`` x z_update C_used / n: each round one Gaussian mechanism with multiplier mu,
+    mu^-2 = (ratio z_update / 2)^-2 + sigma_count^-2 (sum of clipped updates: sensitivity
+    2 C_used; count: sensitivity 1), composed with dp-accounting."""
+    import dp_accounting
+    from dp_accounting.rdp import RdpAccountant
+
+    z, sigma = SIMULATION["z"], SIMULATION["count_stddev"]
+    z_update = (z**-2 - (2 * sigma) ** -2) ** -0.5
+    accountant = RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    for ratio in ratios:
+        mu = ((ratio * z_update / 2) ** -2 + sigma**-2) ** -0.5
+        accountant.compose(dp_accounting.GaussianDpEvent(mu))
+    return float(accountant.get_epsilon(SETTING["dp-delta"]))
+
+
+def adaptive_table(data: Path) -> str:
+    """C by round, Flower's wrapper against flowerbed's, and the noise each added against the
+    noise the accounting assumes (``adaptive_clipping.csv``)."""
+    from flowerbed.privacy import central_epsilon
+
+    rows = read_runs(data, ("start", "clipping_norm", "next", "noise_ratio"), ("round",))
+    starts = sorted({r["start"] for r in rows})
+    series = {
+        (i, s): sorted(
+            (r for r in rows if r["implementation"] == i and r["start"] == s),
+            key=lambda r: r["round"],
+        )
+        for s in starts
+        for i in IMPLEMENTATIONS
+    }
+    last = max(r["round"] for r in rows)
+    sim = SIMULATION
+    caption = (
+        f"Adaptive clipping simulated at the strategy level: {sim['clients']} clients whose updates"
+        f" all have norm {sim['norm']:g} every round (so every quantile of the norms is"
+        f" {sim['norm']:g}), target quantile 0.5, eta 0.2, z = {sim['z']:g} split into the"
+        f" update's z_update and the count's sigma_count = {sim['count_stddev']:g}, NumPy seed"
+        f" {sim['seed']}. Flower 1.42: `DifferentialPrivacyServerSideAdaptiveClipping`;"
+        " flowerbed: `AdaptiveClippingServerSide`. The C each round's updates were clipped with;"
+        " *noise applied / accounted*: the std of the noise added to the aggregate"
+        f" ({sim['entries']:,} draws a round, about ±0.5 %) over z_update C_used / n, lowest and"
+        " highest over the rounds; *epsilon*: after the last round (delta 1e-5, client-level"
+        " replace-one), as reported (z accounted) and of the noise applied (from the measured"
+        f" stds, within about ±1 %). {provenance_line(data.parent, ADAPTIVE_PROVENANCE)}"
+    )
+    columns = [f"{i}, C from {s:g}" for s in starts for i in IMPLEMENTATIONS]
+    lines = [
+        caption,
+        "",
+        "| round | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    shown = [r for r in (1, 5, 10, 15, 20, 25) if r <= last]
+    for server_round in shown:
+        cells = [
+            f"{series[i, s][server_round - 1]['clipping_norm']:.3g}"
+            for s in starts
+            for i in IMPLEMENTATIONS
+        ]
+        lines.append(f"| {server_round} | " + " | ".join(cells) + " |")
+    cells = [f"{series[i, s][-1]['next']:.3g}" for s in starts for i in IMPLEMENTATIONS]
+    lines.append(f"| after {last} | " + " | ".join(cells) + " |")
+    cells = []
+    for s in starts:
+        for i in IMPLEMENTATIONS:
+            ratios = [r["noise_ratio"] for r in series[i, s]]
+            cells.append(f"{min(ratios):.3f} to {max(ratios):.3f}")
+    lines.append("| noise applied / accounted | " + " | ".join(cells) + " |")
+    reported = central_epsilon(sim["z"], last, sim["clients"], sim["clients"], SETTING["dp-delta"])
+    lines.append("| epsilon reported | " + " | ".join(f"{reported:.3g}" for _ in columns) + " |")
+    cells = [
+        f"{applied_epsilon([r['noise_ratio'] for r in series[i, s]]):.3g}"
+        for s in starts
+        for i in IMPLEMENTATIONS
+    ]
+    lines.append("| epsilon of the noise applied | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# --- adaptive clipping in real runs -----------------------------------------------------------
+
+RUN_Z = 0.5
+RUN_SETTINGS = {
+    "fixed, C = 1": {"dp": "central-server-fixed", "dp-clipping-norm": 1.0},
+    "server-adaptive, C from 0.1": {"dp": "central-server-adaptive", "dp-clipping-norm": 0.1},
+    "client-adaptive, C from 0.1": {"dp": "central-client-adaptive", "dp-clipping-norm": 0.1},
+}
+ADAPTIVE_ROUNDS = 30
+SHOWN_ROUNDS = (1, 5, 10, 20, 30)
+RUNS_FIELDS = (
+    "privacy",
+    "seed",
+    "rounds",
+    "final",
+    "epsilon",
+    *(f"c{r}" for r in SHOWN_ROUNDS),
+    "unclipped_last_half",
+    "stopped",
+)
+
+
+def runs_spec(seeds, rounds) -> SweepSpec:
+    return SweepSpec(
+        (Axis.of_key("seed", seeds), Axis.of_bundles("privacy", RUN_SETTINGS)),
+        fixed={
+            **SETTING,
+            **{k: v for k, v in DATASETS["digits"].items() if k != "dp-clipping-norm"},
+            "num-server-rounds": rounds,
+            "dp-noise-multiplier": RUN_Z,
+        },
+        num_clients=10,
+    )
+
+
+def adaptive_run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
+    """One run: final accuracy, epsilon, the C its rounds clipped with, and the mean noised
+    unclipped fraction of its second half (adaptive modes; NaN for fixed clipping)."""
+    history = load_history(run_dir)
+    by_round = {row["round"]: row for row in history}
+    half = [
+        row["dp_unclipped_fraction"]
+        for row in history
+        if row["round"] > len(history) // 2 and "dp_unclipped_fraction" in row
+    ]
+    fixed = float(RUN_SETTINGS[labels["privacy"]]["dp-clipping-norm"])
+    return {
+        "privacy": labels["privacy"],
+        "seed": int(labels["seed"]),
+        "rounds": len(history) - 1,
+        "final": history[-1]["central_accuracy"],
+        "epsilon": history[-1]["dp_epsilon"],
+        **{
+            f"c{r}": by_round[r].get("dp_clipping_norm", fixed) if r in by_round else math.nan
+            for r in SHOWN_ROUNDS
+        },
+        "unclipped_last_half": statistics.mean(half) if half else math.nan,
+        "stopped": history[-1]["round"] + 1 if stopped else 0,
+    }
+
+
+def measure_adaptive_runs(out: Path, seeds, rounds: int, workers: int) -> None:
+    spec = runs_spec(seeds, rounds)
+    sweep = out / "adaptive-runs"
+    run_sweep(spec, sweep, workers=workers, extend=True)
+    write_csv(out / RUNS_DATA.name, sweep_records(spec, sweep, adaptive_run_record), RUNS_FIELDS)
+    record_provenance(out, sys.argv, file=RUNS_PROVENANCE)
+
+
+def adaptive_runs_table(data: Path) -> str:
+    floats = ("final", "epsilon", *(f"c{r}" for r in SHOWN_ROUNDS))
+    runs = read_runs(data, floats, ("seed", "rounds", "stopped"))
+    for run in runs:  # empty (NaN) for fixed clipping
+        run["unclipped_last_half"] = float(run["unclipped_last_half"] or "nan")
+    seeds = sorted({r["seed"] for r in runs})
+    rounds = max(r["rounds"] for r in runs)
+    shown = [r for r in SHOWN_ROUNDS if r <= rounds]
+    caption = (
+        f"Digits, mlp, 10 clients (Dirichlet 0.5), every client every round, {rounds} rounds,"
+        f" z = {RUN_Z:g}, seeds {', '.join(map(str, seeds))}. Central DP with fixed clipping at"
+        " the hand-picked C = 1 (about the median update norm of the first non-private rounds),"
+        " and flowerbed's adaptive clipping, server- and client-side, from C = 0.1 (target"
+        " quantile 0.5, eta 0.2, sigma_count 0.5 = n/20, z_update 0.577). *C in round t*: the"
+        " norm round t clipped with (history's `dp_clipping_norm`), mean over seeds;"
+        " *unclipped*: the mean noised fraction of unclipped updates (`dp_unclipped_fraction`)"
+        " over the second half of the rounds, mean over seeds (0.5 when C sits at the median"
+        " norm); accuracy: final centralized test accuracy in % (mean ± sample std over seeds);"
+        " epsilon: after the last round, the same for the three (z is what is accounted)."
+        f" {provenance_line(data.parent, RUNS_PROVENANCE)}"
+    )
+    columns = [f"C in round {r}" for r in shown] + ["unclipped", "accuracy", "epsilon"]
+    lines = [
+        caption,
+        "",
+        "| clipping | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for setting in RUN_SETTINGS:
+        mine = [r for r in runs if r["privacy"] == setting]
+        if not mine:
+            continue
+        cells = [f"{statistics.mean(r[f'c{t}'] for r in mine):.3g}" for t in shown]
+        half = [r["unclipped_last_half"] for r in mine if not math.isnan(r["unclipped_last_half"])]
+        cells.append(f"{statistics.mean(half):.2f}" if half else "–")
+        cells.append(percent_cell([r["final"] for r in mine]))
+        cells.append(f"{max(r['epsilon'] for r in mine):.3g}")
+        lines.append(f"| {setting} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -239,11 +574,31 @@ def main() -> None:
     parser.add_argument("--noise", type=float, nargs="+", default=list(NOISE))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument("--report-only", action="store_true", help="table and plot from runs.csv")
+    parser.add_argument(
+        "--report-only", action="store_true", help="every table and the plot from the data files"
+    )
+    parser.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="only the adaptive-clipping simulation (Flower's against flowerbed's; seconds)",
+    )
+    parser.add_argument(
+        "--adaptive-runs",
+        action="store_true",
+        help=f"only the adaptive-clipping runs on digits ({ADAPTIVE_ROUNDS} rounds; --seeds,"
+        " --workers)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="digits; none, central and local z=1; seed 0; 3 rounds"
     )
     args = parser.parse_args()
+    if args.adaptive or args.adaptive_runs:
+        if args.adaptive:
+            measure_adaptive(args.out)
+        if args.adaptive_runs:
+            measure_adaptive_runs(args.out, args.seeds, ADAPTIVE_ROUNDS, args.workers)
+        write_adaptive_tables(args.out)
+        return
     if args.quick:
         args.rounds, args.seeds, args.out = 3, [0], args.out / "quick"
         args.datasets, args.noise = ["digits"], [1.0]
@@ -257,6 +612,18 @@ def main() -> None:
     plot(read_results(runs_csv), args.out / "accuracy_vs_epsilon.png")
     print(text)
     print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy_vs_epsilon.png'}")
+    if args.report_only:
+        write_adaptive_tables(args.out)
+
+
+def write_adaptive_tables(out: Path) -> None:
+    """The adaptive-clipping tables from their data files, where these exist."""
+    for data, table_file in ((ADAPTIVE_DATA, ADAPTIVE_TABLE), (RUNS_DATA, RUNS_TABLE)):
+        if (out / data.name).is_file():
+            text = report(out / data.name)
+            atomic_write(out / table_file.name, lambda f, text=text: f.write(text))
+            print(text)
+            print(f"written: {out / table_file.name}")
 
 
 if __name__ == "__main__":
