@@ -270,7 +270,7 @@ def privacy_section(run: RunFolder) -> Section | None:
     if isinstance(releases, int):
         what = "rounds it took part in, worst client" if mode == LOCAL_DP else "rounds"
         facts.append([f"releases ({what})", releases])
-    facts.append(["final epsilon", final])
+    facts.append(["final epsilon", final if math.isfinite(final) else "none recorded"])
     ended = "stopped by the privacy budget" if stopped else (status or "unknown")
     facts.append(["how the run ended", ended])
     body.append(table(["", "value"], facts, text_columns=(0, 1)))
