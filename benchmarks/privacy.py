@@ -111,7 +111,11 @@ ADAPTIVE_DATA, ADAPTIVE_TABLE = RESULTS / "adaptive_clipping.csv", RESULTS / "ad
 ADAPTIVE_PROVENANCE = "adaptive-measured.json"
 RUNS_DATA, RUNS_TABLE = RESULTS / "adaptive_runs.csv", RESULTS / "adaptive_runs.md"
 RUNS_PROVENANCE = "adaptive-runs-measured.json"
-PUBLISHED = [(RESULTS / "runs.csv", RESULTS / "table.md"), (ADAPTIVE_DATA, ADAPTIVE_TABLE)]
+PUBLISHED = [
+    (RESULTS / "runs.csv", RESULTS / "table.md"),
+    (ADAPTIVE_DATA, ADAPTIVE_TABLE),
+    (RUNS_DATA, RUNS_TABLE),
+]
 
 
 def label(mode: str, z: float) -> str:
