@@ -55,7 +55,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from result_tables import paired_cell, provenance_line, record_provenance, table_head
+from result_tables import (
+    paired_cell,
+    provenance_line,
+    record_provenance,
+    table_head,
+    write_table,
+)
 
 from flowerbed.runtime.results import round_seconds
 from flowerbed.sweep import Axis, SweepSpec, load_history, load_spec, run_sweep
@@ -514,8 +520,7 @@ def write_reports(out: Path) -> None:
     written = []
     for data, table in ((DATA, TABLE), (ROUNDS_DATA, ROUNDS_TABLE)):
         if (out / data.name).is_file():
-            text = report(out / data.name)
-            write_atomically(out / table.name, text)
+            text = write_table(out / table.name, lambda d=data: report(out / d.name))
             print(text)
             written += [out / table.name]
     if (out / ROUNDS_DATA.name).is_file():

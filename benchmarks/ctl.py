@@ -90,6 +90,8 @@ from result_tables import (
     read_runs,
     record_provenance,
     table_head,
+    welch_test,
+    write_table,
 )
 
 from flowerbed.catalog import parse_run_config
@@ -538,17 +540,6 @@ def setting_name(spread: float, dispersion: float) -> str:
     return f"spread {spread:g}, dispersion {dispersion:g}"
 
 
-def welch_interval(a: list[float], b: list[float]) -> tuple[float, float, float]:
-    """mean(a) - mean(b) and its 95 % Welch t interval (unpaired, unequal variances)."""
-    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
-    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    difference = float(np.mean(a) - np.mean(b))
-    if va + vb == 0:
-        return difference, difference, difference
-    half = stats.t.ppf(0.975, dof) * math.sqrt(va + vb)
-    return difference, difference - half, difference + half
-
-
 def gap_change_cell(gaps: dict, variant: str, setting: str) -> str:
     """A variant's Best − Local gap minus the base's (same setting), in percentage points:
     paired by seed where both kept the same seeds, else Welch's unpaired interval."""
@@ -561,7 +552,7 @@ def gap_change_cell(gaps: dict, variant: str, setting: str) -> str:
     if min(len(mine), len(base)) < 2:
         return "–"
     percent = [[100 * g for g in side.values()] for side in (mine, base)]
-    return interval_text(*welch_interval(*percent)) + " (unpaired)"
+    return interval_text(welch_test(*percent)) + " (unpaired)"
 
 
 def report_simulation_2(path: Path) -> str:
@@ -744,9 +735,7 @@ def write_report(folder: Path) -> str:
     """Every table of ``folder``'s data files, written beside them; their text."""
     texts = []
     for data, table in PUBLISHED:
-        text = report(folder / data.name)
-        (folder / table.name).write_text(text)
-        texts.append(text)
+        texts.append(write_table(folder / table.name, lambda d=data: report(folder / d.name)))
     return "\n".join(texts)
 
 

@@ -65,6 +65,7 @@ from result_tables import (
     read_runs,
     record_provenance,
     table_head,
+    write_table,
 )
 
 from flowerbed.catalog import parse_run_config
@@ -499,8 +500,7 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true", help="table.md from fedsa.csv")
     args = parser.parse_args()
     if args.report_only:
-        text = report(args.out / "fedsa.csv")
-        (args.out / "table.md").write_text(text)
+        text = write_table(args.out / "table.md", lambda: report(args.out / "fedsa.csv"))
         print(text)
         return
     labels = tuple(METHODS)
@@ -541,7 +541,7 @@ def main() -> None:
     (args.out / "fedsa.csv").write_text("\n".join(csv) + "\n")
     if not args.quick:
         record_provenance(args.out, sys.argv)
-    (args.out / "table.md").write_text(report(args.out / "fedsa.csv"))
+    write_table(args.out / "table.md", lambda: report(args.out / "fedsa.csv"))
     plot_curves([r for r in runs if r["k"] == CURVE_K], labels, args.out / "fedsa_curves.png")
 
 

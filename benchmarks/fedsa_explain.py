@@ -81,6 +81,7 @@ from result_tables import (
     read_runs,
     record_provenance,
     table_head,
+    write_table,
 )
 
 from flowerbed.catalog import parse_run_config
@@ -493,9 +494,7 @@ def write_tables(out: Path) -> str:
     """Both tables from the CSV files in ``out``; their text."""
     texts = []
     for data, table in PUBLISHED:
-        text = report(out / data.name)
-        (out / table.name).write_text(text)
-        texts.append(text)
+        texts.append(write_table(out / table.name, lambda d=data: report(out / d.name)))
     return "\n".join(texts)
 
 

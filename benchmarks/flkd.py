@@ -85,6 +85,7 @@ from result_tables import (
     read_runs,
     record_provenance,
     table_head,
+    write_table,
 )
 
 from flowerbed.catalog import get_protocol, parse_run_config
@@ -902,14 +903,12 @@ def main() -> None:
             write_csv(out / LONG_DATA.name, rows)
             if not args.quick:
                 record_provenance(out, sys.argv, LONG_PROVENANCE)
-        text = long_report(out / LONG_DATA.name)
-        atomic_write(out / LONG_TABLE.name, lambda f: f.write(text))
+        text = write_table(out / LONG_TABLE.name, lambda: long_report(out / LONG_DATA.name))
         print(text)
         print(f"{time.perf_counter() - start:.0f} s")
         return
     if args.report_only:
-        text = report(out / "runs.csv")
-        atomic_write(out / "table.md", lambda f: f.write(text))
+        text = write_table(out / "table.md", lambda: report(out / "runs.csv"))
         print(text)
         return
     if not args.report:
@@ -924,8 +923,7 @@ def main() -> None:
     lines += ["", f"Command: `python benchmarks/flkd.py {' '.join(sys.argv[1:])}`"]
     text = "\n".join(lines) + "\n"
     atomic_write(out / "flkd.md", lambda f: f.write(text))
-    table = report(out / "runs.csv")
-    atomic_write(out / "table.md", lambda f: f.write(table))
+    write_table(out / "table.md", lambda: report(out / "runs.csv"))
     print(text)
     print(f"{time.perf_counter() - start:.0f} s")
 

@@ -84,12 +84,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from result_tables import (
+    interval_cell,
     paired_cell,
-    paired_interval,
     provenance_line,
     read_runs,
     record_provenance,
     table_head,
+    write_table,
 )
 
 from flowerbed.sweep import Axis, SweepSpec, load_history, mean_std, run_sweep
@@ -522,9 +523,7 @@ def _loss_cell(rows: list[dict], mine: dict, base: dict) -> str:
     seeds = sorted(set(mine_values) & set(base_values))
     if len(seeds) < 2:
         return "–"
-    mean, low, high = paired_interval([mine_values[s] - base_values[s] for s in seeds])
-    text = f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
-    return f"**{text}**" if low > 0 or high < 0 else text
+    return interval_cell([mine_values[s] - base_values[s] for s in seeds], 3)
 
 
 def _summary_cells(rows: list[dict]) -> str:
@@ -801,11 +800,8 @@ def _sweep_table(rows: list[dict], regime: Regime, folder: Path) -> str:
 
 
 def write_report(data: Path) -> str:
-    from flowerbed.runtime.results import atomic_write
 
-    text = report(data)
-    atomic_write(data.parent / "table.md", lambda f: f.write(text))
-    return text
+    return write_table(data.parent / "table.md", lambda: report(data))
 
 
 # the client steps --client-overhead times; the first is the base of the ratios
@@ -970,8 +966,7 @@ def main() -> None:
             record_provenance(args.out, sys.argv, file=OVERHEAD_PROVENANCE)
         elif not data.is_file():
             parser.error(f"--report-only reads {data}, which does not exist: run without it first")
-        text = overhead_report(data)
-        atomic_write(args.out / OVERHEAD_TABLE.name, lambda f: f.write(text))
+        text = write_table(args.out / OVERHEAD_TABLE.name, lambda: overhead_report(data))
         print(text)
         return
     store = args.out / "runs.json"

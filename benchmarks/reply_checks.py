@@ -8,9 +8,13 @@ finiteness, the update's norm in float32, metric types, num-examples), and clipp
 one thread); beside them, the median time of one local training step of that model on one
 batch of 32 samples, the least work a client does per round.
 
-    python benchmarks/reply_checks.py [--repeats 20]
+    python benchmarks/reply_checks.py [--repeats 20]   # measures: runs.csv, measured.json, table.md
+    python benchmarks/reply_checks.py --report-only    # table.md from runs.csv
 
-Writes ``benchmarks/results/reply_checks/table.md``.
+Writes into ``benchmarks/results/reply_checks``: ``runs.csv`` (one row per model: its size, the
+repeats and the three median times in seconds: the committed record), ``measured.json``
+(``result_tables.record_provenance``) and ``table.md``, which ``report`` makes from ``runs.csv``
+alone and ``docs/robustness.md`` includes (``tests/test_published_tables.py`` checks both).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
+from result_tables import provenance_line, read_runs, record_provenance, write_table
 
 from flowerbed.models import build_model
 from flowerbed.runtime.reply_checks import (
@@ -36,10 +41,14 @@ from flowerbed.runtime.reply_checks import (
     clip_update,
     model_like_sent,
 )
-from flowerbed.runtime.results import atomic_write
+from flowerbed.runtime.results import write_csv
 
 MODELS = {"mlp": ((1, 8, 8), 10), "cnn": ((1, 8, 8), 10), "resnet18": ((3, 32, 32), 10)}
-OUT = Path(__file__).parent / "results" / "reply_checks"
+RESULTS = Path(__file__).parent / "results" / "reply_checks"
+DATA = RESULTS / "runs.csv"
+TABLE = RESULTS / "table.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "robustness.md"  # includes table.md
+FIELDS = ("model", "mb", "repeats", "check", "clip", "step")
 
 
 def median_seconds(function, repeats: int) -> float:
@@ -84,10 +93,20 @@ def measure(name: str, repeats: int) -> dict:
 
     train_step = median_seconds(step, repeats)
     megabytes = sum(v.nbytes for v in state.values()) / 1e6
-    return {"model": name, "mb": megabytes, "check": check, "clip": clip, "step": train_step}
+    return {
+        "model": name,
+        "mb": megabytes,
+        "repeats": repeats,
+        "check": check,
+        "clip": clip,
+        "step": train_step,
+    }
 
 
-def table(rows: list[dict], repeats: int) -> str:
+def report(data: Path) -> str:
+    """``table.md``, from ``runs.csv`` (and ``measured.json`` beside it) alone."""
+    rows = read_runs(data, ("mb", "check", "clip", "step"), ("repeats",))
+    repeats = "/".join(map(str, dict.fromkeys(r["repeats"] for r in rows)))
     caption = (
         f"Median of {repeats} repeats, one thread. `check`: the FL rounds' checks of one training"
         " reply; `clip`: max-update-norm's clipping of it; `step`: one local SGD step on a batch"
@@ -104,6 +123,7 @@ def table(rows: list[dict], repeats: int) -> str:
             f"| {r['model']} | {r['mb']:.2f} | {1e3 * r['check']:.2f} | {1e3 * r['clip']:.2f} |"
             f" {1e3 * r['step']:.2f} | {r['check'] / r['step']:.2f} |"
         )
+    lines += ["", provenance_line(data.parent)]
     return "\n".join(lines) + "\n"
 
 
@@ -112,12 +132,17 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    text = table([measure(name, args.repeats) for name in MODELS], args.repeats)
-    atomic_write(OUT / "table.md", lambda f: f.write(text))
+    if not args.report_only:
+        torch.set_num_threads(1)
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_csv(args.out / DATA.name, [measure(name, args.repeats) for name in MODELS], FIELDS)
+        record_provenance(args.out, sys.argv)
+    text = write_table(args.out / TABLE.name, lambda: report(args.out / DATA.name))
     print(text)
-    print(f"written: {OUT / 'table.md'}")
+    print(f"written: {args.out / DATA.name}, {args.out / TABLE.name}")
 
 
 if __name__ == "__main__":

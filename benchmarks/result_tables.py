@@ -11,9 +11,14 @@ checks the files against ``runs.csv`` and the pages' include lines).
 from __future__ import annotations
 
 import csv
+import io
 import math
+import re
 import statistics
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from flowerbed.runtime.results import atomic_write, write_csv
@@ -41,7 +46,9 @@ def measure_and_report(
     (``--report-only``): run the sweep in ``<out>/runs`` (a rerun skips the completed points),
     write one row per run into ``<out>/runs.csv`` (``record``, as ``sweep_records`` calls it;
     ``fields``: its columns) and ``measured.json`` (``record_provenance``). Then write
-    ``<out>/table.md``, made by ``report`` from ``runs.csv`` alone, and return its text."""
+    ``<out>/table.md``, made by ``report`` from ``runs.csv`` alone (``write_table``: with its
+    intervals' data file and the Holm blocks of the pages that include it), and return its
+    text."""
     out.mkdir(parents=True, exist_ok=True)
     runs_csv = out / "runs.csv"
     if spec is not None:
@@ -49,9 +56,7 @@ def measure_and_report(
         run_sweep(spec, sweep, workers=workers, extend=True)
         write_csv(runs_csv, sweep_records(spec, sweep, record), fields)
         record_provenance(out, sys.argv)
-    text = report(runs_csv)
-    atomic_write(out / "table.md", lambda f: f.write(text))
-    return text
+    return write_table(out / "table.md", lambda: report(runs_csv))
 
 
 def table_head(caption: str, first: str, columns: list[str]) -> list[str]:
@@ -102,20 +107,90 @@ def paired_interval(differences: list[float]) -> tuple[float, float, float]:
     """Mean of per-seed paired differences and its 95 % Student-t interval (t with n - 1
     degrees of freedom; n = 3 seeds gives t = 4.30, so only large, consistent gaps exclude 0);
     NaN bounds for a single difference."""
+    test = paired_test(differences)
+    return test.mean, test.low, test.high
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A 95 % t interval of a difference and the two-sided p-value of the same t test (H0: the
+    difference is 0). ``spread``: whether the values it was made of vary; without spread the
+    interval is the mean alone (``low == high == mean``), the t statistic is undefined and
+    ``p`` is NaN: such an interval is shown, counted, and never called beyond noise."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    p: float
+    spread: bool
+    test: str  # "paired t" or "Welch t"
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    @property
+    def beyond_noise(self) -> bool:
+        """The bold rule: the interval excludes 0 and the values vary."""
+        return self.spread and self.excludes_zero
+
+
+def same_within(digits: int) -> float:
+    """How far apart values may be and still count as the same, for a cell shown with
+    ``digits`` decimals: a thousandth of the last digit shown. Accuracies are stored as float32
+    fractions (k/360 as 0.9416666626930237), so differences that are equal in exact arithmetic
+    differ by about 1e-5 points in floating point; real differences are at least one test
+    sample (0.28 points on digits' 360)."""
+    return 10.0 ** -(digits + 3)
+
+
+def _varies(values: list[float], tolerance: float) -> bool:
+    return max(values) - min(values) > tolerance
+
+
+def paired_test(differences: list[float], tolerance: float = same_within(1)) -> Interval:
+    """The paired t test of per-seed differences (n >= 1): their mean, its 95 % Student-t
+    interval (t with n - 1 degrees of freedom) and the two-sided p-value of the same t
+    statistic, mean / (sd / sqrt(n)); NaN bounds and p for one difference, NaN p and
+    ``low == high == mean`` where every difference is the same within ``tolerance`` (no
+    spread: ``same_within``)."""
     from scipy import stats
 
+    n = len(differences)
     mean = statistics.mean(differences)
-    if len(differences) < 2:
-        return mean, math.nan, math.nan
-    half = stats.t.ppf(0.975, len(differences) - 1) * statistics.stdev(differences)
-    half /= math.sqrt(len(differences))
-    return mean, mean - half, mean + half
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n, math.nan, False, "paired t")
+    if not _varies(differences, tolerance):
+        return Interval(mean, mean, mean, n, math.nan, False, "paired t")
+    error = statistics.stdev(differences) / math.sqrt(n)
+    half = stats.t.ppf(0.975, n - 1) * error
+    p = 2 * stats.t.sf(abs(mean) / error, n - 1)
+    return Interval(mean, mean - half, mean + half, n, float(p), True, "paired t")
+
+
+def welch_test(a: list[float], b: list[float], tolerance: float = same_within(1)) -> Interval:
+    """mean(a) - mean(b), its 95 % Welch t interval (unpaired, unequal variances, Welch-
+    Satterthwaite degrees of freedom) and the two-sided p-value of the same t statistic; no
+    spread (NaN p) where both samples are constant (within ``tolerance``)."""
+    from scipy import stats
+
+    difference = statistics.mean(a) - statistics.mean(b)
+    n = len(a) + len(b)
+    if not (_varies(a, tolerance) or _varies(b, tolerance)):
+        return Interval(difference, difference, difference, n, math.nan, False, "Welch t")
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    error = math.sqrt(va + vb)
+    half = stats.t.ppf(0.975, dof) * error
+    p = 2 * stats.t.sf(abs(difference) / error, dof)
+    return Interval(difference, difference - half, difference + half, n, float(p), True, "Welch t")
 
 
 def paired_cell(runs: list[dict], mine: dict, base: dict, key: str = "final") -> str:
     """The runs labelled ``mine`` minus those labelled ``base``, paired by seed, in percentage
     points: ``"+4.2 [+1.0, +7.4]"`` (mean [95 % t interval], ``paired_interval``), in bold
-    where the interval excludes 0; – when no seed has both."""
+    where the interval excludes 0 and the differences vary; – when no seed has both."""
 
     def by_seed(labels: dict) -> dict[int, float]:
         return {r["seed"]: r[key] for r in runs if all(r[k] == v for k, v in labels.items())}
@@ -127,20 +202,280 @@ def paired_cell(runs: list[dict], mine: dict, base: dict, key: str = "final") ->
 
 def interval_cell(differences: list[float], digits: int = 1) -> str:
     """``"+4.2 [+1.0, +7.4]"``: the mean of per-seed differences and its 95 % t interval
-    (``paired_interval``) with ``digits`` decimals, in bold where the interval excludes 0;
-    "(1 seed)" instead of an interval for one difference; – for none."""
+    (``paired_test``) with ``digits`` decimals, as ``interval_text`` writes it; "(1 seed)"
+    instead of an interval for one difference; – for none."""
     if not differences:
         return "–"
-    mean, low, high = paired_interval(differences)
-    if len(differences) < 2:
-        return f"{mean:+.{digits}f} (1 seed)"
-    return interval_text(mean, low, high, digits)
+    test = paired_test(differences, same_within(digits))
+    if test.n < 2:
+        return f"{test.mean:+.{digits}f} (1 seed)"
+    return interval_text(test, digits)
 
 
-def interval_text(mean: float, low: float, high: float, digits: int = 1) -> str:
-    """``"+4.2 [+1.0, +7.4]"`` for any interval, in bold where it excludes 0."""
-    text = f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
-    return f"**{text}**" if low > 0 or high < 0 else text
+NO_SPREAD = "(no spread)"
+
+
+def interval_text(interval: Interval, digits: int = 1) -> str:
+    """``"+4.2 [+1.0, +7.4]"`` for any interval: in bold where it is beyond noise (it excludes
+    0 and the values vary); followed by "(no spread)" where every value was the same (a zero-
+    width interval, which no t test can judge). While ``recording`` is on, the interval and
+    this text are recorded (the p-values of a table's data file)."""
+    core = f"{interval.mean:+.{digits}f} [{interval.low:+.{digits}f}, {interval.high:+.{digits}f}]"
+    if not interval.spread:
+        text = f"{core} {NO_SPREAD}"
+    else:
+        text = f"**{core}**" if interval.beyond_noise else core
+    if _recorded is not None:
+        _recorded.append((interval, core))
+    return text
+
+
+# --- the intervals a table shows, their p-values, and the page's Holm correction ------------
+
+_recorded: list[tuple[Interval, str]] | None = None
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[Interval, str]]]:
+    """Inside, every interval ``interval_text`` writes is appended to the list this yields, as
+    (interval, its "mean [low, high]" text), in the order written."""
+    global _recorded
+    outer, _recorded = _recorded, []
+    try:
+        yield _recorded
+    finally:
+        _recorded = outer
+
+
+SHOWN = re.compile(r"[+\-]\d+(?:\.\d+)? \[[+\-]\d+(?:\.\d+)?, [+\-]\d+(?:\.\d+)?\]")
+
+
+def _places(text: str) -> Iterator[tuple[int, str, str, str]]:
+    """(table number in the file, row label, column label, "mean [low, high]") of every
+    interval-shaped text in ``text``, in order; outside a table: (0, "text", "", ...)."""
+    part, header, in_table = 0, [], False
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            in_table = False
+            for match in SHOWN.finditer(line):
+                yield 0, "text", "", match.group()
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not in_table:
+            part, header, in_table = part + 1, cells, True
+            continue
+        if set("".join(cells)) <= set("-: "):
+            continue  # the separator row
+        for j, cell in enumerate(cells):
+            for match in SHOWN.finditer(cell):
+                yield part, cells[0], header[j] if j < len(header) else "", match.group()
+
+
+def shown_intervals(text: str, recorded: list[tuple[Interval, str]]) -> list[dict]:
+    """Every recorded interval, placed where ``text`` shows it (table number, row, column):
+    the i-th appearance of a "mean [low, high]" text is the i-th recorded interval written so.
+    Raises where an interval was recorded but is not in the text."""
+    pending: dict[str, list[Interval]] = {}
+    for interval, core in recorded:
+        pending.setdefault(core, []).append(interval)
+    rows = []
+    for part, row, column_, core in _places(text):
+        if pending.get(core):
+            interval = pending[core].pop(0)
+            rows.append(
+                {"table": part, "row": row, "column": column_, "shown": core, "interval": interval}
+            )
+    left = [core for core, intervals in pending.items() for _ in intervals]
+    if left:
+        raise ValueError(f"intervals recorded but not in the table: {left}")
+    return rows
+
+
+def unrecorded_intervals(text: str, recorded: list[tuple[Interval, str]]) -> list[str]:
+    """Interval-shaped texts of ``text`` that no recorded interval accounts for (a range such
+    as "median [min, max]", or an interval made without ``interval_text``)."""
+    counts: dict[str, int] = {}
+    for _, core in recorded:
+        counts[core] = counts.get(core, 0) + 1
+    unmatched = []
+    for *_, core in _places(text):
+        if counts.get(core):
+            counts[core] -= 1
+        else:
+            unmatched.append(core)
+    return unmatched
+
+
+INTERVAL_FIELDS = ("table", "row", "column", "shown", "test", "n", "mean", "low", "high", "p")
+
+
+def _number(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.6g}"
+
+
+def intervals_csv(text: str, recorded: list[tuple[Interval, str]]) -> str | None:
+    """The data file of the intervals a table shows: one row per interval, where it is (table
+    number in the file, row, column), the text shown, the test, n, mean, bounds and the two-
+    sided p-value of the t test the interval comes from (empty where the values have no
+    spread); None for a table without intervals."""
+    rows = shown_intervals(text, recorded)
+    if not rows:
+        return None
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(INTERVAL_FIELDS)
+    for r in rows:
+        i = r["interval"]
+        writer.writerow(
+            [r["table"], r["row"], r["column"], r["shown"], i.test, i.n]
+            + [_number(v) for v in (i.mean, i.low, i.high, i.p)]
+        )
+    return out.getvalue()
+
+
+def intervals_file(table: Path) -> Path:
+    """Where the intervals of ``table`` (``x.md``) and their p-values are: ``x.intervals.csv``."""
+    return table.with_name(table.stem + ".intervals.csv")
+
+
+def write_table(table: Path, make: Callable[[], str]) -> str:
+    """What a report step does with a table: ``make()`` it while recording its intervals,
+    write it to ``table``, its intervals' data to ``intervals_file(table)`` (removed where it
+    shows none), and the Holm block of every documentation page that includes it."""
+    with recording() as recorded:
+        text = make()
+    atomic_write(table, lambda f: f.write(text))
+    data = intervals_csv(text, recorded)
+    path = intervals_file(table)
+    if data is not None:
+        atomic_write(path, lambda f: f.write(data))
+    elif path.exists():
+        path.unlink()
+    for page in pages_including(table):
+        write_page_block(page)
+    return text
+
+
+def write_page_block(page: Path) -> None:
+    """Write ``page``'s Holm block (``page_block``) where the page includes it or shows any
+    interval (tests/test_published_tables.py then asks the page to include it)."""
+    path = page_block_file(page)
+    if docs_include(path) in page.read_text() or any(map(read_intervals, page_tables(page))):
+        block = page_block(page)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda f: f.write(block))
+
+
+def holm(p_values: list[float], alpha: float = 0.05) -> tuple[list[float], list[bool]]:
+    """Holm-Bonferroni over a family of m tests: the i-th smallest p-value (i = 1..m) times
+    (m - i + 1), made non-decreasing (the adjusted p-values), and whether each survives at
+    family-wise ``alpha`` (adjusted <= alpha: the step-down procedure, which stops at the
+    first p-value above alpha / (m - i + 1)). A NaN p-value (an interval without spread)
+    counts in m, is adjusted to NaN and never survives."""
+    m = len(p_values)
+    order = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    adjusted = [math.nan] * m
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted, [not math.isnan(a) and a <= alpha for a in adjusted]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE_BLOCKS = ROOT / "benchmarks" / "results" / "holm"
+
+
+def page_block_file(page: Path) -> Path:
+    """The generated block of a documentation page: ``benchmarks/results/holm/<page>.md``."""
+    return PAGE_BLOCKS / page.name
+
+
+def page_tables(page: Path) -> list[Path]:
+    """The result tables ``page`` includes, in order (its Holm block aside)."""
+    tables = []
+    for name in re.findall(r'--8<-- "(benchmarks/results/[^"]+)"', page.read_text()):
+        path = ROOT / name
+        if path.parent != PAGE_BLOCKS:
+            tables.append(path)
+    return tables
+
+
+def pages_including(table: Path) -> list[Path]:
+    """The documentation pages that include ``table``."""
+    line = docs_include(table)
+    return [page for page in sorted((ROOT / "docs").glob("*.md")) if line in page.read_text()]
+
+
+def read_intervals(table: Path) -> list[dict]:
+    """The rows of ``intervals_file(table)`` (none where it does not exist), p as a float."""
+    path = intervals_file(table)
+    if not path.is_file():
+        return []
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        row["p"] = float(row["p"]) if row["p"] else math.nan
+        row["low"], row["high"] = float(row["low"]), float(row["high"])
+    return rows
+
+
+def page_block(page: Path, alpha: float = 0.05) -> str:
+    """The block that says how many intervals ``page`` shows (every interval of the tables it
+    includes, from their intervals' data files), how many exclude 0, and which of them survive
+    a Holm correction over all of them at family-wise ``alpha``."""
+    rows = []
+    sources = []
+    for table in page_tables(page):
+        found = read_intervals(table)
+        if found:
+            sources.append(f"`{intervals_file(table).relative_to(ROOT).as_posix()}`")
+        name = table.relative_to(ROOT / "benchmarks" / "results").as_posix()
+        rows += [{**r, "file": name} for r in found]
+    m = len(rows)
+    if not m:
+        return (
+            "**Multiple comparisons.** This page shows no intervals: its tables hold"
+            " measurements (means, medians, ranges), not tests of a difference.\n"
+        )
+    adjusted, survives = holm([r["p"] for r in rows], alpha)
+    beyond = [i for i, r in enumerate(rows) if not math.isnan(r["p"]) and r["p"] < alpha]
+    flat = [i for i, r in enumerate(rows) if math.isnan(r["p"])]
+    kept = [i for i in beyond if survives[i]]
+    flat_text = (
+        f"; {len(flat)} more {'has' if len(flat) == 1 else 'have'} no spread (every seed's difference the same, marked"
+        f' "{NO_SPREAD}": no t test applies, so they count in the family but cannot survive)'
+        if flat
+        else ""
+    )
+    text = (
+        f"**Multiple comparisons.** This page shows {m} intervals (95 % t intervals, each with"
+        f" the two-sided p-value of its t test); {len(beyond)} exclude zero (bold){flat_text}."
+        f" {len(kept)} of the {len(beyond)} survive a Holm correction over the page's {m}"
+        f" intervals at family-wise {alpha:g}"
+    )
+    text += ":" if beyond else "."
+    lines = [text]
+    if beyond:
+        lines += [
+            "",
+            "| table | row | column | interval | p | Holm-adjusted p | survives |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for i in beyond:
+            r = rows[i]
+            where = r["file"] if r["table"] == "0" else f"{r['file']}, table {r['table']}"
+            lines.append(
+                f"| {where} | {r['row']} | {r['column']} | {r['shown']} | {r['p']:.2g}"
+                f" | {min(adjusted[i], 1.0):.2g} | {'yes' if survives[i] else 'no'} |"
+            )
+    lines += [
+        "",
+        "Made by the report steps from the intervals' data files (p-values per interval): "
+        + ", ".join(sources)
+        + ".",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def docs_include(table: Path) -> str:
@@ -201,10 +536,31 @@ def provenance_line(folder: Path, file: str = PROVENANCE) -> str:
 
     path = folder / file
     if not path.is_file():
-        return "Provenance not recorded (measured before measured.json existed)."
+        return unrecorded_provenance_line(folder)
     record = json.loads(path.read_text())
     dirty = " with uncommitted changes" if record["uncommitted_changes"] else ""
     return (
         f"Measured on {record['date']} at commit {record['commit'][:10]}{dirty}, on"
         f" {record['machine']}, by `{record['command']}`."
+    )
+
+
+UNRECORDED = "provenance.json"
+
+
+def unrecorded_provenance_line(folder: Path) -> str:
+    """For results measured before ``measured.json`` existed: what ``provenance.json`` (written
+    by hand from ``git log``) says is known, the commit the data file was last written at."""
+    import json
+
+    path = folder / UNRECORDED
+    if not path.is_file():
+        return "Provenance not recorded (measured before measured.json existed)."
+    record = json.loads(path.read_text())
+    written = record["last_written_at"]
+    evidence = f"; {record['evidence']}" if "evidence" in record else ""
+    return (
+        f"Measured before provenance was recorded: `{record['data']}` was last written at commit"
+        f" {written['commit'][:10]} ({written['date']}){evidence}; the commit, command, machine"
+        f" and date of the measurement are not known (`{UNRECORDED}`)."
     )

@@ -58,6 +58,7 @@ from result_tables import (
     column,
     measure_and_report,
     paired_cell,
+    provenance_line,
     read_runs,
     table_head,
 )
@@ -201,7 +202,7 @@ def read_results(runs_csv: Path) -> list[dict]:
 def report(runs_csv: Path) -> str:
     """The tables (the docs' block and ``table.md``), from ``runs.csv`` alone."""
     runs = read_results(runs_csv)
-    return table(runs) + "\n" + paired_table(runs)
+    return table(runs) + "\n" + paired_table(runs) + "\n" + provenance_line(runs_csv.parent) + "\n"
 
 
 def plot(runs: list[dict], path: Path) -> None:

@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from result_tables import (
     accuracy_cell,
+    interval_cell,
     measure_and_report,
     paired_cell,
     percent_cell,
@@ -221,10 +222,63 @@ def paired_table(runs: list[dict], baseline: str = "fedavg") -> str:
     return "\n".join(lines) + "\n"
 
 
+# a diagnostic variant's folder -> the folder of the setting it varies (same seeds, partitions)
+VARIANT_OF = {
+    "strategies-momentum0": "strategies",
+    "strategies-lr0.01": "strategies",
+    "strategies-mnist-5k-lr0.01": "strategies-mnist-5k",
+    "strategies-mnist-5k-momentum0": "strategies-mnist-5k",
+}
+
+
+def change_table(runs: list[dict], base_runs: list[dict], base: str, baseline="fedavg") -> str:
+    """How much a variant changes each strategy's difference to FedAvg: per seed, (strategy −
+    FedAvg in the variant) − (strategy − FedAvg in the setting it varies), both paired by seed
+    (a seed fixes the partition and the initial model in both), as mean [95 % t interval]."""
+
+    def gaps(rows: list[dict], name: str, partition: str) -> dict[int, float]:
+        def by_seed(strategy: str) -> dict[int, float]:
+            return {
+                r["seed"]: r["final"]
+                for r in rows
+                if r["strategy"] == strategy and r["partition"] == partition
+            }
+
+        mine, fedavg = by_seed(name), by_seed(baseline)
+        return {seed: mine[seed] - fedavg[seed] for seed in set(mine) & set(fedavg)}
+
+    partitions = [p for p in partitions_in(runs) if p in partitions_in(base_runs)]
+    caption = (
+        f"Change of the difference to {baseline} from `{base}` (the setting this variant"
+        f" varies, same seeds and partitions) to this variant, in percentage points: per seed,"
+        f" (strategy − {baseline} here) − (strategy − {baseline} in `{base}`); mean [95 % t"
+        " interval]; **bold** where the interval excludes 0 (a negative change: the strategy"
+        f" falls further behind {baseline}, or its lead shrinks)."
+    )
+    lines = table_head(caption, "strategy", partitions)
+    for name in strategies_in(runs):
+        if name == baseline or name not in strategies_in(base_runs):
+            continue
+        cells = []
+        for partition in partitions:
+            here, there = gaps(runs, name, partition), gaps(base_runs, name, partition)
+            seeds = sorted(set(here) & set(there))
+            cells.append(interval_cell([100 * (here[s] - there[s]) for s in seeds]))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report(runs_csv: Path) -> str:
-    """The tables of ``table.md``, from ``runs.csv`` (and ``measured.json``) alone."""
+    """The tables of ``table.md``, from ``runs.csv`` (and ``measured.json``) alone; for a
+    diagnostic variant (``VARIANT_OF``) also the change against the setting it varies, from
+    that setting's committed ``runs.csv``."""
     runs = read_results(runs_csv)
-    return table(runs) + "\n" + paired_table(runs) + "\n" + provenance_line(runs_csv.parent) + "\n"
+    text = table(runs) + "\n" + paired_table(runs) + "\n"
+    base = VARIANT_OF.get(runs_csv.parent.name)
+    if base is not None:
+        base_runs = read_results(runs_csv.parent.with_name(base) / "runs.csv")
+        text += change_table(runs, base_runs, base) + "\n"
+    return text + provenance_line(runs_csv.parent) + "\n"
 
 
 def plot(runs: list[dict], path: Path) -> None:

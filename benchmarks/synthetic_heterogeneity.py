@@ -52,7 +52,7 @@ from flwr.app import MessageType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from result_tables import paired_interval, provenance_line, table_head
+from result_tables import interval_cell, provenance_line, table_head, write_table
 
 from flowerbed.data.fedprox_synthetic import PAPER_TRAINING
 
@@ -250,17 +250,11 @@ def _paired_text(differences: list[float], digits: int) -> str:
         return "–"
     if not all(math.isfinite(d) for d in differences):
         return "diverged"
-    mean, low, high = paired_interval(differences)
-    if len(differences) < 2:
-        return f"{mean:+.{digits}f} (1 seed)"
-    text = f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
-    return f"**{text}**" if low > 0 or high < 0 else text
+    return interval_cell(differences, digits)
 
 
 def write_report(data: Path) -> str:
-    text = report(data)
-    (data.parent / "table.md").write_text(text)
-    return text
+    return write_table(data.parent / "table.md", lambda: report(data))
 
 
 def plot(runs: list[dict], path: Path) -> None:

@@ -1,14 +1,20 @@
 """Published tables of measured results are generated from committed result files: a
 benchmark's table file is what its report step makes of its data file (``runs.csv`` and
-``table.md`` unless it names others), and the documentation page includes that file (a
-pymdownx.snippets line, resolved by the site build) instead of holding a copy; and every
-"mean [low, high]" interval a page's prose quotes is one of the tables it includes."""
+``table.md`` unless it names others), with the data file of the intervals it shows (their
+p-values, ``<table>.intervals.csv``), and the documentation page includes that file (a
+pymdownx.snippets line, resolved by the site build) instead of holding a copy; every
+"mean [low, high]" interval a page's prose quotes is one of the tables it includes; and every
+results page includes its generated Holm block (how many intervals it shows, which survive a
+Holm correction), which is what ``result_tables.page_block`` makes of those data files."""
 
+import importlib
 import importlib.util
+import math
 import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +31,14 @@ def load_benchmark(name: str):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def shared():
+    """``benchmarks/result_tables.py`` as the benchmarks import it (``import result_tables``):
+    its recording of intervals is what their report steps write into."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    return importlib.import_module("result_tables")
 
 
 def published(benchmark) -> list[tuple[Path, Path]]:
@@ -61,17 +75,45 @@ def published(benchmark) -> list[tuple[Path, Path]]:
 )
 def test_a_published_table_is_what_the_report_step_makes_of_its_data(name):
     benchmark = load_benchmark(name)
-    tables = load_benchmark("result_tables")
+    tables = shared()
     page = benchmark.DOCS.read_text()
     for data, table in published(benchmark):
-        text = benchmark.report(data)
+        with tables.recording() as recorded:
+            text = benchmark.report(data)
         assert table.read_text() == text, f"rewrite it: python benchmarks/{name}.py --report-only"
+        intervals = tables.intervals_csv(text, recorded)
+        path = tables.intervals_file(table)
+        if intervals is None:
+            assert not path.exists(), f"{path} is left from an earlier table: rewrite it"
+        else:
+            assert path.read_text() == intervals, f"rewrite it: python benchmarks/{name}.py"
+        # every "mean [low, high]" of the table is an interval with its test (and p-value),
+        # except the ranges of the tables that show ranges
+        unrecorded = tables.unrecorded_intervals(text, recorded)
+        assert not unrecorded or table in RANGES, (
+            f"{table}: not made by interval_text: {unrecorded}"
+        )
         include = tables.docs_include(table)
         assert include == f'--8<-- "{table.relative_to(ROOT).as_posix()}"'
         assert include.startswith('--8<-- "benchmarks/results/')
         assert page.count(include) == 1, f"{benchmark.DOCS} does not include {table}"
         rows = [line for line in text.splitlines() if line.startswith("| ")]
         assert not any(row in page for row in rows), f"{benchmark.DOCS} holds a copy of {table}"
+
+
+# tables whose "a [b, c]" cells are ranges, not intervals of a test
+RANGES = {BENCHMARKS / "results" / "quantum_fl" / "client_overhead.md"}
+# the results pages: each includes its Holm block
+RESULTS_PAGES = (
+    "robustness",
+    "strategies",
+    "fedsa",
+    "qkt",
+    "ctl",
+    "distillation",
+    "quantum-fl",
+    "benchmarks",
+)
 
 
 INTERVAL = re.compile(r"([+\-−]?\d+(?:\.\d+)?) \[([+\-−]?\d+(?:\.\d+)?), ([+\-−]?\d+(?:\.\d+)?)\]")
@@ -95,3 +137,96 @@ def test_every_interval_a_page_quotes_is_in_a_table_it_includes(page):
     included = "".join((ROOT / path.split(":")[0]).read_text() for path in snippets)
     unmatched = interval_keys(text) - interval_keys(included)
     assert not unmatched, f"{page.name} quotes intervals no included table holds: {unmatched}"
+
+
+@pytest.mark.parametrize("page", RESULTS_PAGES)
+def test_a_results_page_says_which_intervals_survive_a_holm_correction(page):
+    """Each results page includes its Holm block, generated from the intervals' data files of
+    the tables it includes (rewritten by any report step of those tables)."""
+    tables = shared()
+    path = ROOT / "docs" / f"{page}.md"
+    block = tables.page_block_file(path)
+    assert path.read_text().count(tables.docs_include(block)) == 1, f"{page}.md lacks {block}"
+    assert block.read_text() == tables.page_block(path), "rewrite it with a report step"
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_a_page_that_shows_intervals_includes_its_holm_block(page):
+    tables = shared()
+    if any(map(tables.read_intervals, tables.page_tables(page))):
+        assert tables.docs_include(tables.page_block_file(page)) in page.read_text()
+
+
+def test_holm_against_a_hand_computation():
+    """p = 0.01, 0.04, 0.03, 0.005 at 0.05: sorted, 0.005 x 4 = 0.02 <= 0.05, 0.01 x 3 = 0.03
+    <= 0.05, 0.03 x 2 = 0.06 > 0.05: stop; two survive (0.005 and 0.01). Adjusted: 0.03, 0.06
+    (0.04 x 1 is raised to the 0.06 before it), 0.06, 0.02. A NaN p (no spread) counts in m."""
+    tables = shared()
+    adjusted, survives = tables.holm([0.01, 0.04, 0.03, 0.005], 0.05)
+    assert survives == [True, False, False, True]
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    adjusted, survives = tables.holm([0.01, math.nan, 0.02], 0.05)
+    assert adjusted[0] == pytest.approx(0.03) and adjusted[2] == pytest.approx(0.04)
+    assert math.isnan(adjusted[1]) and survives == [True, False, True]
+    assert tables.holm([0.02, 0.03]) == (pytest.approx([0.04, 0.04]), [True, True])
+    assert tables.holm([0.5, 0.9])[0] == pytest.approx([1.0, 1.0])  # capped at 1
+
+
+def test_the_p_value_is_the_t_test_of_the_interval():
+    """Two-sided one-sample t test of the differences (scipy's ``ttest_1samp``, by hand here:
+    [1, 2, 4]: mean 7/3, sd sqrt(7/3), t = 7/3 / sqrt(7/9) = 2.6458, p = 0.1181 on 2 degrees of
+    freedom); the interval excludes 0 exactly where p < 0.05."""
+    tables = shared()
+    test = tables.paired_test([1.0, 2.0, 4.0])
+    assert test.p == pytest.approx(0.118083, abs=1e-6)
+    assert not test.excludes_zero and test.spread
+    test = tables.paired_test([3.0, 3.5, 4.0])
+    assert test.excludes_zero and test.p < 0.05 and test.beyond_noise
+    welch = tables.welch_test([1.0, 2.0, 4.0], [0.0, 0.5, 0.2, 0.1])
+    assert welch.p == pytest.approx(0.134693, abs=1e-6)  # scipy's ttest_ind(equal_var=False)
+
+
+def test_a_zero_variance_interval_is_marked_and_never_bold():
+    """Every seed's difference the same: the interval has no width, the t test no statistic;
+    the cell says so and is not bold, and the interval never survives the correction."""
+    tables = shared()
+    # differences of accuracies k/360, stored as float32 (as the runs' files hold them): equal
+    # in exact arithmetic, about 1e-5 points apart in floating point
+    differences = [
+        100 * (float(np.float32(k / 360)) - float(np.float32((k + 1) / 360)))
+        for k in (300, 320, 340)
+    ]
+    assert len(set(differences)) > 1
+    assert tables.interval_cell(differences) == "-0.3 [-0.3, -0.3] (no spread)"
+    test = tables.paired_test(differences)
+    assert not test.spread and not test.beyond_noise and math.isnan(test.p)
+    assert tables.interval_cell([0.0, 0.0, 0.0]) == "+0.0 [+0.0, +0.0] (no spread)"
+    assert tables.interval_cell([3.0, 3.5, 4.0]) == "**+3.5 [+2.3, +4.7]**"
+    assert tables.interval_cell([1.0, 2.0, 4.0]) == "+2.3 [-1.5, +6.1]"
+    assert tables.interval_text(tables.welch_test([2.0, 2.0], [1.0, 1.0])) == (
+        "+1.0 [+1.0, +1.0] (no spread)"
+    )
+
+
+def test_intervals_are_placed_where_the_table_shows_them():
+    tables = shared()
+    with tables.recording() as recorded:
+        text = "\n".join(
+            [
+                "caption",
+                "",
+                "| method | k = 1 | k = 5 |",
+                "|---|---|---|",
+                "| A − B | "
+                + " | ".join(tables.interval_cell(d) for d in ([1.0, 2.0, 4.0], [3.0, 3.5, 4.0]))
+                + " |",
+            ]
+        )
+    rows = tables.shown_intervals(text, recorded)
+    assert [(r["table"], r["row"], r["column"], r["shown"]) for r in rows] == [
+        (1, "A − B", "k = 1", "+2.3 [-1.5, +6.1]"),
+        (1, "A − B", "k = 5", "+3.5 [+2.3, +4.7]"),
+    ]
+    assert tables.unrecorded_intervals(text + "\n+1.0 [+0.0, +2.0]", recorded) == [
+        "+1.0 [+0.0, +2.0]"
+    ]
