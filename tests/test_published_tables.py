@@ -71,6 +71,7 @@ def published(benchmark) -> list[tuple[Path, Path]]:
         "memory",
         "scale",
         "overhead",
+        "reply_checks",
     ],
 )
 def test_a_published_table_is_what_the_report_step_makes_of_its_data(name):
