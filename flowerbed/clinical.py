@@ -70,15 +70,20 @@ def weighted_auroc(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray
     weighs no positive or no negative."""
     order = np.argsort(scores, kind="mergesort")
     sorted_scores = scores[order]
-    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
-    w = weights[:, order]
+    new_group = np.r_[True, sorted_scores[1:] != sorted_scores[:-1]]
+    first = np.maximum.accumulate(np.where(new_group, np.arange(len(scores)), 0))
+    last = np.r_[np.flatnonzero(new_group)[1:], len(scores)][np.cumsum(new_group) - 1] - 1
     pos = positive[order]
-    w_pos = np.add.reduceat(np.where(pos, w, 0.0), starts, axis=1)  # (B, groups of equal score)
-    w_neg = np.add.reduceat(np.where(pos, 0.0, w), starts, axis=1)
-    below = np.cumsum(w_neg, axis=1) - w_neg
-    total_pos, total_neg = w_pos.sum(axis=1), w_neg.sum(axis=1)
+    w = weights[:, order]
+    w_neg = np.where(pos, 0.0, w)
+    cum_neg = np.cumsum(w_neg, axis=1)
+    # negatives strictly below each positive's score, and those tied with it
+    below = np.where(first > 0, cum_neg[:, np.maximum(first - 1, 0)], 0.0)[:, pos]
+    tied = cum_neg[:, last[pos]] - below
+    w_pos = w[:, pos]
+    total_pos, total_neg = w_pos.sum(axis=1), cum_neg[:, -1]
     with np.errstate(invalid="ignore", divide="ignore"):
-        area = (w_pos * (below + 0.5 * w_neg)).sum(axis=1) / (total_pos * total_neg)
+        area = (w_pos * (below + 0.5 * tied)).sum(axis=1) / (total_pos * total_neg)
     return np.where((total_pos > 0) & (total_neg > 0), area, np.nan)
 
 
@@ -138,8 +143,9 @@ def bootstrap_intervals(
     chunk: int = 100,
 ) -> dict[str, tuple[float, float]]:
     """95 % percentile-bootstrap intervals of ``weighted_statistics`` over ``resamples``
-    resamples of the N samples (multinomial multiplicities, ``chunk`` resamples at a time so
-    that memory stays at chunk x N); resamples where a statistic is undefined are left out."""
+    resamples of the N samples (N indices drawn with replacement, counted into
+    multiplicities, ``chunk`` resamples at a time so that memory stays at chunk x N);
+    resamples where a statistic is undefined are left out."""
     n = len(labels)
     if n == 0:
         return {}
@@ -147,7 +153,9 @@ def bootstrap_intervals(
     draws: dict[str, list[np.ndarray]] = {}
     for start in range(0, resamples, chunk):
         size = min(chunk, resamples - start)
-        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=size).astype(np.float64)
+        draws_of_rows = rng.integers(0, n, size=(size, n)) + n * np.arange(size)[:, None]
+        weights = np.bincount(draws_of_rows.ravel(), minlength=size * n).reshape(size, n)
+        weights = weights.astype(np.float64)  # each resample's multiplicities
         for name, values in weighted_statistics(probabilities, labels, positive, weights).items():
             draws.setdefault(name, []).append(values)
     intervals = {}

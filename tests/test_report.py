@@ -158,6 +158,7 @@ def every_file(path: Path) -> Path:
 
 def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp_path):
     run_dir = every_file(tmp_path / "run")
+    (run_dir / "run.lock").write_text("held while the report is written, gone after")
     write_run_report(run_dir)
     page = parsed(run_dir)
     sections = ["status", "configuration", "curves", "clinical", "clinical-reading"]
@@ -170,7 +171,7 @@ def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp
     assert "model_best.pt: round 3, central_auroc 0.8500" in words
     assert "central_sensitivity" in words and "sensitivity (recall of malignant)" in words
     # the clinical reading: n, counts per class, the positive class, the intervals' methods
-    assert "n = 100 test samples (40 malignant, 60 benign)" in words
+    assert "n = 100 test samples (malignant: 40, benign: 60)" in words
     assert "Positive class: malignant, the disease" in words
     sensitivity = summary_of(run_dir)["metrics"]["sensitivity"]
     low, high = sensitivity["interval"]
@@ -180,10 +181,11 @@ def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp
     # each site: site 0 has no malignant case, site 2 too few samples; site 1 is estimable
     assert "not estimable: no malignant" in words
     assert "not estimable: 15 test samples (< 20)" in words
-    assert "2 of 3 sites are flagged" in words and "12 malignant, 14 benign" in words
+    assert "2 of 3 sites are flagged" in words and "malignant: 12, benign: 14" in words
     assert "Absent" not in words
     assert (run_dir / PARTITIONS_PNG).read_bytes().startswith(PNG_SIGNATURE)
-    assert "report.html" not in words.split("Files in the run folder")[-1]
+    listed = words.split("Files in the run folder")[-1]
+    assert "report.html" not in listed and "run.lock" not in listed and "history.json" in listed
 
 
 def summary_of(run_dir: Path) -> dict:

@@ -52,6 +52,11 @@ def metric_label(name: str, summary: dict) -> str:
     return label
 
 
+def counts_text(names: list[str], counts: list[int]) -> str:
+    """'malignant: 42, benign: 72'."""
+    return ", ".join(f"{name}: {n}" for name, n in zip(names, counts, strict=True))
+
+
 def interval_text(entry: dict | None) -> str:
     """'0.714 [0.564, 0.828]', or 'not estimable' for a value that is not there."""
     if not entry or entry.get("value") is None:
@@ -75,7 +80,7 @@ def clinical_reading_section(run: RunFolder) -> Section | None:
     if not last or not last.get("n"):
         return Section("clinical-reading", title, absent("test-set predictions (n = 0)"))
     names = last["names"]
-    counts = ", ".join(f"{n} {name}" for name, n in zip(names, last["class_counts"], strict=True))
+    counts = counts_text(names, last["class_counts"])
     _, positive_text = positive_of(run)
     head = (
         f"<p>n = {last['n']} test samples ({esc(counts)})."
@@ -175,7 +180,7 @@ def curves_figure(rounds: list[tuple[str, dict]]):
         ax.errorbar(predicted, observed, yerr=[low, high], marker=marker, capsize=2,
                     label=f"{which} round {summary['round']} (Brier {brier:.3f})")  # fmt: skip
     ax.plot([0, 1], [0, 1], ":", color="grey", label="perfect calibration")
-    ax.set_xlabel(f"predicted {rounds[0][1]['reliability']['of']}")
+    ax.set_xlabel(f"{rounds[0][1]['reliability']['of']} (predicted)")
     ax.set_ylabel("observed frequency")
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.02, 1.02)
@@ -210,7 +215,7 @@ def sites_section(run: RunFolder) -> Section | None:
     }
     rows = []
     for pid, site in sorted(sites.items()):
-        counts = ", ".join(f"{n} {names[c]}" for c, n in enumerate(site["test_counts"]))
+        counts = counts_text(names, site["test_counts"])
         cells = [site_cell(site, m) for m in metrics]
         rows.append(
             [pid, site.get("n_train"), site["n_test"], counts, *cells, site_reason(site, names)]

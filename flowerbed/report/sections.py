@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..runtime.results import atomic_write
+from ..runtime.run_lock import LOCK_FILE
 from .markup import Section, absent, esc, img, shown, table
 from .plots import curves_axis, partition_png, png_bytes, pyplot
 from .run_folder import PARTITIONS_PNG, REPORT_FILE, RunFolder, column, number
@@ -205,8 +206,9 @@ def partition_section(run: RunFolder) -> Section:
 
 
 def files_section(run: RunFolder) -> Section:
+    transient = {REPORT_FILE, LOCK_FILE}  # the lock is held while the report is written
     files = sorted(
-        p for p in run.path.iterdir() if not p.name.startswith(".") and p.name != REPORT_FILE
+        p for p in run.path.iterdir() if not p.name.startswith(".") and p.name not in transient
     )
     rows = []
     for path in files:

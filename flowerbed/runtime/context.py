@@ -45,6 +45,7 @@ from flwr.serverapp import Grid
 
 from ..attacks import announce_attack
 from ..data import DatasetSplits, label_counts
+from ..data.classes import CLASSES_FILE, run_classes
 from ..data.federation import load_splits, partition_for, split_sizes
 from ..data.partition import format_label_table
 from ..data.site_reports import (
@@ -314,6 +315,8 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         format_label_table(counts, max_rows=LOGGED_TABLE_ROWS),
     )
 
+    classes = run_classes(config, len(counts[0]))  # a bad positive-class stops here
+    recording.positive_class = classes["positive"]  # the per-site table's (history)
     config_record = {**config.to_dict(), FEDERATION_KEY: num_partitions}
     if config.protocol_defaults:  # the effective values are above; which came from the protocol
         config_record[PROTOCOL_DEFAULTS_KEY] = ", ".join(config.protocol_defaults)
@@ -323,6 +326,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         write_json(run_dir / "config.json", config_record)
         write_environment(run_dir)  # environment.json: versions and machine
         write_partition_table(run_dir, counts)
+        write_json(run_dir / CLASSES_FILE, classes)
         log(INFO, "flowerbed: results go to %s", run_dir)
     else:
         run_dir = resumed.folder

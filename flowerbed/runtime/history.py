@@ -27,7 +27,8 @@ Clinical metrics of the global model (``metrics.clinical_metrics``): ``central_<
 held-out test set, ``federated_<name>`` the sample-weighted mean of the clients' values on their
 local test splits (clients where it is undefined left out), in every round with client
 evaluation, for ``balanced_accuracy``, ``auroc`` (macro one-vs-rest) and, for two classes,
-``sensitivity``, ``specificity``, ``auroc_positive`` (class 1).
+``sensitivity``, ``specificity``, ``auroc_positive`` (of the positive class,
+``data.classes.positive_class``: the disease).
 
 ``history.json`` (and ``history.csv``) hold only what the run config and seed determine, so two
 runs with the same config and seed write byte-identical files (clients in partition order:
