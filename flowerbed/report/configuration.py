@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..catalog import PROTOCOLS, SETTING_GROUPS, SETTINGS
 from .markup import Section, absent, setting_text, table
 from .run_folder import RunFolder
 
@@ -28,12 +29,7 @@ RECORDED = {
 
 def declared() -> tuple[dict[str, Any], dict[str, str], dict[str, dict[str, Any]]]:
     """Every declared key's default, its topic (``catalog.SETTING_GROUPS``) and each
-    protocol's own defaults; empty when the catalog cannot be imported (the report then lists
-    the keys without defaults)."""
-    try:
-        from ..catalog import PROTOCOLS, SETTING_GROUPS, SETTINGS
-    except Exception:  # noqa: BLE001 - a report never fails for want of the registry
-        return {}, {}, {}
+    protocol's own defaults."""
     topics = {
         s.key: topic.replace("`", "") for topic, group in SETTING_GROUPS.items() for s in group
     }

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..catalog import PROTOCOLS
 from .markup import Section, absent, esc, fmt, img, setting_text, shown, table
 from .plots import integer_ticks, png_bytes, pyplot, style
 from .run_folder import RunFolder, column, number
@@ -309,11 +310,7 @@ def privacy_section(run: RunFolder) -> Section | None:
 
 
 def strategy_spec(name: str):
-    """The protocol's catalog entry (None when unknown or the catalog cannot be read)."""
-    try:
-        from ..catalog import PROTOCOLS
-    except Exception:  # noqa: BLE001 - a report never fails for want of the registry
-        return None
+    """The protocol's catalog entry (None when unknown)."""
     return PROTOCOLS.get(name)
 
 

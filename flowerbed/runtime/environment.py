@@ -33,6 +33,7 @@ from typing import Any
 
 from flwr.common.logger import log
 
+from .checkpoint import versions as checkpoint_versions
 from .results import write_json
 
 ENVIRONMENT_FILE = "environment.json"
@@ -77,8 +78,6 @@ def package_versions() -> dict[str, str]:
     compares) supplies its own, so the two never disagree."""
     versions = {name: package_version(name) for name in PACKAGES}
     try:
-        from .checkpoint import versions as checkpoint_versions
-
         versions.update(checkpoint_versions())
     except Exception:  # noqa: BLE001, S110 - one of its packages missing: the lookups above stand
         pass
