@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 from flwr.common.logger import log
 
+from ..adaptive_clipping import KEY_UNCLIPPED
 from ..clinical import (
     CLASS_COUNT_METRICS,
     TEST_CLASS_CORRECT,
@@ -155,7 +156,9 @@ def round_row(
             row[f"client_{_column(key)}_mean"] = float(np.mean(values))
     # any other metric the clients' training reports (QFedFisher's fisher-kept-fraction): its
     # mean, min and max over the clients who trained (JSON history only)
-    standard = {"num-examples", "partition-id", "train-loss", "num-steps"}
+    # adaptive clipping's per-client bit is left out: its exact mean is the un-noised count
+    # that differential privacy releases only with noise (privacy.json has the noised one)
+    standard = {"num-examples", "partition-id", "train-loss", "num-steps", KEY_UNCLIPPED}
     for key in sorted({k for m in traffic.train for k in m} - standard):
         values = _numbers(traffic.train, key)
         if values:
