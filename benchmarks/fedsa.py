@@ -1,5 +1,5 @@
 """FedSA ("Federated Selective Aggregation for Knowledge Amalgamation", Xie et al., 2022) on
-digits, the offline replication of SEEDS 1.11: does saliency-based teacher selection help a
+digits, an offline replication: does saliency-based teacher selection help a
 server's target model learn from k labelled images per class, and does it avoid the teachers
 that live in another domain?
 
@@ -17,7 +17,7 @@ Measured: the adapted target model's final test accuracy (and the weak model's: 
 teachers that were foreign; a Table 3 analogue at k = 10: per teacher, its similarity at the
 first selection (``averaged`` and ``per-image``, from the FedSA run's log) and its linear-probe
 transfer accuracy (teacher frozen, a new linear head trained on D_T, held-out test set), with
-Spearman / Pearson over the 10 teachers; whether the orderings of SEEDS 1.11 hold.
+Spearman / Pearson over the 10 teachers; whether the paper's orderings hold.
 
 The runs are one sweep (``flowerbed.sweep``: seed x k x method, as Ray tasks, up to
 ``--workers`` at a time) in ``<out>/sweep``, plus, when k = 10 is not asked for, a second one
@@ -114,7 +114,7 @@ DATA = RESULTS / "fedsa.csv"
 TABLE = RESULTS / "table.md"
 # the page that includes table.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "fedsa.md"
-# the paired comparisons of SEEDS 1.11's orderings (c): (mine, base)
+# the paired comparisons of the paper's orderings (c): (mine, base)
 ORDERINGS = (("FedSA", "FedAvg+"), ("FedSA", "Random"), ("Random", "Least-K"))
 
 
@@ -372,7 +372,7 @@ def log_report(runs: list[dict], probes: list[dict], labels, ks, seeds, rounds) 
 
 
 def orderings(gaps: dict, table3: dict, mean: dict, ks, probed: bool) -> list[str]:
-    """SEEDS 1.11's orderings, on the means over seeds."""
+    """The paper's orderings, on the means over seeds."""
     small = [k for k in ks if k <= 5 and k in gaps]
     above = all(gaps[k] > 0 for k in small) if small else None
     size = [abs(gaps[k]) for k in ks if k in gaps]
@@ -380,7 +380,7 @@ def orderings(gaps: dict, table3: dict, mean: dict, ks, probed: bool) -> list[st
     gap_text = ", ".join(f"k={k}: {100 * g:+.1f}" for k, g in gaps.items()) or "no pairs"
     spearman, _, clean, foreign = table3["averaged"]
     lines = [
-        "\n## Orderings of SEEDS 1.11 (on the means over seeds)\n",
+        "\n## The paper's orderings (on the means over seeds)\n",
         (
             f"* (a) FedSA > Scratch at every k ≤ 5: {yes(above)}; |FedSA − Scratch| shrinks"
             f" (non-increasing) as k grows: {yes(shrinks)} ({gap_text})"
@@ -448,7 +448,7 @@ def report(fedsa_csv: Path) -> str:
         if m != "Scratch":
             lines.append(f"| {m} | " + " | ".join(pair(m, "Scratch", k) for k in ks) + " |")
     lines += [""] + table_head(
-        "SEEDS 1.11's orderings (c), paired by seed, in points: mean [95 % t interval], bold"
+        "The paper's orderings (c), paired by seed, in points: mean [95 % t interval], bold"
         " where the interval excludes 0.",
         "difference",
         columns,

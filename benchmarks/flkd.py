@@ -1,12 +1,12 @@
 """Federated then distilled: what is a federated teacher worth to a compact student? The
-offline replication (SEEDS 2.10) of "Benchmarking Federated Learning & Knowledge Distillation
+offline replication of "Benchmarking Federated Learning & Knowledge Distillation
 for Point Cloud Classification", with the two label-free controls the paper recommends but
 never reports.
 
 Stage 1 (through the real ServerApp/ClientApp handlers, in this process): the 13 FL
 strategies on 5 ``label-sorted`` clients, 20 rounds, 5 local epochs, the paper's client
 optimiser (Adam, lr 1e-3, weight decay 1e-4, batch 24; FedNova SGD with momentum 0.9 and
-SCAFFOLD plain SGD, lr 1e-3) and server keys (SEEDS 2.2); the teacher is the best round's
+SCAFFOLD plain SGD, lr 1e-3) and server keys; the teacher is the best round's
 global model (``model_best.pt``, selected on the test set, as the paper). A teacher-quality
 sweep adds FedAvg's final global model after 0, 1, 2, 3, 5, 10 and 20 rounds (round 0 = the
 random initial model, a chance-level teacher), and a centrally trained teacher (the whole
@@ -39,7 +39,7 @@ teachers' own tables and the student alone come from the JSONs under ``--out``, 
 committed: they are in ``flkd.md`` only.
 
 The long experiment (``--long``: ``long.csv``, ``long.md``; its provenance in
-``long-measured.json``): Stage 2 at 10 epochs is shorter than SEEDS suggests (30-50), so on
+``long-measured.json``): Stage 2 at 10 epochs is shorter than the replication plan suggests (30-50), so on
 digits, 3 seeds, the student is distilled for 50 epochs behind three teachers (the chance
 teacher, FedAvg's best round, the central teacher) with every objective in labeled mode, and in
 no-ce mode behind the central teacher for the four objectives whose no-ce run is soft-target
@@ -107,7 +107,7 @@ ADAPTIVE = {
     "adaptive-beta-2": 0.999,
     "adaptive-tau": 1e-3,
 }
-# the 13 strategies and the paper's keys (SEEDS 2.2)
+# the 13 strategies and the paper's keys
 STRATEGIES = {
     "fedavg": {},
     "fedprox": {"proximal-mu": 0.01},

@@ -251,7 +251,7 @@ SHOWN = re.compile(r"[+\-]\d+(?:\.\d+)? \[[+\-]\d+(?:\.\d+)?, [+\-]\d+(?:\.\d+)?
 
 
 def _places(text: str) -> Iterator[tuple[int, str, str, str]]:
-    """(table number in the file, row label, column label, "mean [low, high]") of every
+    """(table number in the file, row label (``_row_label``), column label, "mean [low, high]") of every
     interval-shaped text in ``text``, in order; outside a table: (0, "text", "", ...)."""
     part, header, in_table = 0, [], False
     for line in text.splitlines():
@@ -268,7 +268,18 @@ def _places(text: str) -> Iterator[tuple[int, str, str, str]]:
             continue  # the separator row
         for j, cell in enumerate(cells):
             for match in SHOWN.finditer(cell):
-                yield part, cells[0], header[j] if j < len(header) else "", match.group()
+                yield part, _row_label(cells), header[j] if j < len(header) else "", match.group()
+
+
+def _row_label(cells: list[str]) -> str:
+    """A table row's label: its first cell and the cells after it up to the first that starts
+    like a number, a sign or a dash ("fedavg-r0 (9.4), vanilla, labeled")."""
+    label = [cells[0]]
+    for cell in cells[1:]:
+        if not cell or cell[0].isdigit() or cell[0] in "+-−–*":
+            break
+        label.append(cell)
+    return ", ".join(label)
 
 
 def shown_intervals(text: str, recorded: list[tuple[Interval, str]]) -> list[dict]:

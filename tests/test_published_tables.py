@@ -149,6 +149,12 @@ def test_a_results_page_says_which_intervals_survive_a_holm_correction(page):
     block = tables.page_block_file(path)
     assert path.read_text().count(tables.docs_include(block)) == 1, f"{page}.md lacks {block}"
     assert block.read_text() == tables.page_block(path), "rewrite it with a report step"
+    # the prose's "the page's N intervals" (a finding that does not survive the correction for
+    # them) counts what the block counts
+    shown = sum(len(tables.read_intervals(table)) for table in tables.page_tables(path))
+    prose = re.sub(r"\s+", " ", path.read_text())
+    for count in re.findall(r"the page's (\d+) intervals", prose):
+        assert int(count) == shown, f"{page}.md says {count} intervals; it shows {shown}"
 
 
 @pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
