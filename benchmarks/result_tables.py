@@ -6,6 +6,15 @@ tables from that file alone, into ``table.md`` beside it. A documentation page s
 including that file (``docs_include``: a pymdownx.snippets line, resolved when the site is
 built), so that no published number is typed by hand (``tests/test_published_tables.py``
 checks the files against ``runs.csv`` and the pages' include lines).
+
+Intervals: ``paired_test`` (and ``welch_test``) give a 95 % t interval with the two-sided
+p-value of the same t test; ``interval_text`` writes it, in bold only where it excludes 0 and
+the values vary, "(no spread)" after a zero-width one. A report step writes a table with
+``write_table``, which records every interval the table shows and writes them, placed by row
+and column, with their p-values into ``<table>.intervals.csv``, and rewrites the Holm block
+(``page_block``: how many intervals the page shows, how many exclude 0, which survive a
+Holm-Bonferroni correction over all of them) of every documentation page that includes the
+table, ``benchmarks/results/holm/<page>.md``.
 """
 
 from __future__ import annotations
@@ -103,14 +112,6 @@ def accuracy_cell(runs: list[dict], stopped_word: str, **labels) -> str:
     return percent_cell(finals) + note
 
 
-def paired_interval(differences: list[float]) -> tuple[float, float, float]:
-    """Mean of per-seed paired differences and its 95 % Student-t interval (t with n - 1
-    degrees of freedom; n = 3 seeds gives t = 4.30, so only large, consistent gaps exclude 0);
-    NaN bounds for a single difference."""
-    test = paired_test(differences)
-    return test.mean, test.low, test.high
-
-
 @dataclass(frozen=True)
 class Interval:
     """A 95 % t interval of a difference and the two-sided p-value of the same t test (H0: the
@@ -189,7 +190,7 @@ def welch_test(a: list[float], b: list[float], tolerance: float = same_within(1)
 
 def paired_cell(runs: list[dict], mine: dict, base: dict, key: str = "final") -> str:
     """The runs labelled ``mine`` minus those labelled ``base``, paired by seed, in percentage
-    points: ``"+4.2 [+1.0, +7.4]"`` (mean [95 % t interval], ``paired_interval``), in bold
+    points: ``"+4.2 [+1.0, +7.4]"`` (mean [95 % t interval], ``paired_test``), in bold
     where the interval excludes 0 and the differences vary; – when no seed has both."""
 
     def by_seed(labels: dict) -> dict[int, float]:
