@@ -12,6 +12,7 @@ from pathlib import Path
 from test_report import Page, assert_self_contained, parsed
 
 from flowerbed.catalog import SETTINGS
+from flowerbed.clinical import site_estimates
 from flowerbed.report import write_run_report
 from flowerbed.report.markup import fmt, setting_text
 from flowerbed.report.run_folder import RunFolder
@@ -166,7 +167,9 @@ def attacked_history() -> list[dict]:
         rows.append(
             {"round": r, "central_accuracy": 0.2 * r, "clients_trained": 4 - len(failures),
              "clients_failed": len(failures), "failures": failures, "clients_clipped": r - 1,
-             "client_accuracies": {"0": 0.2, "1": 0.8, "2": 0.3, "3": None}}
+             "client_accuracies": {"0": 0.2, "1": 0.8, "2": 0.3, "3": None},
+             "client_table": {str(k): site_estimates([10, 20], [5, 15], 0.7, positive=0)
+                              for k in range(3)}}
         )  # fmt: skip
     return rows
 
@@ -192,6 +195,8 @@ def test_an_attacked_run_shows_its_attackers_and_the_replies_dropped_and_clipped
     assert "rejected: arrays['fc.weight'] holds NaN 3 partition 3" in words  # over the rounds
     assert "1 node(s) did not reply within the timeout 1 -" in words
     assert "honest clients 0.8000 (1 client), of the attackers 0.2500 (2)" in words
+    sites = section_words(run_dir, "clients")  # the per-site table marks the attackers
+    assert "0 (attacker)" in sites and "2 (attacker)" in sites and "1 (attacker)" not in sites
     assert_self_contained(parsed(run_dir))
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from .markup import Section, absent, esc, fmt, img, shown, table
 from .plots import png_bytes, pyplot
 from .run_folder import RunFolder
+from .trust_sections import attacker_ids
 
 METRIC_LABELS = (
     ("accuracy", "accuracy"),
@@ -180,7 +181,8 @@ def curves_figure(rounds: list[tuple[str, dict]]):
         ax.errorbar(predicted, observed, yerr=[low, high], marker=marker, capsize=2,
                     label=f"{which} round {summary['round']} (Brier {brier:.3f})")  # fmt: skip
     ax.plot([0, 1], [0, 1], ":", color="grey", label="perfect calibration")
-    ax.set_xlabel(f"{rounds[0][1]['reliability']['of']} (predicted)")
+    of = rounds[0][1]["reliability"]["of"]
+    ax.set_xlabel(of if of.startswith("the ") else f"predicted {of}")
     ax.set_ylabel("observed frequency")
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.02, 1.02)
@@ -205,6 +207,7 @@ def sites_section(run: RunFolder) -> Section | None:
     num_classes = len(next(iter(sites.values()))["test_counts"])
     names = class_names(run, num_classes)
     positive, _ = positive_of(run)
+    attackers = set(attacker_ids(run.config))
     metrics = [m for m in SITE_METRICS if any(m in s for s in sites.values())]
     labels = {
         "accuracy": "accuracy",
@@ -217,9 +220,9 @@ def sites_section(run: RunFolder) -> Section | None:
     for pid, site in sorted(sites.items()):
         counts = counts_text(names, site["test_counts"])
         cells = [site_cell(site, m) for m in metrics]
-        rows.append(
-            [pid, site.get("n_train"), site["n_test"], counts, *cells, site_reason(site, names)]
-        )
+        label = f"{pid} (attacker)" if pid in attackers else pid
+        flag = site_reason(site, names)
+        rows.append([label, site.get("n_train"), site["n_test"], counts, *cells, flag])
     rows, note = shown(rows)
     flagged = sum(1 for s in sites.values() if s.get("not_estimable"))
     body = (

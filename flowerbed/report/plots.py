@@ -77,7 +77,7 @@ def partition_png(counts: np.ndarray, title: str = "", names: list[str] | None =
     plt = pyplot()
     clients, classes = counts.shape
     height = min(9.0, max(2.5, 0.28 * clients + 1.5))
-    width = min(10.0, max(4.5, 0.5 * classes + 2.5))
+    width = min(10.0, max(6.5, 0.5 * classes + 2.5))  # room for the title's run name
     fig, ax = plt.subplots(figsize=(width, height))
     image = ax.imshow(counts, cmap="Blues", aspect="auto", interpolation="nearest")
     bar = fig.colorbar(image, ax=ax)

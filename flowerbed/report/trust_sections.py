@@ -83,6 +83,13 @@ FAILURE = re.compile(r"^(partition \d+|node \d+): (.*)$", re.DOTALL)
 MAX_REASON = 160  # characters of a failure reason in the per-round table
 
 
+def attacker_ids(config: dict) -> list[int]:
+    """The partitions that attack (config.json's ``attackers``; none without an ``attack``)."""
+    if str(config.get("attack", NO_ATTACK)) == NO_ATTACK:
+        return []
+    return id_list(config.get("attackers"))
+
+
 def id_list(text: Any) -> list[int]:
     """``"0, 3"`` -> [0, 3] (ids that do not parse are left out)."""
     ids = []
@@ -354,7 +361,7 @@ def robustness_section(run: RunFolder) -> Section | None:
     title = "Robustness: attacks, dropped and clipped replies"
     config, rows = run.config, [r for r in run.history if r.get("round", 0) >= 1]
     attack = str(config.get("attack", NO_ATTACK))
-    attackers = id_list(config.get("attackers")) if attack != NO_ATTACK else []
+    attackers = attacker_ids(config)
     failing = id_list(config.get("failing-partitions"))
     norm_bound = number(config.get("max-update-norm", 0.0))
     clipping = math.isfinite(norm_bound) and norm_bound > 0
