@@ -187,7 +187,7 @@ def curves_figure(rounds: list[tuple[str, dict]]):
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("Reliability (calibration)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
 
