@@ -186,7 +186,7 @@ def ordered_settings(runs) -> list[str]:
     return [s for s in settings if s in present]
 
 
-def table(runs: list[dict]) -> str:
+def table(runs: list[dict], folder: Path) -> str:
     datasets = [d for d in DATASETS if any(r["dataset"] == d for r in runs)]
     seeds = sorted({r["seed"] for r in runs})
     rounds = sorted({r["rounds"] for r in runs if not r["stopped"]})
@@ -199,6 +199,7 @@ def table(runs: list[dict]) -> str:
         f' "k/{len(seeds)} diverged": in k'
         " runs a round came in which no client could send a finite update, and the run stopped"
         " there; it counts with the last global model it had."
+        f" {provenance_line(folder)}"
     )
     lines = [
         caption,
@@ -228,7 +229,7 @@ def report(data: Path) -> str:
         return adaptive_table(data)
     if data.name == RUNS_DATA.name:
         return adaptive_runs_table(data)
-    return table(read_results(data))
+    return table(read_results(data), data.parent)
 
 
 # --- adaptive clipping: Flower's against flowerbed's, simulated -------------------------------
