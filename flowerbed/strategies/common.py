@@ -28,6 +28,7 @@ from flwr.serverapp.strategy.strategy_utils import (
     validate_message_reply_consistency,
 )
 
+from ..clinical import CLASS_COUNT_METRICS, TRAIN_EXAMPLES
 from ..data.site_reports import data_shape
 from ..models import Classifier, build_model, run_model
 from ..runtime.history import CLIENT_CLINICAL, weighted_mean
@@ -103,13 +104,16 @@ def valid_replies(
 def aggregate_with_spread(records: list[RecordDict], weighting_key: str) -> MetricRecord:
     """Weighted mean of every metric (Flower's rule) plus the spread of client accuracy.
 
-    ``partition-id`` is an identifier, not a metric: it is left out of the average. A clinical
+    ``partition-id`` is an identifier, not a metric, and the per-class test counts are counts
+    (the history's per-site table reads them): they are left out of the average. A clinical
     metric (``runtime.history.CLIENT_CLINICAL``) is averaged over the clients where it is
     defined (a client whose test split lacks a class has no AUROC for it: NaN), as the
     history's ``federated_<name>`` is.
     """
     metrics = aggregate_metricrecords(records, weighting_key)
-    metrics.pop("partition-id", None)
+    # identifiers and counts, not metrics: no mean of them (the history's client_table has them)
+    for key in ("partition-id", *CLASS_COUNT_METRICS, TRAIN_EXAMPLES):
+        metrics.pop(key, None)
     replies = [record.metric_records.get("metrics", {}) for record in records]
     for key in CLIENT_CLINICAL:
         pairs = [(float(m[weighting_key]), float(m[key])) for m in replies if key in m]
