@@ -26,6 +26,7 @@ from flowerbed.clinical import (
 from flowerbed.data.classes import CLASS_NAMES, class_names, positive_class, run_classes
 from flowerbed.inprocess import run_in_process
 from flowerbed.metrics import auroc, clinical_metrics
+from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table, read_client_tables
 from flowerbed.runtime.reply_checks import LENIENT, RejectedReply, check_reply
 from flowerbed.settings import ConfigError
 
@@ -260,9 +261,23 @@ def test_a_breast_cancer_run_reads_malignant_as_positive_with_counts_and_interva
     history = json.loads((run_dir / "history.json").read_text())
     assert history[-1]["central_sensitivity"] == pytest.approx(sensitivity["value"])
     row = history[-1]
-    table = row["client_table"]
+    assert "client_table" not in row  # one line a round in its own file, not in history.json
+    tables = read_client_tables(run_dir / CLIENT_TABLE_FILE)
+    assert sorted(tables) == [1, 2]
+    table = tables[2]
     assert len(table) == 4
     replies = [(t["n_test"], sum(t["test_correct"]) / t["n_test"]) for t in table.values()]
     weighted = sum(n * a for n, a in replies) / sum(n for n, _ in replies)
     assert row["client_accuracy"] == pytest.approx(weighted)  # Flower's convention
     assert row["client_accuracy_unweighted_mean"] == pytest.approx(np.mean([a for _, a in replies]))
+
+
+def test_the_per_site_table_file_keeps_a_repeated_rounds_last_line_and_skips_a_torn_one(tmp_path):
+    path = tmp_path / CLIENT_TABLE_FILE
+    append_client_table(path, 1, {"0": {"n_test": 5}})
+    append_client_table(path, 2, {"0": {"n_test": 6}})
+    append_client_table(path, 2, {"0": {"n_test": 7}})  # a resumed run repeats round 2
+    with open(path, "a") as f:
+        f.write('{"round": 3, "clients": {"0": {"n_te')  # killed mid-line
+    assert read_client_tables(path) == {1: {"0": {"n_test": 5}}, 2: {"0": {"n_test": 7}}}
+    assert read_client_tables(tmp_path / "none.jsonl") == {}

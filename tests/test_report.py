@@ -28,7 +28,7 @@ from flowerbed.kd import student as kd_student
 from flowerbed.report import PARTITIONS_PNG, REPORT_FILE, write_run_report
 from flowerbed.runtime import context as run_context
 from flowerbed.runtime import trackers
-from flowerbed.runtime.history import round_pace
+from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table, round_pace
 from flowerbed.runtime.outcome import write_status
 from flowerbed.runtime.progress import duration, pace
 from flowerbed.runtime.results import write_json, write_partition_table
@@ -95,11 +95,6 @@ def binary_history(rounds: int = 3) -> list[dict]:
             client_accuracy=0.6,
             client_accuracy_std=0.1,
             client_accuracies={"0": 0.5, "1": 0.7, "2": None},
-            client_table={
-                "0": site_estimates([0, 25], [0, 20], math.nan, positive=0),
-                "1": site_estimates([12, 14], [9, 12], 0.8, positive=0),
-                "2": site_estimates([5, 10], [4, 9], 0.9, positive=0),
-            },
             clients_trained=3,
         )
         rows.append(row)
@@ -118,6 +113,13 @@ def run_folder(path: Path, status: str = "completed", **config) -> Path:
 def every_file(path: Path) -> Path:
     run_folder(path, **{"distill-objective": "vanilla", "strategy": "fedavg"})
     write_json(path / "history.json", binary_history())
+    sites = {
+        "0": site_estimates([0, 25], [0, 20], math.nan, positive=0),
+        "1": site_estimates([12, 14], [9, 12], 0.8, positive=0),
+        "2": site_estimates([5, 10], [4, 9], 0.9, positive=0),
+    }
+    for r in (1, 2, 3):
+        append_client_table(path / CLIENT_TABLE_FILE, r, sites)
     (path / "timings.csv").write_text("round,seconds\n0,\n1,1.5\n2,2.5\n3,2.0\n")
     write_json(path / "model_best.json", {"round": 3, "central_auroc": 0.85, "selected_on": "test"})
     write_json(path / "classes.json", {"names": ["malignant", "benign"], "positive": 0,

@@ -23,6 +23,7 @@ from flowerbed.report.trust_sections import (
     robustness_section,
 )
 from flowerbed.runtime.environment import environment
+from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table
 from flowerbed.runtime.outcome import write_status
 from flowerbed.runtime.results import write_json
 
@@ -167,9 +168,7 @@ def attacked_history() -> list[dict]:
         rows.append(
             {"round": r, "central_accuracy": 0.2 * r, "clients_trained": 4 - len(failures),
              "clients_failed": len(failures), "failures": failures, "clients_clipped": r - 1,
-             "client_accuracies": {"0": 0.2, "1": 0.8, "2": 0.3, "3": None},
-             "client_table": {str(k): site_estimates([10, 20], [5, 15], 0.7, positive=0)
-                              for k in range(3)}}
+             "client_accuracies": {"0": 0.2, "1": 0.8, "2": 0.3, "3": None}}
         )  # fmt: skip
     return rows
 
@@ -182,6 +181,8 @@ def test_an_attacked_run_shows_its_attackers_and_the_replies_dropped_and_clipped
            "max-update-norm": 2.0, "failing-partitions": "3", "failure-mode": "nonfinite",
            "num-malicious-clients": 1},
     )  # fmt: skip
+    sites = {str(k): site_estimates([10, 20], [5, 15], 0.7, positive=0) for k in range(3)}
+    append_client_table(run_dir / CLIENT_TABLE_FILE, 3, sites)
     write_run_report(run_dir)
     assert "robustness" in parsed(run_dir).ids
     words = section_words(run_dir, "robustness")

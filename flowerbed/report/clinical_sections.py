@@ -1,7 +1,7 @@
 """The report's clinical reading: the global model on the server's test set (counts, metrics
 with their intervals, confusion matrices, the ROC curve and calibration, from ``clinical.json``)
-and each site at the last round (the per-site table and a forest plot, from the history's
-``client_table``), every class named (``classes.json``)."""
+and each site at the last round (the per-site table and a forest plot, from
+``client_table.jsonl``), every class named (``classes.json``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..runtime.history import CLIENT_TABLE_FILE, read_client_tables
 from .markup import Section, absent, esc, fmt, img, shown, table
 from .plots import png_bytes, pyplot
 from .run_folder import RunFolder
@@ -200,10 +201,12 @@ SITE_METRICS = ("accuracy", "balanced_accuracy", "auroc", "sensitivity", "specif
 
 def sites_section(run: RunFolder) -> Section | None:
     title = "Each site at the last round"
-    last = next((r for r in reversed(run.history) if r.get("client_table")), None)
-    if last is None:
+    tables = read_client_tables(run.path / CLIENT_TABLE_FILE)
+    if not tables:
         return client_accuracy_only(run)
-    sites = {int(k): v for k, v in last["client_table"].items()}
+    last_round = max(tables)
+    last = next((r for r in run.history if r.get("round") == last_round), {"round": last_round})
+    sites = {int(k): v for k, v in tables[last_round].items()}
     num_classes = len(next(iter(sites.values()))["test_counts"])
     names = class_names(run, num_classes)
     positive, _ = positive_of(run)

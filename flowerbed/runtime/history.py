@@ -17,11 +17,13 @@ carry no test-set size: one-shot protocols, CTL, FedSA) and ``client_accuracy_st
 spread over clients; ``nonlocal_accuracy_mean`` (CTL) the mean accuracy of the clients on other
 clients' test data.
 
-``client_table`` (JSON history only), every round with client evaluation: each client's
+The per-site table (``CLIENT_TABLE_FILE``, one JSON line per round with client evaluation,
+appended, so that a round costs the same however many rounds came before it): each client's
 training and test sizes, test samples per class, and its accuracy, balanced accuracy, AUROC
 (and, binary, sensitivity and specificity) with the estimability rule of
 ``clinical.site_estimates``: "not estimable" (null, with the reason) rather than a 1.000 from
-nine samples or a test split without the disease.
+nine samples or a test split without the disease. ``read_client_tables`` reads it back (a
+resumed run may repeat a round: its last line counts).
 
 Clinical metrics of the global model (``metrics.clinical_metrics``): ``central_<name>`` on the
 held-out test set, ``federated_<name>`` the sample-weighted mean of the clients' values on their
@@ -38,7 +40,9 @@ and written to ``timings.csv``.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from logging import INFO
 from pathlib import Path
 
@@ -81,6 +85,8 @@ HISTORY_COLUMNS = (
     "bytes_received",
 )
 TIMING_COLUMNS = ("round", "seconds")  # timings.csv: what differs from run to run
+CLIENT_TABLE = "client_table"  # a row's per-site table, until History.add appends it to:
+CLIENT_TABLE_FILE = "client_table.jsonl"  # {"round": r, "clients": {partition id: row}} a line
 CLIENT_MODELS_ACCURACY = "client_models_test_accuracy_mean"
 # the clinical metrics as a client's evaluation reply names them (LocalClient.evaluation_metrics)
 CLIENT_CLINICAL = tuple(name.replace("_", "-") for name in CLINICAL + BINARY)
@@ -145,7 +151,7 @@ def round_row(
     )
     table = client_table(traffic.evaluate, getattr(grid, "positive_class", None))
     if table:
-        row["client_table"] = table
+        row[CLIENT_TABLE] = table  # History.add moves it into CLIENT_TABLE_FILE
     # any other metric the clients' evaluation reports (Ditto's personal-accuracy): its mean
     # over the clients, as client_<name>_mean (JSON history only)
     standard = {"num-examples", "partition-id", "loss", "accuracy", *CLIENT_CLINICAL}
@@ -193,6 +199,34 @@ def client_table(replies: list[dict], positive: int | None) -> dict[int, dict]:
         )
         table[int(m["partition-id"])] = {"n_train": m.get(TRAIN_EXAMPLES), **site}
     return dict(sorted(table.items()))
+
+
+def append_client_table(path: Path, server_round: int, table: dict) -> None:
+    """One round's per-site table as one line of ``path`` (flushed and synced: a crash leaves
+    at most a partial last line, which ``read_client_tables`` skips)."""
+    line = json.dumps({"round": server_round, "clients": table}, default=float) + "\n"
+    with open(path, "a") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_client_tables(path: Path) -> dict[int, dict]:
+    """Round -> that round's per-site table (partition id as a string -> row), from
+    ``CLIENT_TABLE_FILE``; empty when there is none. A round written twice (a resumed run
+    repeats the rounds after its last checkpoint) keeps its last line."""
+    tables: dict[int, dict] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return tables
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            tables[int(entry["round"])] = entry["clients"]
+        except (ValueError, KeyError, TypeError):
+            continue  # a partial line from a crash
+    return tables
 
 
 def _numbers(metrics: list[dict], key: str) -> list[float]:
@@ -277,6 +311,9 @@ class History:
         self.failed_rounds = 0
 
     def add(self, row: dict, num_rounds: int, note: str = "") -> None:
+        table = row.pop(CLIENT_TABLE, None)
+        if table is not None:
+            append_client_table(self.run_dir / CLIENT_TABLE_FILE, row["round"], table)
         self.rows.append(row)
         line = format_round(row, num_rounds) + round_pace(self.rows, num_rounds)
         log(INFO, line + (f" ({note})" if note else ""))
