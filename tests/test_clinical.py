@@ -281,3 +281,46 @@ def test_the_per_site_table_file_keeps_a_repeated_rounds_last_line_and_skips_a_t
         f.write('{"round": 3, "clients": {"0": {"n_te')  # killed mid-line
     assert read_client_tables(path) == {1: {"0": {"n_test": 5}}, 2: {"0": {"n_test": 7}}}
     assert read_client_tables(tmp_path / "none.jsonl") == {}
+
+
+def binary_sites(folder, sites: int = 3):
+    """Sites of their own binary tabular data (npz), class 1 shifted from class 0."""
+    rng = np.random.default_rng(7)
+    folders = []
+    for site in range(sites):
+        y = rng.integers(0, 2, 200)
+        x = (rng.normal(size=(200, 4)) + 1.5 * y[:, None]).astype(np.float32)
+        path = folder / f"site{site}"
+        path.mkdir(parents=True)
+        np.savez(path / "data.npz", x_train=x, y_train=y)
+        folders.append(path)
+    return folders
+
+
+def test_a_sites_own_binary_data_has_a_positive_class_only_once_named(tmp_path):
+    folders = binary_sites(tmp_path / "sites")
+    config = {
+        "dataset": "site",
+        "partitioner": "site",
+        "model": "mlp",
+        "num-server-rounds": 1,
+        "min-available-clients": 3,
+        "output-dir": str(tmp_path / "runs"),
+    }
+    nodes = [{"data-dir": str(folder)} for folder in folders]
+    with pytest.raises(ConfigError, match="'sensitivity' needs a positive class.*positive-class"):
+        run_in_process({**config, "best-model-metric": "sensitivity"}, 3, node_configs=nodes)
+    unnamed = run_in_process({**config, "run-name": "unnamed"}, 3, node_configs=nodes)
+    assert json.loads((unnamed / "classes.json").read_text())["positive"] is None
+    (table,) = read_client_tables(unnamed / CLIENT_TABLE_FILE).values()
+    assert all("sensitivity" not in site for site in table.values())
+    named = run_in_process(
+        {**config, "run-name": "named", "positive-class": "1"}, 3, node_configs=nodes
+    )
+    assert json.loads((named / "classes.json").read_text())["positive_name"] == "class 1"
+    (table,) = read_client_tables(named / CLIENT_TABLE_FILE).values()
+    assert all(site["sensitivity"] is not None for site in table.values())  # 40 test samples
+    for site in table.values():
+        counts, correct = site["test_counts"], site["test_correct"]
+        assert site["sensitivity"] == pytest.approx(correct[1] / counts[1])
+        assert site["specificity"] == pytest.approx(correct[0] / counts[0])

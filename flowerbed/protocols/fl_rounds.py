@@ -179,6 +179,12 @@ class FLRounds(Phase):
                 f" dataset={run.config.dataset!r} has {run.num_classes}: use accuracy,"
                 " balanced-accuracy or auroc"
             )
+        if run.config.best_model_metric in BINARY_ONLY and run.grid.positive_class is None:
+            raise ConfigError(
+                f"best-model-metric={run.config.best_model_metric!r} needs a positive class;"
+                f" dataset={run.config.dataset!r} declares none: set positive-class (a class"
+                " name or index) or use accuracy, balanced-accuracy or auroc"
+            )
         self.strategy = self.spec.build_server(run.config, **flower_kwargs(run.config))
         nodes = len(run.grid.get_node_ids())
         self.private = privacy.wrap(self.strategy, run.config, run.model.state_dict(), nodes)
