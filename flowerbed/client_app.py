@@ -64,6 +64,8 @@ def handshake(msg: Message, context: Context) -> Message:
             client.data.num_classes,
             str(client.config.data_path),
             (len(client.y_train), len(client.y_test)),
+            client.data.class_names,
+            client.data.positive_class,
         )
         for name, record in records.items():
             content[name] = record

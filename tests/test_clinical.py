@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -324,3 +325,53 @@ def test_a_sites_own_binary_data_has_a_positive_class_only_once_named(tmp_path):
         counts, correct = site["test_counts"], site["test_correct"]
         assert site["sensitivity"] == pytest.approx(correct[1] / counts[1])
         assert site["specificity"] == pytest.approx(correct[0] / counts[0])
+
+
+def test_a_site_manifest_names_the_classes_and_the_disease(tmp_path):
+    folders = binary_sites(tmp_path / "sites", sites=4)
+    manifest = {"names": ["healthy", "tumour"], "positive": "tumour"}
+    for folder in folders[:3]:
+        (folder / "classes.json").write_text(json.dumps(manifest))
+    (folders[3] / "classes.json").write_text(json.dumps({**manifest, "positive": "healthy"}))
+    run_dir = run_in_process(
+        {
+            "dataset": "site",
+            "partitioner": "site",
+            "model": "mlp",
+            "num-server-rounds": 1,
+            "min-available-clients": 3,
+            "output-dir": str(tmp_path / "runs"),
+            "best-model-metric": "sensitivity",  # the manifest's positive class allows it
+        },
+        4,
+        node_configs=[{"data-dir": str(folder)} for folder in folders],
+    )
+    classes = json.loads((run_dir / "classes.json").read_text())
+    assert classes["names"] == ["healthy", "tumour"] and classes["positive_name"] == "tumour"
+    assert classes["chosen_by"] == "site manifest" and classes["clinical"]
+    (table,) = read_client_tables(run_dir / CLIENT_TABLE_FILE).values()
+    assert sorted(table) == ["0", "1", "2"]  # the site calling 'healthy' the disease is left out
+    for site in table.values():
+        assert site["sensitivity"] == pytest.approx(
+            site["test_correct"][1] / site["test_counts"][1]
+        )
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        ("{", "is not readable JSON"),
+        ('{"names": ["a"]}', "holds 1 distinct names of 1; the data has 2 classes"),
+        ('{"positive": "tumour"}', "\"positive\" is 'tumour'; valid: 0 or 1"),
+        ('{"names": ["a", "b"], "positive": 2}', "valid: 'a', 'b' or 0, 1"),
+        ('{"labels": []}', 'must be an object with the keys "names" and "positive"'),
+    ],
+)
+def test_a_bad_site_manifest_is_refused_naming_its_file(tmp_path, manifest, message):
+    from flowerbed.data.site_data import SiteDataError, load_site_data
+
+    (folder,) = binary_sites(tmp_path / "sites", sites=1)
+    (folder / "classes.json").write_text(manifest)
+    with pytest.raises(SiteDataError, match=re.escape(message)) as error:
+        load_site_data(folder)
+    assert str(folder / "classes.json") in str(error.value)

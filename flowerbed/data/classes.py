@@ -12,8 +12,9 @@ that rule, so it is declared here, once:
 Other data sets have names but no clinical positive class; a binary one (a synthetic set, a
 site's two folders) takes class 1 as positive by convention, named as such, except a site's own
 data (``dataset='site'``), whose meaning flowerbed cannot know: its sensitivity and specificity
-are left out until ``positive-class`` names the positive class. The ``positive-class`` key
-overrides the declared class for any binary data set (by name or index).
+are left out until its manifest (``<site folder>/classes.json``: names and the positive class,
+``site_data.read_manifest``) or ``positive-class`` names the positive class. The
+``positive-class`` key overrides the declared class for any binary data set (by name or index).
 
 The MedMNIST names are ``medmnist.INFO[flag]["label"]``, written out because importing medmnist
 costs seconds (``tests/test_classes.py`` checks them against ``medmnist.INFO``).
@@ -119,11 +120,20 @@ UNKNOWN_MEANING = ("site",)  # data whose classes flowerbed cannot name or order
 DECLARED = ""  # positive-class: the data set's declared positive class
 CLASSES_FILE = "classes.json"  # a run folder's class names and positive class (run_classes)
 
+POSITIVE_REASONS = {  # classes.json's chosen_by, as a report says it
+    "data set": "the disease",
+    "site manifest": "the disease, as the sites' manifest declares",
+    "positive-class": "set by positive-class",
+    "convention": "class 1 by convention",
+}
 
-def class_names(dataset: str, num_classes: int) -> tuple[str, ...]:
+
+def class_names(
+    dataset: str, num_classes: int, declared: tuple[str, ...] | None = None
+) -> tuple[str, ...]:
     """The names of ``num_classes`` classes (``class k`` where the data set declares none, or
-    declares fewer)."""
-    names = CLASS_NAMES.get(dataset, ())
+    declares fewer); ``declared``: the data's own (a site's manifest), before the tables."""
+    names = declared or CLASS_NAMES.get(dataset, ())
     return tuple(names[k] if k < len(names) else f"class {k}" for k in range(num_classes))
 
 
@@ -161,21 +171,27 @@ SETTINGS = (
         DECLARED,
         "the positive class of a binary task's sensitivity, specificity and ROC curve, by"
         " name or index; empty = the data set's declared clinical positive (breast-cancer,"
-        " breastmnist: malignant; pneumoniamnist: pneumonia), class 1 for other binary sets,"
-        " none for `site` data (its sensitivity and specificity are then left out)",
+        " breastmnist: malignant; pneumoniamnist: pneumonia), class 1 for other binary sets;"
+        " `site` data: its manifest's (classes.json), else none (no sensitivity, specificity)",
         check=_check_positive,
     ),
 )
 
 
-def positive_class(config: RunConfig, num_classes: int) -> int | None:
+def positive_class(
+    config: RunConfig,
+    num_classes: int,
+    declared_names: tuple[str, ...] | None = None,
+    declared_positive: int | None = None,
+) -> int | None:
     """The class index whose recall is the sensitivity, or None: more than two classes, or a
-    site's data without ``positive-class``. ``ValueError`` (one line) for a ``positive-class``
-    the data does not have."""
+    site's data whose manifest names none, without ``positive-class``. ``declared_*``: what
+    the data declares itself (``DatasetSplits.class_names``/``positive_class``, a site's
+    manifest). ``ValueError`` (one line) for a ``positive-class`` the data does not have."""
     if num_classes != 2:
         return None
     value = str(getattr(config, "positive_class", DECLARED))
-    names = class_names(config.dataset, num_classes)
+    names = class_names(config.dataset, num_classes, declared_names)
     if value != DECLARED:
         index = _parse_positive(value, names)
         if index is None:
@@ -184,25 +200,45 @@ def positive_class(config: RunConfig, num_classes: int) -> int | None:
                 f" valid: {', '.join(repr(n) for n in names)} or 0, 1"
             )
         return index
+    if declared_positive is not None:
+        return declared_positive
     if config.dataset in UNKNOWN_MEANING:
         return None
     return CLINICAL_POSITIVE.get(config.dataset, 1)
 
 
-def run_classes(config: RunConfig, num_classes: int) -> dict:
+def run_classes(
+    config: RunConfig,
+    num_classes: int,
+    declared_names: tuple[str, ...] | None = None,
+    declared_positive: int | None = None,
+) -> dict:
     """What ``classes.json`` of a run folder holds: the class names, the positive class (index
-    and name; None without one) and whether it is the data set's clinical positive (the
-    disease). ``ConfigError`` (one line, before any training) for a ``positive-class`` the
-    data does not have."""
-    names = class_names(config.dataset, num_classes)
+    and name; None without one), what chose it (``chosen_by``: the data set's table, the site's
+    manifest, ``positive-class`` or the class-1 convention) and whether it is the disease
+    (``clinical``). ``declared_*``: as ``positive_class``. ``ConfigError``
+    (one line, before any training) for a ``positive-class`` the data does not have."""
+    names = class_names(config.dataset, num_classes, declared_names)
     try:
-        positive = positive_class(config, num_classes)
+        positive = positive_class(config, num_classes, declared_names, declared_positive)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    if positive is None:
+        chosen_by = None
+    elif str(getattr(config, "positive_class", DECLARED)) != DECLARED:
+        chosen_by = "positive-class"
+    elif declared_positive is not None:
+        chosen_by = "site manifest"
+    elif config.dataset in CLINICAL_POSITIVE:
+        chosen_by = "data set"
+    else:
+        chosen_by = "convention"
     return {
         "dataset": config.dataset,
         "names": list(names),
         "positive": positive,
         "positive_name": None if positive is None else names[positive],
-        "clinical": config.dataset in CLINICAL_POSITIVE,
+        # the disease, as the data set or the site's manifest declares it
+        "clinical": chosen_by in ("data set", "site manifest"),
+        "chosen_by": chosen_by,
     }

@@ -145,6 +145,9 @@ class DatasetSplits:
     # a transform of training batches only, (batch, generator) -> batch: point clouds get the
     # FL + KD benchmark's augmentation (``pointclouds.augment_point_batch``); None = none
     augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
+    # what the data declares of its classes (a site's manifest); None: data.classes' tables
+    class_names: tuple[str, ...] | None = None
+    positive_class: int | None = None
 
     @property
     def num_nodes(self) -> int | None:

@@ -270,7 +270,14 @@ def _load_site(folder: str, label_column, shape, num_classes, test_fraction, see
         seed=seed,
     )
     return DatasetSplits(
-        SITE_DATASET, site.x_train, site.y_train, site.x_test, site.y_test, site.num_classes
+        SITE_DATASET,
+        site.x_train,
+        site.y_train,
+        site.x_test,
+        site.y_test,
+        site.num_classes,
+        class_names=site.class_names,
+        positive_class=site.positive_class,
     )
 
 

@@ -49,6 +49,7 @@ file (absolute path) and the problem; arguments out of range raise a plain ``Val
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import warnings
@@ -99,6 +100,9 @@ class SiteData:
     source: Path  # the folder or file that was read
     # images: the links the walk did not follow, ``<path in the folder> -> <link target>``
     skipped_links: tuple[str, ...] = ()
+    # the site's manifest (``MANIFEST``): its class names and clinical positive class, if given
+    class_names: tuple[str, ...] | None = None
+    positive_class: int | None = None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -198,16 +202,62 @@ def load_site_data(
     found_classes = max(
         folder_classes, *(int(part.y.max(initial=-1)) + 1 for part in (train, test))
     )
+    num_classes = num_classes or found_classes
+    names, positive = read_manifest(folder, num_classes)
     return SiteData(
         x_train=torch.from_numpy(train.x),
         y_train=torch.from_numpy(train.y),
         x_test=torch.from_numpy(test.x),
         y_test=torch.from_numpy(test.y),
-        num_classes=num_classes or found_classes,
+        num_classes=num_classes,
         format=site_format,
         source=source,
         skipped_links=tuple(skipped),
+        class_names=names,
+        positive_class=positive,
     )
+
+
+MANIFEST = "classes.json"  # optional, beside a site's data: {"names": [...], "positive": ...}
+
+
+def read_manifest(folder: Path, num_classes: int) -> tuple[tuple[str, ...] | None, int | None]:
+    """A site's manifest (``<folder>/classes.json``, optional): the names of its classes by
+    label and its clinical positive class (the disease; a name or a label), e.g.
+    ``{"names": ["benign", "malignant"], "positive": "malignant"}``. (None, None) without one;
+    ``SiteDataError`` naming the file for one that does not fit the data."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return None, None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise SiteDataError(f"{path} is not readable JSON ({error})") from None
+    if not isinstance(manifest, dict) or set(manifest) - {"names", "positive"}:
+        raise SiteDataError(f'{path} must be an object with the keys "names" and "positive"')
+    names = manifest.get("names")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise SiteDataError(f'{path}: "names" must be a list of non-empty strings')
+        if len(names) != num_classes or len(set(names)) != len(names):
+            raise SiteDataError(
+                f'{path}: "names" holds {len(names)} distinct names of {len(set(names))};'
+                f" the data has {num_classes} classes, one name each"
+            )
+        names = tuple(names)
+    positive = manifest.get("positive")
+    if positive is None:
+        return names, None
+    if num_classes != 2:
+        raise SiteDataError(
+            f'{path}: "positive" applies to two classes; the data has {num_classes}'
+        )
+    if isinstance(positive, str) and names is not None and positive in names:
+        return names, names.index(positive)
+    if isinstance(positive, int) and not isinstance(positive, bool) and positive in (0, 1):
+        return names, positive
+    valid = ", ".join(repr(n) for n in names) + " or 0, 1" if names else "0 or 1"
+    raise SiteDataError(f'{path}: "positive" is {positive!r}; valid: {valid}')
 
 
 # --- images -----------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ SETTINGS = (
 
 REPORT = "data"  # the handshake reply's MetricRecord of counts and shapes
 SOURCE = "data-source"  # its ConfigRecord naming the folder the node read
+CLASS_NAMES, POSITIVE_CLASS = "class-names", "positive-class"  # in SOURCE: a site's manifest
 
 
 class NodeDataError(ValueError):
@@ -80,11 +81,19 @@ def data_report(
     num_classes: int,
     source: str,
     split_sizes: tuple[int, int],
+    class_names: tuple[str, ...] | None = None,
+    positive_class: int | None = None,
 ) -> dict[str, MetricRecord | ConfigRecord]:
     """A node's handshake records (client half); ``table_labels``: what its row of the label
     table counts (``federation.table_labels``); ``split_sizes``: its local training and test
-    samples (the server's bound on the ``num-examples`` of its replies)."""
+    samples (the server's bound on the ``num-examples`` of its replies); ``class_names`` and
+    ``positive_class``: its manifest's (``site_data.read_manifest``), if it has one."""
     counts = np.bincount(table_labels, minlength=num_classes)
+    source_record = ConfigRecord({"path": source})
+    if class_names:
+        source_record[CLASS_NAMES] = list(class_names)
+    if positive_class is not None:
+        source_record[POSITIVE_CLASS] = int(positive_class)
     return {
         REPORT: MetricRecord(
             {
@@ -95,7 +104,7 @@ def data_report(
                 "test-examples": int(split_sizes[1]),
             }
         ),
-        SOURCE: ConfigRecord({"path": source}),
+        SOURCE: source_record,
     }
 
 
@@ -111,22 +120,33 @@ class NodeData:
     source: str
     train_examples: int  # its local training and test splits
     test_examples: int
+    class_names: tuple[str, ...] = ()  # its manifest's (empty: none)
+    positive_class: int | None = None
 
     @classmethod
     def from_reply(cls, node_id: int, partition_id: int, content: RecordDict) -> NodeData:
         """The report of a handshake reply; ``ValueError`` (or ``KeyError``, ``TypeError``)
         when it is malformed: a node's report is untrusted input."""
         report = content.metric_records[REPORT]
+        source = content.config_records[SOURCE]
         data = cls(
             node_id=node_id,
             partition_id=partition_id,
             num_classes=int(report["num-classes"]),
             input_shape=tuple(int(size) for size in report["input-shape"]),
             label_counts=tuple(int(count) for count in report["label-counts"]),
-            source=str(content.config_records[SOURCE]["path"]),
+            source=str(source["path"]),
             train_examples=int(report["train-examples"]),
             test_examples=int(report["test-examples"]),
+            class_names=tuple(str(n) for n in source.get(CLASS_NAMES, [])),
+            positive_class=(
+                int(source[POSITIVE_CLASS]) if source.get(POSITIVE_CLASS) is not None else None
+            ),
         )
+        if data.class_names and len(data.class_names) != data.num_classes:
+            raise ValueError(f"{len(data.class_names)} class names for {data.num_classes} classes")
+        if data.positive_class is not None and not 0 <= data.positive_class < data.num_classes:
+            raise ValueError(f"positive class {data.positive_class} of {data.num_classes}")
         if data.num_classes < 1 or len(data.label_counts) != data.num_classes:
             raise ValueError(
                 f"{len(data.label_counts)} label counts for {data.num_classes} classes"
@@ -138,13 +158,20 @@ class NodeData:
         return data
 
     @property
-    def signature(self) -> tuple[tuple[int, ...], int]:
-        return self.input_shape, self.num_classes
+    def signature(self) -> tuple:
+        """What the nodes must agree on: input shape, classes, and their manifest's names and
+        positive class (a site that names its classes otherwise is another task)."""
+        return self.input_shape, self.num_classes, self.class_names, self.positive_class
 
     def describe(self) -> str:
+        manifest = ""
+        if self.class_names:
+            manifest += f" named {', '.join(self.class_names)}"
+        if self.positive_class is not None:
+            manifest += f", positive class {self.positive_class}"
         return (
             f"node {self.node_id} (partition-id {self.partition_id}, {self.source}): input shape"
-            f" {self.input_shape}, {self.num_classes} classes"
+            f" {self.input_shape}, {self.num_classes} classes{manifest}"
         )
 
 
@@ -156,6 +183,8 @@ class Agreement:
     num_classes: int
     nodes: list[NodeData]
     left_out: dict[int, str] = field(default_factory=dict)
+    class_names: tuple[str, ...] = ()  # the nodes' manifest (site_data.read_manifest), if any
+    positive_class: int | None = None
 
     def label_table(self, num_partitions: int) -> np.ndarray:
         """Training samples per (partition id, class); zeros for partitions not taking part."""
@@ -183,12 +212,13 @@ def agree(reports: list[NodeData], failures: dict[int, str]) -> Agreement:
             f" majority: {listing}. Give every site the same classes and image size (or set"
             " num-classes / input-shape in the run config)"
         )
-    shape, num_classes = signature
+    shape, num_classes, names, positive = signature
+    majority = next(report for report in reports if report.signature == signature)
     for report in reports:
         if report.signature != signature:
             left_out[report.node_id] = (
-                f"{report.describe()}, but the other {size} node(s) have input shape {shape},"
-                f" {num_classes} classes"
+                f"{report.describe()}, but the other {size} node(s) have"
+                + majority.describe().split(":", 1)[1]
             )
     taking_part = [report for report in reports if report.signature == signature]
-    return Agreement(shape, num_classes, taking_part, left_out)
+    return Agreement(shape, num_classes, taking_part, left_out, names, positive)

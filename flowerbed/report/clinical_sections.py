@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..data.classes import POSITIVE_REASONS
 from ..runtime.history import CLIENT_TABLE_FILE, read_client_tables
 from .markup import Section, absent, esc, fmt, img, shown, table
 from .plots import png_bytes, pyplot
@@ -37,7 +38,9 @@ def positive_of(run: RunFolder) -> tuple[int | None, str]:
     positive = classes.get("positive")
     if positive is None:
         return None, ""
-    note = "the disease" if classes.get("clinical") else "the positive class by convention"
+    note = POSITIVE_REASONS.get(classes.get("chosen_by"), "")
+    if not note:  # a run folder from before chosen_by
+        note = "the disease" if classes.get("clinical") else "class 1 by convention"
     return positive, f"{classes.get('positive_name')}, {note}"
 
 

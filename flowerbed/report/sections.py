@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..data.classes import POSITIVE_REASONS
 from ..runtime.results import atomic_write
 from ..runtime.run_lock import LOCK_FILE
 from .markup import Section, absent, esc, img, shown, table
@@ -181,7 +182,9 @@ def positive_text(run: RunFolder) -> str:
     classes = run.file("classes.json") or {}
     if classes.get("positive") is None:
         return "no positive class (set positive-class)"
-    why = "the disease" if classes.get("clinical") else "by convention"
+    why = POSITIVE_REASONS.get(classes.get("chosen_by"), "")
+    if not why:  # a run folder from before chosen_by
+        why = "the disease" if classes.get("clinical") else "by convention"
     return f"positive class {classes.get('positive_name')} ({why})"
 
 

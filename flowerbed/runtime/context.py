@@ -315,7 +315,12 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         format_label_table(counts, max_rows=LOGGED_TABLE_ROWS),
     )
 
-    classes = run_classes(config, len(counts[0]))  # a bad positive-class stops here
+    declared = (  # what the data says of its classes: a site's manifest
+        (agreement.class_names, agreement.positive_class)
+        if nodes_report_data(config)
+        else (data.class_names, data.positive_class)
+    )
+    classes = run_classes(config, len(counts[0]), *declared)  # a bad positive-class stops here
     recording.positive_class = classes["positive"]  # the per-site table's (history)
     config_record = {**config.to_dict(), FEDERATION_KEY: num_partitions}
     if config.protocol_defaults:  # the effective values are above; which came from the protocol

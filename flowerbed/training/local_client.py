@@ -198,7 +198,8 @@ class LocalClient:
     @property
     def positive_class(self) -> int | None:
         """The positive class of a binary task (``data.classes.positive_class``)."""
-        return positive_class(self.config, self.data.num_classes)
+        data = self.data
+        return positive_class(self.config, data.num_classes, data.class_names, data.positive_class)
 
     def evaluate_reply(self, msg: Message, model: torch.nn.Module) -> Message:
         metrics = self.metrics(len(self.y_test), **self.evaluation_metrics(model))
