@@ -117,9 +117,18 @@ class AndrewEtAlAdaptive:
     num_sampled_clients: int
     target_clipped_quantile: float  # Flower's name: the share of updates C aims to clip
 
-    def _start_rounds(self) -> None:
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)  # Flower's wrapper (the class after this in the MRO)
         self.round_clipping_norm = float(self.clipping_norm)
         self.unclipped_fraction: float | None = None
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Flower's (client side: it sends this round's C to the clients), the round's C kept
+        as the norm its updates are clipped with."""
+        self._begin_round()
+        return super().configure_train(server_round, arrays, config, grid)
 
     @property
     def target_quantile(self) -> float:
@@ -163,16 +172,6 @@ class AdaptiveClippingServerSide(AndrewEtAlAdaptive, DifferentialPrivacyServerSi
     docstring): Flower's wrapper with ``aggregate_train`` replaced (Flower's counts the clipped
     updates and scales the noise by the updated C)."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._start_rounds()
-
-    def configure_train(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        self._begin_round()
-        return super().configure_train(server_round, arrays, config, grid)
-
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -213,16 +212,6 @@ class AdaptiveClippingClientSide(AndrewEtAlAdaptive, DifferentialPrivacyClientSi
     docstring): Flower's wrapper (which sends C in the training config) with ``aggregate_train``
     replaced; the clients run ``adaptive_clipping_mod``, not Flower's ``adaptiveclipping_mod``
     (whose bit says *clipped*)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._start_rounds()
-
-    def configure_train(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        self._begin_round()  # Flower's configure_train sends this C to the clients
-        return super().configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]

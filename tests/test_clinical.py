@@ -284,6 +284,15 @@ def test_the_per_site_table_file_keeps_a_repeated_rounds_last_line_and_skips_a_t
     assert read_client_tables(tmp_path / "none.jsonl") == {}
 
 
+SITES_RUN = {  # each site trains on its own files; the server holds none
+    "dataset": "site",
+    "partitioner": "site",
+    "model": "mlp",
+    "num-server-rounds": 1,
+    "min-available-clients": 3,
+}
+
+
 def binary_sites(folder, sites: int = 3):
     """Sites of their own binary tabular data (npz), class 1 shifted from class 0."""
     rng = np.random.default_rng(7)
@@ -300,14 +309,7 @@ def binary_sites(folder, sites: int = 3):
 
 def test_a_sites_own_binary_data_has_a_positive_class_only_once_named(tmp_path):
     folders = binary_sites(tmp_path / "sites")
-    config = {
-        "dataset": "site",
-        "partitioner": "site",
-        "model": "mlp",
-        "num-server-rounds": 1,
-        "min-available-clients": 3,
-        "output-dir": str(tmp_path / "runs"),
-    }
+    config = {**SITES_RUN, "output-dir": str(tmp_path / "runs")}
     nodes = [{"data-dir": str(folder)} for folder in folders]
     with pytest.raises(ConfigError, match="'sensitivity' needs a positive class.*positive-class"):
         run_in_process({**config, "best-model-metric": "sensitivity"}, 3, node_configs=nodes)
@@ -335,11 +337,7 @@ def test_a_site_manifest_names_the_classes_and_the_disease(tmp_path):
     (folders[3] / "classes.json").write_text(json.dumps({**manifest, "positive": "healthy"}))
     run_dir = run_in_process(
         {
-            "dataset": "site",
-            "partitioner": "site",
-            "model": "mlp",
-            "num-server-rounds": 1,
-            "min-available-clients": 3,
+            **SITES_RUN,
             "output-dir": str(tmp_path / "runs"),
             "best-model-metric": "sensitivity",  # the manifest's positive class allows it
         },
