@@ -163,15 +163,19 @@ class NodeData:
         positive class (a site that names its classes otherwise is another task)."""
         return self.input_shape, self.num_classes, self.class_names, self.positive_class
 
-    def describe(self) -> str:
-        manifest = ""
+    def data_text(self) -> str:
+        """Its data as the signature sees it: "input shape (1, 8, 8), 10 classes"."""
+        text = f"input shape {self.input_shape}, {self.num_classes} classes"
         if self.class_names:
-            manifest += f" named {', '.join(self.class_names)}"
+            text += f" named {', '.join(self.class_names)}"
         if self.positive_class is not None:
-            manifest += f", positive class {self.positive_class}"
+            text += f", positive class {self.positive_class}"
+        return text
+
+    def describe(self) -> str:
         return (
-            f"node {self.node_id} (partition-id {self.partition_id}, {self.source}): input shape"
-            f" {self.input_shape}, {self.num_classes} classes{manifest}"
+            f"node {self.node_id} (partition-id {self.partition_id}, {self.source}):"
+            f" {self.data_text()}"
         )
 
 
@@ -208,7 +212,8 @@ def agree(reports: list[NodeData], failures: dict[int, str]) -> Agreement:
             ", ".join(r.describe() for r in reports if r.signature == group) for group in groups
         )
         raise ConfigError(
-            "the nodes' data disagree on input shape or number of classes, and no group is a"
+            "the nodes' data disagree on input shape, number of classes or class manifest, and"
+            " no group is a"
             f" majority: {listing}. Give every site the same classes and image size (or set"
             " num-classes / input-shape in the run config)"
         )
@@ -217,8 +222,7 @@ def agree(reports: list[NodeData], failures: dict[int, str]) -> Agreement:
     for report in reports:
         if report.signature != signature:
             left_out[report.node_id] = (
-                f"{report.describe()}, but the other {size} node(s) have"
-                + majority.describe().split(":", 1)[1]
+                f"{report.describe()}, but the other {size} node(s) have {majority.data_text()}"
             )
     taking_part = [report for report in reports if report.signature == signature]
     return Agreement(shape, num_classes, taking_part, left_out, names, positive)
