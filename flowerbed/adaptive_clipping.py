@@ -61,6 +61,7 @@ from flwr.app import (
     Error,
     Message,
     MetricRecord,
+    RecordDict,
 )
 from flwr.clientapp.mod import fixedclipping_mod
 from flwr.clientapp.typing import ClientAppCallable
@@ -80,24 +81,12 @@ from flwr.supercore.differential_privacy import (
     get_norm,
 )
 
+from .runtime.reply_checks import clip_update
+
 # The metric flowerbed's client mod adds to a training reply: 1 when the update's norm was at
 # most the C the message carried (left unclipped), else 0. Not Flower's ``norm_bit`` (1 when
 # clipped), so that a reply of Flower's mod is refused instead of read with the opposite sense.
 KEY_UNCLIPPED = "dp-unclipped"
-
-
-def clip_update(update: list[np.ndarray], clipping_norm: float) -> bool:
-    """Scale ``update`` (arrays, in place) to L2 norm at most ``clipping_norm`` and return
-    whether it was left unclipped (its norm was at most ``clipping_norm``): the paper's b_i.
-    (Flower's ``adaptive_clip_inputs_inplace`` returns the opposite bit, and divides by the
-    norm, which an update of norm 0 cannot take.)"""
-    norm = get_norm(update)
-    if norm <= clipping_norm:
-        return True
-    scale = clipping_norm / norm
-    for array in update:
-        array *= scale
-    return False
 
 
 class AndrewEtAlAdaptive:
@@ -139,6 +128,23 @@ class AndrewEtAlAdaptive:
         self.round_clipping_norm = float(self.clipping_norm)
         self.unclipped_fraction = None
 
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Flower's reply checks, the updates clipped to this round's C and counted
+        (``count_unclipped``, the subclass's), the mean, then ``_release``."""
+        replies = list(replies)
+        if not replies or not validate_replies(replies, self.num_sampled_clients):
+            return None, None
+        unclipped = self.count_unclipped(replies)
+        aggregated, metrics = self.strategy.aggregate_train(server_round, replies)
+        return self._release(aggregated, unclipped, len(replies)), metrics
+
+    def count_unclipped(self, replies: list[Message]) -> int:
+        """The replies whose update's norm was at most this round's C (clipping them, where
+        the server clips)."""
+        raise NotImplementedError
+
     def _release(
         self, aggregated: ArrayRecord | None, unclipped: int, total: int
     ) -> ArrayRecord | None:
@@ -172,30 +178,20 @@ class AdaptiveClippingServerSide(AndrewEtAlAdaptive, DifferentialPrivacyServerSi
     docstring): Flower's wrapper with ``aggregate_train`` replaced (Flower's counts the clipped
     updates and scales the noise by the updated C)."""
 
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        replies = list(replies)
-        if not replies or not validate_replies(replies, self.num_sampled_clients):
-            return None, None
-        current = self.current_arrays.to_numpy_ndarrays()
+    def count_unclipped(self, replies: list[Message]) -> int:
+        """Each reply's update clipped to this round's C in place by the server's one clipping
+        (``runtime.reply_checks.clip_update``: the whole-model norm in float64), the unclipped
+        ones counted."""
+        sent = RecordDict({"arrays": self.current_arrays})
         unclipped = 0
         for reply in replies:
-            if len(reply.content.array_records) != 1:  # one model per reply: one clipped update
+            names = list(reply.content.array_records)
+            if names != ["arrays"]:  # one model per reply: one clipped update
                 raise AggregationError(
-                    "server-side adaptive clipping expects exactly one ArrayRecord per reply,"
-                    f" node {reply.metadata.src_node_id} sent"
-                    f" {len(reply.content.array_records)}"
+                    "server-side adaptive clipping expects exactly one ArrayRecord 'arrays' per"
+                    f" reply, node {reply.metadata.src_node_id} sent {names}"
                 )
-            name, record = next(iter(reply.content.array_records.items()))
-            update = [
-                np.subtract(x, y) for x, y in zip(record.to_numpy_ndarrays(), current, strict=True)
-            ]
-            unclipped += clip_update(update, self.round_clipping_norm)
-            restored = [c + u for c, u in zip(current, update, strict=True)]
-            reply.content[name] = ArrayRecord(
-                {k: Array(np.asarray(v)) for k, v in zip(record.keys(), restored, strict=True)}
-            )
+            unclipped += not clip_update(reply.content, sent, self.round_clipping_norm)
         log(
             INFO,
             "aggregate_train: updates clipped to %.4f; %d of %d unclipped",
@@ -203,8 +199,7 @@ class AdaptiveClippingServerSide(AndrewEtAlAdaptive, DifferentialPrivacyServerSi
             unclipped,
             len(replies),
         )
-        aggregated, metrics = self.strategy.aggregate_train(server_round, replies)
-        return self._release(aggregated, unclipped, len(replies)), metrics
+        return unclipped
 
 
 class AdaptiveClippingClientSide(AndrewEtAlAdaptive, DifferentialPrivacyClientSideAdaptiveClipping):
@@ -213,15 +208,9 @@ class AdaptiveClippingClientSide(AndrewEtAlAdaptive, DifferentialPrivacyClientSi
     replaced; the clients run ``adaptive_clipping_mod``, not Flower's ``adaptiveclipping_mod``
     (whose bit says *clipped*)."""
 
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        replies = list(replies)
-        if not replies or not validate_replies(replies, self.num_sampled_clients):
-            return None, None
-        unclipped = sum(unclipped_bit(reply) for reply in replies)
-        aggregated, metrics = self.strategy.aggregate_train(server_round, replies)
-        return self._release(aggregated, unclipped, len(replies)), metrics
+    def count_unclipped(self, replies: list[Message]) -> int:
+        """The clients clipped their updates; their mod reported the bit."""
+        return sum(unclipped_bit(reply) for reply in replies)
 
 
 def unclipped_bit(reply: Message) -> int:

@@ -40,6 +40,7 @@ import numpy as np
 TEST_CLASS_COUNTS, TEST_CLASS_CORRECT = "test-class-counts", "test-class-correct"
 TRAIN_EXAMPLES = "train-examples"
 CLASS_COUNT_METRICS = frozenset({TEST_CLASS_COUNTS, TEST_CLASS_CORRECT})
+SITE_COUNTS = CLASS_COUNT_METRICS | {TRAIN_EXAMPLES}  # counts, not metrics to average
 
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 BOOTSTRAP_RESAMPLES = 2000

@@ -49,7 +49,6 @@ from flwr.serverapp.strategy import Strategy
 from .. import privacy
 from ..client_state import RECORD, RUN_DIR_KEY
 from ..clinical import CLASS_COUNT_METRICS, clinical_summary
-from ..data.classes import run_classes
 from ..metrics import BINARY, CLINICAL
 from ..runtime.checkpoint import (
     ServerCheckpoint,
@@ -138,17 +137,21 @@ class Predictions:
 def write_clinical_summary(run: RunContext, last: Predictions) -> None:
     """``clinical.json``: the global model's clinical reading (``clinical.clinical_summary``,
     intervals included) at the last round and at the best round (``model_best.pt``'s, read
-    back from ``predictions_best.npz``, so that a resumed run has it too)."""
-    classes = run_classes(run.config, last.probabilities.shape[1])
-    names, positive = classes["names"], classes["positive"]
-    summaries = {"classes": classes}
+    back from ``predictions_best.npz``, so that a resumed run has it too; the last round's
+    summary again, not recomputed, when the best round is the last). The classes are the run's
+    (``run.classes``, what ``classes.json`` holds)."""
+    names, positive = run.classes["names"], run.classes["positive"]
+
+    def summary(predictions: Predictions) -> dict:
+        probabilities = predictions.probabilities.astype(np.float64)
+        reading = clinical_summary(probabilities, predictions.labels, names, positive)
+        return {"round": predictions.round, **reading}
+
+    summaries = {"classes": run.classes, "last": summary(last)}
     best = Predictions.load(run.run_dir / BEST_PREDICTIONS)
-    for name, predictions in (("last", last), ("best", best)):
-        if predictions is not None:
-            summary = clinical_summary(
-                predictions.probabilities.astype(np.float64), predictions.labels, names, positive
-            )
-            summaries[name] = {"round": predictions.round, **summary}
+    if best is not None:
+        same = best.round == last.round
+        summaries["best"] = summaries["last"] if same else summary(best)
     write_json(run.run_dir / CLINICAL_FILE, summaries)
 
 

@@ -32,16 +32,17 @@ def class_names(run: RunFolder, num_classes: int) -> list[str]:
     return [names[k] if k < len(names) else f"class {k}" for k in range(num_classes)]
 
 
-def positive_of(run: RunFolder) -> tuple[int | None, str]:
-    """The run's positive class and how a heading names it ("malignant, the disease")."""
+def positive_of(run: RunFolder) -> tuple[int | None, str, str]:
+    """The run's positive class (``classes.json``): its index, its name and why it is the
+    positive one ("the disease"); (None, "", "") without one."""
     classes = run.file("classes.json") or {}
     positive = classes.get("positive")
     if positive is None:
-        return None, ""
-    note = POSITIVE_REASONS.get(classes.get("chosen_by"), "")
-    if not note:  # a run folder from before chosen_by
-        note = "the disease" if classes.get("clinical") else "class 1 by convention"
-    return positive, f"{classes.get('positive_name')}, {note}"
+        return None, "", ""
+    why = POSITIVE_REASONS.get(classes.get("chosen_by"), "")
+    if not why:  # a run folder from before chosen_by
+        why = "the disease" if classes.get("clinical") else "class 1 by convention"
+    return positive, str(classes.get("positive_name")), why
 
 
 def metric_label(name: str, summary: dict) -> str:
@@ -86,7 +87,8 @@ def clinical_reading_section(run: RunFolder) -> Section | None:
         return Section("clinical-reading", title, absent("test-set predictions (n = 0)"))
     names = last["names"]
     counts = counts_text(names, last["class_counts"])
-    _, positive_text = positive_of(run)
+    positive, positive_name, why = positive_of(run)
+    positive_text = f"{positive_name}, {why}" if positive is not None else ""
     head = (
         f"<p>n = {last['n']} test samples ({esc(counts)})."
         + (f" Positive class: {esc(positive_text)}." if positive_text else "")
@@ -212,7 +214,7 @@ def sites_section(run: RunFolder) -> Section | None:
     sites = {int(k): v for k, v in tables[last_round].items()}
     num_classes = len(next(iter(sites.values()))["test_counts"])
     names = class_names(run, num_classes)
-    positive, _ = positive_of(run)
+    positive, _, _ = positive_of(run)
     attackers = set(attacker_ids(run.config))
     metrics = [m for m in SITE_METRICS if any(m in s for s in sites.values())]
     labels = {

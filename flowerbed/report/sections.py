@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from ..data.classes import POSITIVE_REASONS
 from ..runtime.results import atomic_write
 from ..runtime.run_lock import LOCK_FILE
+from .clinical_sections import positive_of
 from .markup import Section, absent, esc, img, shown, table
 from .plots import curves_axis, partition_png, png_bytes, pyplot
 from .run_folder import PARTITIONS_PNG, REPORT_FILE, RunFolder, column, number
@@ -179,13 +179,10 @@ def clinical_section(run: RunFolder) -> Section | None:
 
 
 def positive_text(run: RunFolder) -> str:
-    classes = run.file("classes.json") or {}
-    if classes.get("positive") is None:
+    positive, name, why = positive_of(run)
+    if positive is None:
         return "no positive class (set positive-class)"
-    why = POSITIVE_REASONS.get(classes.get("chosen_by"), "")
-    if not why:  # a run folder from before chosen_by
-        why = "the disease" if classes.get("clinical") else "by convention"
-    return f"positive class {classes.get('positive_name')} ({why})"
+    return f"positive class {name} ({why})"
 
 
 def partition_section(run: RunFolder) -> Section:

@@ -35,7 +35,7 @@ import random
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from logging import INFO, WARNING
 from pathlib import Path
 
@@ -197,6 +197,7 @@ class RunContext:
     checkpoint: ServerCheckpoint | None = None  # a resumed run's last checkpoint
     lock: RunLock | None = None  # this run's hold on run_dir, released when the run ends
     ended_early: str = ""  # why a completed run stopped before its last round (a DP budget)
+    classes: dict = field(default_factory=dict)  # classes.json: names and positive class
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -353,6 +354,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
         history,
         checkpoint,
         lock,
+        classes=classes,
     )
 
 

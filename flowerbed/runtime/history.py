@@ -51,7 +51,7 @@ from flwr.common.logger import log
 
 from ..adaptive_clipping import KEY_UNCLIPPED
 from ..clinical import (
-    CLASS_COUNT_METRICS,
+    SITE_COUNTS,
     TEST_CLASS_CORRECT,
     TEST_CLASS_COUNTS,
     TRAIN_EXAMPLES,
@@ -155,7 +155,7 @@ def round_row(
     # any other metric the clients' evaluation reports (Ditto's personal-accuracy): its mean
     # over the clients, as client_<name>_mean (JSON history only)
     standard = {"num-examples", "partition-id", "loss", "accuracy", *CLIENT_CLINICAL}
-    standard |= {*CLASS_COUNT_METRICS, TRAIN_EXAMPLES}
+    standard |= SITE_COUNTS
     for key in sorted({k for m in traffic.evaluate for k in m} - standard):
         values = _numbers(traffic.evaluate, key)
         if values:

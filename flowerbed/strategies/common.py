@@ -28,7 +28,7 @@ from flwr.serverapp.strategy.strategy_utils import (
     validate_message_reply_consistency,
 )
 
-from ..clinical import CLASS_COUNT_METRICS, TRAIN_EXAMPLES
+from ..clinical import SITE_COUNTS
 from ..data.site_reports import data_shape
 from ..models import Classifier, build_model, run_model
 from ..runtime.history import CLIENT_CLINICAL, weighted_mean
@@ -112,7 +112,7 @@ def aggregate_with_spread(records: list[RecordDict], weighting_key: str) -> Metr
     """
     metrics = aggregate_metricrecords(records, weighting_key)
     # identifiers and counts, not metrics: no mean of them (the history's client_table has them)
-    for key in ("partition-id", *CLASS_COUNT_METRICS, TRAIN_EXAMPLES):
+    for key in ("partition-id", *SITE_COUNTS):
         metrics.pop(key, None)
     replies = [record.metric_records.get("metrics", {}) for record in records]
     for key in CLIENT_CLINICAL:
