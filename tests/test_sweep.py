@@ -8,11 +8,15 @@ import csv
 import io
 import json
 import math
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from flowerbed import cli
+from flowerbed.report import REPORT_FILE
+from flowerbed.report.plots import pyplot
 from flowerbed.runtime.outcome import write_status
 from flowerbed.runtime.results import write_json
 from flowerbed.settings import ConfigError
@@ -33,8 +37,11 @@ from flowerbed.sweep import (
 from flowerbed.sweep import command as sweep_command
 from flowerbed.sweep import execute as sweep_execute
 from flowerbed.sweep import progress as sweep_progress
+from flowerbed.sweep import report as sweep_report
 from flowerbed.sweep.folder import ERROR_FILE, point_dir, prepare, render_spec
 from flowerbed.sweep.grid import MAX_NAME, point_name
+from flowerbed.sweep.report import write_sweep_files, write_sweep_report
+from flowerbed.sweep.summary import draw_bands
 
 STRATEGY_SEED = SweepSpec(
     (Axis.of_key("strategy", ["fedavg", "fedprox"]), Axis.of_key("seed", [0, 1, 2])),
@@ -303,7 +310,7 @@ def test_a_rerun_runs_only_the_points_not_completed(tmp_path, monkeypatch):
     assert "Not completed (4)" in (sweep / "summary.md").read_text()
 
 
-def test_the_summary_matches_hand_computed_means_and_sample_stds(tmp_path):
+def test_the_summary_matches_hand_computed_means_and_sample_stds(tmp_path, capsys):
     sweep = tmp_path / "sweep"
     spec = SweepSpec(
         (Axis.of_key("strategy", ["fedavg", "local"]), Axis.of_key("seed", [0, 1, 2])), {}, 2
@@ -344,22 +351,145 @@ def test_the_summary_matches_hand_computed_means_and_sample_stds(tmp_path):
         "| fedavg | 3/3 | central_accuracy | 0.7000 ± 0.2000 | 0.7333 ± 0.2082 | 2.333 ± 1.528 |"
         in text
     )
-    assert "| local | 1/3 | client_models_test_accuracy_mean | 0.2000 ± - | 0.3000 ± - |" in text
+    # one seed: its value alone (its n is in the seeds column), never "± -"
+    assert "| local | 1/3 | client_models_test_accuracy_mean | 0.2000 | 0.3000 | 6 |" in text
+    assert "± -" not in text and "nan" not in text
     assert (
         "strategy-local_seed-1 (failed: it failed)" in text
         and "strategy-local_seed-2 (pending)" in text
     )
     assert (sweep / "accuracy.png").stat().st_size > 1000
-    # --report-only rewrites the same summary from the folder
+    # --report-only rewrites the same summary from the folder, and the report
     (sweep / "summary.md").unlink()
+    assert not (sweep / REPORT_FILE).exists()
     assert cli.main(["sweep", "--out", str(sweep), "--report-only"]) == 0
     assert (sweep / "summary.md").read_text() == text
+    page = (sweep / REPORT_FILE).read_text()
+    assert "± -" not in page and "± nan" not in page
+    # the terminal: the short table, the other accuracy column marked
+    out = capsys.readouterr().out
+    assert "\nstrategy=fedavg  3/3    0.7000 ± 0.2000  0.7333 ± 0.2082\n" in out
+    assert "\nstrategy=local   1/3*   0.2000           0.3000\n" in out
+    assert "* client_models_test_accuracy_mean instead" in out
+    assert "train_loss" in text and "train_loss" not in out  # the files keep every column
+
+
+def history_of(values: list[float], column: str = "central_accuracy") -> list[dict]:
+    """Round 0, then one row per value of ``column`` (and a loss going down)."""
+    return [{"round": r, column: v, "train_loss": 2.0 - v} for r, v in enumerate(values)]
+
+
+def test_the_sweep_report_shows_one_seed_alone_and_a_title_said_once(tmp_path):
+    spec = SweepSpec(
+        (Axis.of_key("strategy", ["fedavg", "fedprox"]), Axis.of_key("seed", [0, 1])), {}, 2
+    )
+    for name, title in (
+        ("sweep", "sweep: strategy × seed"),
+        ("demo", "Sweep demo: strategy × seed"),
+    ):
+        sweep = tmp_path / name
+        prepare(sweep, spec)
+        a0, a1, b0, _ = spec.points()
+        fake_run(sweep, a0, "completed", history_of([0.1, 0.6]))
+        fake_run(sweep, a1, "completed", history_of([0.1, 0.8]))
+        fake_run(sweep, b0, "completed", history_of([0.1, 0.7]))  # its seed 1 is pending
+        page = write_sweep_report(sweep).read_text()
+        assert f"<title>{title}</title>" in page and f"<h1>{title}</h1>" in page
+        assert not re.search(r"\b(\w+)\W+\1\b", title, re.IGNORECASE)  # no "Sweep sweep"
+    # fedavg: finals 0.6 and 0.8, mean 0.7, sample std sqrt(2 x 0.01 / 1) = 0.1414
+    assert (
+        '<td class="text">strategy=fedavg</td><td>2/2</td><td class="text">0.7000 ± 0.1414' in page
+    )
+    # fedprox: one seed of two: its value alone, n in the seeds column
+    assert '<td class="text">strategy=fedprox</td><td>1/2</td><td class="text">0.7000</td>' in page
+    assert "± -" not in page and "nan" not in page.lower()
+
+
+def test_bands_are_mean_plus_minus_std_of_any_history_column_and_none_for_one_seed(tmp_path):
+    sweep = tmp_path / "sweep"
+    spec = SweepSpec(
+        (Axis.of_key("strategy", ["fedavg", "fedprox"]), Axis.of_key("seed", [0, 1, 2])), {}, 2
+    )
+    prepare(sweep, spec)
+    a0, a1, a2, b0, _, _ = spec.points()
+    for point, values in ((a0, [0.1, 0.5]), (a1, [0.1, 0.6]), (a2, [0.4, 0.9]), (b0, [0.2, 0.3])):
+        fake_run(sweep, point, "completed", history_of(values))
+    table, metric = sweep_report.configuration_rows(spec, sweep, "train_loss")
+    plt = pyplot()
+    fig, ax = plt.subplots()
+    draw_bands(ax, table, [r["label"] for r in table], {r["label"]: i for i, r in enumerate(table)})
+    assert len(ax.lines) == 2 and len(ax.collections) == 1  # fedprox has one seed: no band
+    band = ax.collections[0].get_paths()[0].vertices
+    # train_loss in round 1: 1.5, 1.4, 1.1: mean 4 / 3, sample std sqrt((1/36 + 1/225 + ...) / 2)
+    losses = [1.5, 1.4, 1.1]
+    mean, std = sum(losses) / 3, math.sqrt(sum((x - 4 / 3) ** 2 for x in losses) / 2)
+    at_1 = {round(y, 9) for y in band[np.isclose(band[:, 0], 1.0), 1]}  # the path may close there
+    assert sorted(at_1) == pytest.approx([mean - std, mean + std])
+    assert metric == "train_loss"
+    plt.close(fig)
+
+
+LONG = "cnn,mlp,cnn-small,mlp-small," * 4  # a long grid value; two of them differ at the end
+
+
+def test_the_terminal_summary_fits_100_columns_with_long_grid_values(tmp_path, capsys):
+    sweep = tmp_path / "a-sweep-folder-with-a-rather-long-name-for-its-title"
+    spec = SweepSpec(
+        (
+            Axis.of_key("strategy", ["fedavg", "fedprox"]),
+            Axis.of_key("kt-client-models", [LONG + "cnn", LONG + "mlp"]),
+            Axis.of_key("model", ["mlp"]),  # one value: not a column of the table
+            Axis.of_key("seed", [0, 1]),
+        ),
+        {"num-server-rounds": 2},
+        2,
+    )
+    prepare(sweep, spec)
+    points = spec.points()
+    for i, point in enumerate(points[:-1]):
+        fake_run(sweep, point, "completed", history_of([0.1, 0.5 + i / 100]))
+    fake_run(sweep, points[-1], "failed")  # its reason in the list below the table
+    assert cli.main(["sweep", "--out", str(sweep), "--report-only"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if not line.startswith("written in ")]
+    assert max(map(len, lines)) <= 100, max(lines, key=len)
+    table = lines[lines.index("") + 1 :][:5]
+    assert table[0].split() == ["configuration", "seeds", "final", "best"]
+    assert len(set(table)) == 5 and all("model=mlp" not in line for line in table)
+    assert table[1].startswith("strategy=fedavg, kt-client-mo") and "…" in table[1]
+    assert table[1].split("…")[1].split()[0].endswith("mlp-small,cnn")  # the end kept
+    assert "2/2    0.5050 ± 0.0071  0.5050 ± 0.0071" in table[1]
+    assert "1/2    0.5600           0.5600" in table[4]  # one seed: its value alone
+    assert "Not completed (1):" in out
+    header = (sweep / "summary.md").read_text().splitlines()[2]
+    assert "kt-client-models" in header and "model" in header and "final train_loss" in header
+
+
+def test_an_interrupted_sweep_has_its_report_from_the_points_done(tmp_path, monkeypatch):
+    sweep = tmp_path / "sweep"
+    points = STRATEGY_SEED.points()
+
+    def execute(sweep_dir, todo, num_clients, workers, via, address, bar, after_point):
+        for i, point in enumerate(todo):
+            if i == 2:
+                raise KeyboardInterrupt
+            fake_run(sweep_dir, point, "completed", history_of([0.1, 0.5]))
+            after_point()
+        return {}
+
+    monkeypatch.setattr(sweep_execute, "execute", execute)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(STRATEGY_SEED, sweep, progress=False)
+    page = (sweep / REPORT_FILE).read_text()
+    for point, status in zip(points, ["completed"] * 2 + ["pending"] * 4):
+        assert f"<td class='text'>{point.name}</td><td class='text'>{status}</td>" in page
+    assert "Not completed (4)" in (sweep / "summary.md").read_text()
 
 
 # a real sweep
 
 
-def test_a_tiny_sweep_runs_in_process_through_ray_with_two_workers(tmp_path):
+def test_a_tiny_sweep_runs_in_process_through_ray_with_two_workers(tmp_path, monkeypatch):
     spec = SweepSpec(
         (Axis.of_key("strategy", ["fedavg", "fedprox"]), Axis.of_key("seed", [0, 1])),
         {
@@ -371,7 +501,22 @@ def test_a_tiny_sweep_runs_in_process_through_ray_with_two_workers(tmp_path):
         num_clients=2,
     )
     sweep = tmp_path / "sweep"
+    completed_at_writes = []  # points completed when the sweep wrote its files
+
+    def write_files(sweep_dir, spec):
+        if not completed_at_writes:  # a failed write: a line, and the sweep goes on
+            completed_at_writes.append(None)
+            raise OSError("disk full")
+        write_sweep_files(sweep_dir, spec)
+        page = (sweep_dir / REPORT_FILE).read_text()
+        completed_at_writes.append(page.count("<td class='text'>completed</td>"))
+
+    monkeypatch.setattr(sweep_execute, "write_sweep_files", write_files)
     results = run_sweep(spec, sweep, workers=2, progress=False)
+    # after the first point (that write failed), the second (the third may have completed
+    # too) and the third (the fourth may have), while points still ran; then at the end
+    assert len(completed_at_writes) == 4 and completed_at_writes[-1] == 4
+    assert 2 <= completed_at_writes[1] <= 3 and completed_at_writes[1] <= completed_at_writes[2]
     assert [r.point.name for r in results] == [
         "strategy-fedavg_seed-0",
         "strategy-fedavg_seed-1",

@@ -3,6 +3,10 @@
 Exit status 0 when every point completed, 1 when some did not (they are listed in the
 summary), 2 on bad input (one line, nothing run or written), 130 when interrupted (the running
 points say ``interrupted``; the same command redoes them).
+
+It ends with the summary in at most 100 columns (``summary.terminal_summary``: the grid keys
+that vary, seeds, final and best accuracy); ``summary.md`` and ``summary.csv`` keep every
+column, ``report.html`` draws the curves.
 """
 
 from __future__ import annotations
@@ -11,11 +15,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..report import REPORT_FILE
 from ..settings import ConfigError
 from .execute import run_sweep
 from .folder import load_spec
 from .grid import DEFAULT_NUM_CLIENTS, SweepSpec, grid_from_cli, grid_from_toml
-from .summary import write_summary
+from .report import write_sweep_files
+from .summary import summary_rows, terminal_summary, unfinished_points
+
+WRITTEN = ("summary.md", "summary.csv", "accuracy.png", REPORT_FILE)
 
 
 def spec_from_args(args: argparse.Namespace) -> SweepSpec:
@@ -30,11 +38,13 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser().resolve()
     try:
         if args.report_only:
-            write_summary(out, load_spec(out))
+            spec = load_spec(out)
+            write_sweep_files(out, spec)
             ok = True
         else:
+            spec = spec_from_args(args)
             results = run_sweep(
-                spec_from_args(args),
+                spec,
                 out,
                 workers=args.workers,
                 via=args.via,
@@ -51,6 +61,7 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    print((out / "summary.md").read_text())
-    print(f"written: {out / 'summary.md'}, {out / 'summary.csv'}, {out / 'accuracy.png'}")
+    spec = load_spec(out)  # with --extend, the grid the folder holds now
+    print(terminal_summary(out, spec, summary_rows(spec, out), unfinished_points(spec, out)))
+    print(f"written in {out}:\n  {', '.join(WRITTEN)}")
     return 0 if ok else 1

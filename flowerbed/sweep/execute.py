@@ -15,6 +15,10 @@ A point that fails is recorded (its run folder's ``status.json``, or ``sweep_err
 it failed before making one) and the sweep goes on; Ray does not retry it. Interrupting the
 sweep stops its running points (they read as ``interrupted`` once their processes are gone):
 the next run of the same sweep redoes them.
+
+The sweep's files (``summary.md``, ``summary.csv``, ``accuracy.png``, ``report.html``:
+``report.write_sweep_files``) are rewritten after each point completes, once the next points
+have been started (a write that fails is one line, and the sweep goes on), and at the end.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import io
 import logging
 import os
 import traceback
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -38,7 +44,7 @@ from ..simulation import generated_app, simulate
 from .folder import ERROR_FILE, POINT_LOG, PointState, point_dir, point_state, prepare, run_dirs
 from .grid import Point, SweepSpec, check_grid
 from .progress import Progress
-from .summary import write_summary
+from .report import write_sweep_files
 
 VIA = ("inprocess", "flwr")
 POLL_SECONDS = 1.0  # how often the progress line's clock moves
@@ -110,8 +116,9 @@ def run_sweep(
     extend: bool = False,
     progress: bool = True,
 ) -> list[PointResult]:
-    """Run every unfinished point of ``spec`` in ``sweep_dir`` and write its summary; the
-    result of every point, finished before or now, in grid order.
+    """Run every unfinished point of ``spec`` in ``sweep_dir`` and write its summary and
+    report (after each point and at the end); the result of every point, finished before or
+    now, in grid order.
 
     Bad input (the grid, ``workers``, ``via``, an address where no Ray cluster answers, a
     folder holding another grid) is a ``ConfigError`` before anything runs or is written."""
@@ -131,8 +138,11 @@ def run_sweep(
     if todo:
         stream = None if progress else io.StringIO()
         bar = Progress(len(points), len(points) - len(todo), workers, stream)
-        states.update(execute(sweep_dir, todo, spec.num_clients, workers, via, address, bar))
-    write_summary(sweep_dir, spec)
+        write_files = partial(write_sweep_files, sweep_dir, spec)
+        states.update(
+            execute(sweep_dir, todo, spec.num_clients, workers, via, address, bar, write_files)
+        )
+    write_sweep_files(sweep_dir, spec)
     return [PointResult(p, states[p.name]) for p in points]
 
 
@@ -144,8 +154,10 @@ def execute(
     via: str,
     address: str,
     bar: Progress,
+    after_point: Callable[[], object] = lambda: None,
 ) -> dict[str, PointState]:
-    """The states of ``todo`` after running them as Ray tasks, ``workers`` at a time."""
+    """The states of ``todo`` after running them as Ray tasks, ``workers`` at a time;
+    ``after_point()`` once points have completed and the next ones are started."""
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # Ray's future default
     import ray
 
@@ -158,7 +170,7 @@ def execute(
             )
         ray.init(address=address, **options)
     task = ray.remote(num_cpus=1, max_retries=0)(run_point)
-    queue, pending, states = list(todo), {}, {}
+    queue, pending, states, changed = list(todo), {}, {}, False
     try:
         while queue or pending:
             while queue and len(pending) < workers:
@@ -167,6 +179,12 @@ def execute(
                 ref = task.remote(folder, point.name, point.overrides, via, num_clients)
                 pending[ref] = point
                 bar.start(point.name)
+            if changed and pending:  # the last one's files are written by the caller
+                changed = False
+                try:
+                    after_point()
+                except Exception as error:  # noqa: BLE001 - the points go on; retried later
+                    bar.note(f"sweep report not written: {one_line(error)}")
             bar.show()
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
             for ref in ready:
@@ -178,6 +196,7 @@ def execute(
                     folder = point_dir(sweep_dir, point)
                     atomic_write(folder / ERROR_FILE, lambda f, e=error: f.write(f"{e}\n"))
                 states[point.name] = state
+                changed = True
                 bar.finish(point.name, state.finished)
                 if not state.finished:
                     bar.note(f"{point.name}: {state.status}: {state.reason}")

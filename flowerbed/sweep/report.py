@@ -7,23 +7,25 @@ A sweep folder (it has ``sweep.toml``) gets one page for the sweep: a chosen his
 column: ``central_auroc``, ``train_loss``, ...) by round, one line per configuration (a grid
 point without its seed) with the mean over its completed seeds and a band of ± one sample
 standard deviation (ddof 1, as ``summary.md``), the final and best values per configuration
-(best: the highest after round 0, the lowest for a loss), and every point with its status and
-a link to its run's report. Like the run report it is one self-contained file.
+(best: the highest after round 0, the lowest for a loss; a configuration with one seed
+completed: its value alone, no band), and every point with its status and a link to its run's
+report. Like the run report it is one self-contained file.
+
+``flowerbed sweep`` writes it itself, with the summary (``write_sweep_files``): after each
+point completes (an interrupted sweep has one) and at the end, each time atomically (a
+temporary file, then ``os.replace``), drawing the default metric; ``flowerbed report SWEEP
+--metric COLUMN`` rewrites it for another column.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ..report import REPORT_FILE, write_run_report
 from ..report.markup import Section, absent, esc, img, page, table
-from ..report.plots import integer_ticks, png_bytes, pyplot, style
 from ..runtime.results import atomic_write
 from ..settings import ConfigError
 from .folder import SPEC_FILE, load_spec, point_dir, point_state
@@ -33,10 +35,15 @@ from .summary import (
     accuracy_column,
     accuracy_curve,
     after_round_0,
+    band_png,
+    cell,
+    configuration_label,
     configurations,
     is_number,
     load_history,
     mean_std,
+    sweep_title,
+    write_summary,
 )
 
 
@@ -74,11 +81,10 @@ def configuration_rows(spec: SweepSpec, sweep_dir: Path, metric: str | None) -> 
         )
     rows = []
     for configuration, members in groups.items():
-        label = ", ".join(f"{axis}={value}" for axis, value in configuration) or "all points"
         curves = [accuracy_curve(h, metric) for h in histories[configuration]]
         rows.append(
             {
-                "label": label,
+                "label": configuration_label(configuration),
                 "configuration": configuration,
                 "curves": [c for c in curves if c],
                 "seeds": len(histories[configuration]),
@@ -88,86 +94,9 @@ def configuration_rows(spec: SweepSpec, sweep_dir: Path, metric: str | None) -> 
     return rows, metric
 
 
-MAX_LINES = 8  # more configurations than this: one panel per value of the first axis
-
-
-def draw_bands(ax, rows: list[dict], labels: list[str], styles: dict[str, int]) -> None:
-    """On ``ax``, per row: the mean over its seeds and ± one sample std as a band."""
-    for row, label in zip(rows, labels, strict=True):
-        if not row["curves"]:
-            continue
-        rounds = sorted(set.intersection(*(set(c) for c in row["curves"])))
-        if not rounds:
-            continue
-        values = np.array([[curve[r] for r in rounds] for curve in row["curves"]])
-        mean = values.mean(axis=0)
-        (line,) = ax.plot(rounds, mean, label=label, **style(styles[label]))
-        if len(values) > 1:
-            std = values.std(axis=0, ddof=1)
-            ax.fill_between(rounds, mean - std, mean + std, color=line.get_color(), alpha=0.18)
-    ax.grid(alpha=0.3)
-    integer_ticks(ax)
-
-
-def band_png(rows: list[dict], metric: str, title: str) -> bytes:
-    """One line per configuration; with more than ``MAX_LINES`` and two axes or more, one
-    panel per value of the first axis (small multiples sharing the y axis and one legend)."""
-    plt = pyplot()
-    facets = len(rows) > MAX_LINES and all(len(row["configuration"]) >= 2 for row in rows)
-    if not facets:
-        labels = [row["label"] for row in rows]
-        styles = {label: i for i, label in enumerate(labels)}
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        draw_bands(ax, rows, labels, styles)
-        ax.set_xlabel("round")
-        ax.set_ylabel(metric)
-        ax.set_title(title, fontsize=10)
-        if ax.lines:
-            ax.legend(fontsize=7, loc="best")
-        fig.tight_layout()
-        return png_bytes(fig)
-    panels: dict[str, list[dict]] = {}
-    for row in rows:
-        panels.setdefault(row["configuration"][0][1], []).append(row)
-    rest = [", ".join(f"{a}={v}" for a, v in row["configuration"][1:]) for row in rows]
-    styles = {label: i for i, label in enumerate(dict.fromkeys(rest))}
-    cols = min(4, len(panels))
-    nrows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(
-        nrows, cols, figsize=(3.2 * cols, 2.6 * nrows + 1.2), sharex=True, sharey=True,
-        squeeze=False,
-    )  # fmt: skip
-    axis_name = rows[0]["configuration"][0][0]
-    for ax, (value, members) in zip(axes.flat, panels.items(), strict=False):
-        labels = [", ".join(f"{a}={v}" for a, v in r["configuration"][1:]) for r in members]
-        draw_bands(ax, members, labels, styles)
-        ax.set_title(f"{axis_name}={value}", fontsize=9)
-    for i, ax in enumerate(axes.flat):
-        if i >= len(panels):
-            ax.axis("off")
-        elif i + cols >= len(panels):  # nothing below it: its own round axis
-            ax.set_xlabel("round")
-            ax.xaxis.set_tick_params(labelbottom=True)
-    for ax in axes[:, 0]:
-        ax.set_ylabel(metric)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    legend_rows = math.ceil(len(labels) / min(4, max(len(labels), 1)))
-    fig.tight_layout(rect=(0, 0.02 + 0.03 * legend_rows, 1, 1))
-    return png_bytes(fig)
-
-
-def pair_text(pair) -> str:
-    if pair is None:
-        return "-"
-    mean, std = pair
-    return f"{mean:.4f} ± {'-' if std is None else f'{std:.4f}'}"
-
-
-def write_sweep_report(sweep_dir: Path, metric: str | None = None) -> Path:
-    """``report.html`` in ``sweep_dir`` (module docstring); ``metric``: a history column."""
-    sweep_dir = Path(sweep_dir)
+def sweep_page(sweep_dir: Path, metric: str | None = None) -> tuple[str, str, bytes | None]:
+    """``report.html``'s text for ``sweep_dir`` (module docstring), the history column it
+    draws (``metric``, or the default) and the plot's PNG (None when nothing to draw)."""
     spec = load_spec(sweep_dir)
     rows, metric = configuration_rows(spec, sweep_dir, metric)
     sections = []
@@ -179,10 +108,8 @@ def write_sweep_report(sweep_dir: Path, metric: str | None = None) -> Path:
     sections.append(Section("grid", "Grid", body))
     seeds = any(a.name == SEED_KEY for a in spec.axes)
     title = f"{metric} by round: mean" + (" ± sample std over seeds" if seeds else "")
-    if any(row["curves"] for row in rows):
-        plot = img(band_png(rows, metric, title), f"{metric} by round")
-    else:
-        plot = absent(f"{metric} in any completed run")
+    png = band_png(rows, metric, title) if any(row["curves"] for row in rows) else None
+    plot = img(png, f"{metric} by round") if png else absent(f"{metric} in any completed run")
     best_word = "lowest" if lower_is_better(metric) else "highest"
     choose = min if lower_is_better(metric) else max
     table_rows = []
@@ -193,8 +120,8 @@ def write_sweep_report(sweep_dir: Path, metric: str | None = None) -> Path:
             [
                 row["label"],
                 f"{row['seeds']}/{row['runs']}",
-                pair_text(mean_std(finals) if finals else None),
-                pair_text(mean_std(bests) if bests else None),
+                cell(mean_std(finals) if finals else None) or "-",
+                cell(mean_std(bests) if bests else None) or "-",
             ]
         )
     body = plot + table(
@@ -203,8 +130,9 @@ def write_sweep_report(sweep_dir: Path, metric: str | None = None) -> Path:
         text_columns=(0, 2, 3),
     )
     body += (
-        '<p>Mean ± sample standard deviation over the completed seeds ("-": one seed);'
-        " final = the last round; best = the " + best_word + " value after round 0."
+        "<p>Mean ± sample standard deviation over the completed seeds, shaded as a band in the"
+        " plot; a configuration with one seed completed shows its value alone, without a band."
+        " Final = the last round; best = the " + best_word + " value after round 0."
         " <code>flowerbed report SWEEP --metric COLUMN</code> draws another history column.</p>"
     )
     sections.append(Section("metric", title, body))
@@ -226,10 +154,27 @@ def write_sweep_report(sweep_dir: Path, metric: str | None = None) -> Path:
     lines.append("</table>")
     sections.append(Section("points", "Points", "\n".join(lines)))
     made = time.strftime("%Y-%m-%d %H:%M")
-    text = page(f"Sweep {sweep_dir.name}", f"Sweep folder {sweep_dir}; written {made}.", sections)
-    path = sweep_dir / REPORT_FILE
+    text = page(
+        sweep_title(sweep_dir, spec), f"Sweep folder {sweep_dir}; written {made}.", sections
+    )
+    return text, metric, png
+
+
+def write_sweep_report(sweep_dir: Path, metric: str | None = None) -> Path:
+    """``report.html`` in ``sweep_dir``, written atomically; ``metric``: a history column."""
+    text, _, _ = sweep_page(Path(sweep_dir), metric)
+    path = Path(sweep_dir) / REPORT_FILE
     atomic_write(path, lambda f: f.write(text))
     return path
+
+
+def write_sweep_files(sweep_dir: Path, spec: SweepSpec) -> list[dict]:
+    """Everything a sweep writes about itself (``report.html``, ``summary.md``,
+    ``summary.csv``, ``accuracy.png``: the report's plot when it draws the summary's accuracy
+    column), each atomically; the summary's rows."""
+    text, metric, png = sweep_page(sweep_dir)
+    atomic_write(sweep_dir / REPORT_FILE, lambda f: f.write(text))
+    return write_summary(sweep_dir, spec, drawn=(metric, png) if png else None)
 
 
 def main(args: argparse.Namespace) -> int:
