@@ -26,6 +26,7 @@ from flowerbed.data import array_cache
 from flowerbed.inprocess import run_in_process
 from flowerbed.kd import student as kd_student
 from flowerbed.report import PARTITIONS_PNG, REPORT_FILE, write_run_report
+from flowerbed.report.plots import partition_figure, pyplot
 from flowerbed.runtime import context as run_context
 from flowerbed.runtime import trackers
 from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table, round_pace
@@ -188,6 +189,27 @@ def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp
     assert (run_dir / PARTITIONS_PNG).read_bytes().startswith(PNG_SIGNATURE)
     listed = words.split("Files in the run folder")[-1]
     assert "report.html" not in listed and "run.lock" not in listed and "history.json" in listed
+
+
+@pytest.mark.parametrize("clients, classes", [(1, 2), (3, 2), (100, 2), (10, 10), (40, 100)])
+def test_the_partition_heatmap_keeps_its_title_and_labels_inside_the_figure(clients, classes):
+    title = "Label counts per client: fedprox-adaptive-clipping on pneumoniamnist, run name"
+    title += " sweep-of-the-clipping-norm-point-7 (100 clients)"  # longer than a line
+    counts = np.arange(clients * classes).reshape(clients, classes)
+    fig = partition_figure(counts, title, ["normal", "pneumonia"] if classes == 2 else None)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    (heading,) = fig.texts  # the title, over the heatmap and its colour bar
+    texts = [heading, *(ax.xaxis.label for ax in fig.axes), *(ax.yaxis.label for ax in fig.axes)]
+    for text in texts:
+        extent = text.get_window_extent(renderer)
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1, text.get_text()
+        assert box.y0 <= extent.y0 and extent.y1 <= box.y1, text.get_text()
+    lines = heading.get_text().split("\n")
+    assert "".join(lines).replace(" ", "") == title.replace(" ", "")  # wrapped, not cut
+    assert len(lines) > 1 or classes > 2  # a two-class heatmap is too narrow for one line
+    pyplot().close(fig)
 
 
 def summary_of(run_dir: Path) -> dict:

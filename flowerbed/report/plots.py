@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import textwrap
 
 import numpy as np
 
@@ -71,14 +72,35 @@ def integer_ticks(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def partition_png(counts: np.ndarray, title: str = "", names: list[str] | None = None) -> bytes:
+def fit_text(text, room: float, along: str = "width") -> None:
+    """Wrap the matplotlib ``Text`` at spaces, in as few lines as fit, until its extent
+    (pixels: ``along`` "width", or "height" for a rotated label) is at most ``room``; a single
+    word longer than that stays as it is."""
+    renderer = text.get_figure(root=True).canvas.get_renderer()
+    whole = " ".join(text.get_text().split())
+    tried = None
+    for width in range(len(whole), 0, -1):
+        lines = "\n".join(textwrap.wrap(whole, width, break_long_words=False))
+        if lines == tried:
+            continue
+        text.set_text(tried := lines)
+        if getattr(text.get_window_extent(renderer), along) <= room:
+            return
+
+
+TITLE_MARGIN = 0.96  # a fitted title spans at most this fraction of the figure's width
+
+
+def partition_figure(counts: np.ndarray, title: str = "", names: list[str] | None = None):
     """The clients x classes label counts as a heatmap (a row per client); ``names``: the
-    classes' names for the axis (their indices without)."""
+    classes' names for the axis (their indices without). The title and the colour bar's
+    label wrap to fit the figure, however many clients and classes (and however long the
+    run's name)."""
     plt = pyplot()
     clients, classes = counts.shape
-    height = min(9.0, max(2.5, 0.28 * clients + 1.5))
-    width = min(10.0, max(6.5, 0.5 * classes + 2.5))  # room for the title's run name
-    fig, ax = plt.subplots(figsize=(width, height))
+    height = min(9.0, max(3.0, 0.28 * clients + 1.5))
+    width = min(10.0, max(6.5, 0.5 * classes + 2.5))
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
     image = ax.imshow(counts, cmap="Blues", aspect="auto", interpolation="nearest")
     bar = fig.colorbar(image, ax=ax)
     bar.set_label("samples in the client's partition")
@@ -105,6 +127,13 @@ def partition_png(counts: np.ndarray, title: str = "", names: list[str] | None =
                 j, i, str(value), ha="center", va="center", fontsize=7,
                 color="white" if dark else "black",
             )  # fmt: skip
-    ax.set_title(title or "Label counts per client", fontsize=10)
-    fig.tight_layout()
-    return png_bytes(fig)
+    heading = fig.suptitle(title or "Label counts per client", fontsize=10)
+    fit_text(heading, TITLE_MARGIN * fig.bbox.width)
+    fig.draw_without_rendering()  # the layout: the colour bar's length with the title's lines
+    fit_text(bar.ax.yaxis.label, bar.ax.bbox.height, along="height")
+    return fig
+
+
+def partition_png(counts: np.ndarray, title: str = "", names: list[str] | None = None) -> bytes:
+    """``partition_figure`` as PNG."""
+    return png_bytes(partition_figure(counts, title, names))
