@@ -27,6 +27,8 @@ from flowerbed.inprocess import run_in_process
 from flowerbed.kd import student as kd_student
 from flowerbed.report import PARTITIONS_PNG, REPORT_FILE, write_run_report
 from flowerbed.report.plots import partition_figure, pyplot
+from flowerbed.report.run_folder import RunFolder
+from flowerbed.report.sections import clinical_panels
 from flowerbed.runtime import context as run_context
 from flowerbed.runtime import trackers
 from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table, round_pace
@@ -172,7 +174,8 @@ def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp
     assert assert_self_contained(page) == 9
     words = page.words
     assert "model_best.pt: round 3, central_auroc 0.8500" in words
-    assert "central_sensitivity" in words and "sensitivity (recall of malignant)" in words
+    assert "history.json's central_ columns" in words
+    assert "sensitivity (recall of malignant)" in words
     # the clinical reading: n, counts per class, the positive class, the intervals' methods
     assert "n = 100 test samples (malignant: 40, benign: 60)" in words
     assert "Positive class: malignant, the disease" in words
@@ -180,7 +183,7 @@ def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp
     low, high = sensitivity["interval"]
     assert f"{sensitivity['value']:.3f} [{low:.3f}, {high:.3f}]" in words
     assert "percentile bootstrap, 50 resamples, seed 0" in words
-    assert "true malignant" in words and "predicted benign" in words
+    assert "predicted class true class malignant benign malignant" in words
     # each site: site 0 has no malignant case, site 2 too few samples; site 1 is estimable
     assert "not estimable: no malignant" in words
     assert "not estimable: 15 test samples (< 20)" in words
@@ -189,6 +192,27 @@ def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp
     assert (run_dir / PARTITIONS_PNG).read_bytes().startswith(PNG_SIGNATURE)
     listed = words.split("Files in the run folder")[-1]
     assert "report.html" not in listed and "run.lock" not in listed and "history.json" in listed
+
+
+def test_a_binary_run_draws_its_auroc_once_named_by_its_positive_class(tmp_path):
+    run = RunFolder(every_file(tmp_path / "run"))  # history: auroc and auroc_positive
+    labels = [label for _, label in clinical_panels(run)]
+    assert [label for label in labels if "AUROC" in label] == ["AUROC of P(malignant)"]
+
+
+def test_the_clinical_table_by_round_keeps_two_columns_a_metric_under_its_name(tmp_path):
+    run_dir = every_file(tmp_path / "run")
+    write_run_report(run_dir)
+    text = (run_dir / REPORT_FILE).read_text()
+    grid = text.split('id="clinical"')[1].split("</table>")[0]
+    groups, header = re.findall(r"<tr[^>]*>(.*?)</tr>", grid)[:2]
+    assert re.findall(r'<th colspan="2">([^<]+)</th>', groups) == [
+        "balanced accuracy",
+        "AUROC of P(malignant)",
+        "sensitivity (recall of malignant)",
+        "specificity (recall of benign)",
+    ]
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", header) == ["round"] + ["server", "clients"] * 4
 
 
 @pytest.mark.parametrize("clients, classes", [(1, 2), (3, 2), (100, 2), (10, 10), (40, 100)])

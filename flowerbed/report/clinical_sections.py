@@ -144,9 +144,12 @@ def recall_table(rounds: list[tuple[str, dict]]) -> str:
 
 
 def confusion_table(summary: dict) -> str:
+    """Rows the true class, columns the predicted one, "predicted" said once above them (a
+    column per class stays as narrow as the class's name: ten classes fit a printed page)."""
     names, matrix = summary["names"], summary["confusion_matrix"]
-    rows = [[f"true {name}", *row] for name, row in zip(names, matrix, strict=True)]
-    return table(["", *(f"predicted {name}" for name in names)], rows)
+    rows = [[name, *row] for name, row in zip(names, matrix, strict=True)]
+    grid = table(["true class", *names], rows, groups=[("", 1), ("predicted class", len(names))])
+    return f'<div class="wide">{grid}</div>'
 
 
 def curves_figure(rounds: list[tuple[str, dict]]):

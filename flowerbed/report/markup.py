@@ -26,7 +26,15 @@ img { max-width: 100%; page-break-inside: avoid; display: block; margin: 0.5em 0
 .status-failed, .status-interrupted, .status-running { color: #b20; font-weight: bold; }
 pre { background: #f4f4f4; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
 nav a { margin-right: 0.8em; }
-"""
+tr.groups th { text-align: center; }
+.wide { overflow-x: auto; }
+@media print {
+  body { max-width: none; margin: 0; padding: 0; font-size: 10pt; }
+  pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+  .wide { overflow-x: visible; } .wide table { font-size: 0.8em; }
+  table, tr, thead { page-break-inside: avoid; }
+}
+"""  # .wide: a table that may outgrow the page (a confusion matrix of many classes) scrolls
 
 
 def img(png: bytes, alt: str) -> str:
@@ -75,14 +83,26 @@ def setting_text(value) -> str:
     return str(value)
 
 
-def table(header: list[str], rows: Iterable[list], text_columns: Iterable[int] = (0,)) -> str:
+def table(
+    header: list[str],
+    rows: Iterable[list],
+    text_columns: Iterable[int] = (0,),
+    groups: Iterable[tuple[str, int]] = (),
+) -> str:
+    """An HTML table; ``groups``: (label, columns) headings above ``header``, left to right
+    (a two-level header keeps many columns narrow: "AUROC" over "server", "clients")."""
     text_columns = set(text_columns)
 
     def cell(tag: str, i: int, value) -> str:
         kind = ' class="text"' if i in text_columns else ""
         return f"<{tag}{kind}>{esc(fmt(value))}</{tag}>"
 
-    lines = ["<table>", "<tr>" + "".join(cell("th", i, h) for i, h in enumerate(header)) + "</tr>"]
+    lines = ["<table><thead>"]
+    if groups := list(groups):
+        spans = "".join(f'<th colspan="{n}">{esc(label)}</th>' for label, n in groups)
+        lines.append(f'<tr class="groups">{spans}</tr>')
+    lines.append("<tr>" + "".join(cell("th", i, h) for i, h in enumerate(header)) + "</tr>")
+    lines.append("</thead>")
     for row in rows:
         lines.append("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>")
     return "\n".join(lines + ["</table>"])

@@ -54,7 +54,11 @@ def clinical_labels(run: RunFolder) -> tuple[tuple[str, str], ...]:
     return tuple((name, named.get(name, label)) for name, label in CLINICAL)
 
 
-WHERE = (("central", "server's test set"), ("federated", "clients' local test splits"))
+# where a metric is measured: its history prefix, the curve's legend, the table's heading
+WHERE = (
+    ("central", "server's test set", "server"),
+    ("federated", "clients' local test splits", "clients"),
+)
 
 
 def status_section(run: RunFolder) -> Section:
@@ -127,13 +131,19 @@ def curves_section(run: RunFolder) -> Section:
     return Section("curves", title, note + img(png_bytes(fig), "accuracy and loss by round"))
 
 
-def clinical_section(run: RunFolder) -> Section | None:
-    title = "Clinical metrics by round"
-    present = [
+def clinical_panels(run: RunFolder) -> list[tuple[str, str]]:
+    """The clinical metrics (name, label) the run recorded, a panel and a column group each:
+    one AUROC however many of its columns history.json holds (``CLINICAL``)."""
+    return [
         (name, label)
         for name, label in clinical_labels(run)
-        if any(column(run.history, f"{w}_{name}")[1] for w, _ in WHERE)
+        if any(column(run.history, f"{w}_{name}")[1] for w, _, _ in WHERE)
     ]
+
+
+def clinical_section(run: RunFolder) -> Section | None:
+    title = "Clinical metrics by round"
+    present = clinical_panels(run)
     if not present:
         if run.history and any("central_accuracy" in r for r in run.history):
             return Section(
@@ -151,7 +161,7 @@ def clinical_section(run: RunFolder) -> Section | None:
     for ax, (name, label) in zip(axes.flat, present, strict=False):
         if name in chance:  # drawn first: the legend lists it last
             ax.axhline(chance[name], color="grey", linestyle=":", linewidth=1)
-        curves = [(f"{w}_{name}", text) for w, text in WHERE]
+        curves = [(f"{w}_{name}", text) for w, text, _ in WHERE]
         curves_axis(ax, run.history, curves, label, label)
         if name in chance:
             ax.plot([], [], color="grey", linestyle=":", label=f"chance ({chance[name]:.2f})")
@@ -160,10 +170,7 @@ def clinical_section(run: RunFolder) -> Section | None:
     for ax in list(axes.flat)[len(present) :]:
         ax.axis("off")
     fig.tight_layout()
-    keys = [f"{w}_{name}" for name, _ in present for w, _ in WHERE]
-    keys = [k for k in keys if column(run.history, k)[1]]
-    rows, note = shown([[r["round"], *(number(r.get(k)) for k in keys)] for r in run.history])
-    by_round = table(["round", *keys], rows)
+    by_round, note = by_round_table(run.history, present)
     body = (
         "<p>Balanced accuracy: the mean recall over the classes present. AUROC: one-vs-rest,"
         " from the model's softmax probabilities, averaged over the classes present in the"
@@ -172,10 +179,25 @@ def clinical_section(run: RunFolder) -> Section | None:
         " test splits, sample-weighted over the clients where defined. Counts and intervals:"
         " the clinical reading below.</p>"
         + img(png_bytes(fig), "clinical metrics by round")
-        + f'<div style="overflow-x: auto">{by_round}</div>'
-        + note
+        + "<p>By round: each metric on the server's test set (<i>server</i>: history.json's"
+        " central_ columns) and on the clients' local test splits (<i>clients</i>: its"
+        " federated_ columns).</p>" + by_round + note
     )
     return Section("clinical", title, body)
+
+
+def by_round_table(history: list[dict], metrics: list[tuple[str, str]]) -> tuple[str, str]:
+    """The ``metrics`` (name, label) by round, a column per place that measured them, under
+    the metric's label (two header rows: a binary run's eight columns fit the page); the
+    table and the note of ``shown``."""
+    groups, header, keys = [("", 1)], ["round"], []
+    for name, label in metrics:
+        measured = [(f"{w}_{name}", h) for w, _, h in WHERE if column(history, f"{w}_{name}")[1]]
+        groups.append((label, len(measured)))
+        header += [h for _, h in measured]
+        keys += [k for k, _ in measured]
+    rows, note = shown([[r["round"], *(number(r.get(k)) for k in keys)] for r in history])
+    return table(header, rows, groups=groups), note
 
 
 def positive_text(run: RunFolder) -> str:
