@@ -190,8 +190,25 @@ def test_the_report_of_a_run_folder_holds_every_section_and_needs_no_network(tmp
     assert "2 of 3 sites are flagged" in words and "malignant: 12, benign: 14" in words
     assert "Absent" not in words
     assert (run_dir / PARTITIONS_PNG).read_bytes().startswith(PNG_SIGNATURE)
-    listed = words.split("Files in the run folder")[-1]
-    assert "report.html" not in listed and "run.lock" not in listed and "history.json" in listed
+    (run_dir / "run.lock").unlink()  # as the run does once its report is written
+    assert listed_files(run_dir) == present_files(run_dir)
+    assert "history.json" in listed_files(run_dir) and "partitions.png" in listed_files(run_dir)
+
+
+def listed_files(run_dir: Path) -> list[str]:
+    """The names in the report's file list."""
+    files = (run_dir / REPORT_FILE).read_text().split('id="files"')[1]
+    return re.findall(r'<td class="text">([^<]+)</td>', files)
+
+
+def present_files(run_dir: Path) -> list[str]:
+    """The run folder's files now, as the file list names them (a folder with its slash), but
+    the report itself and hidden ones."""
+    return sorted(
+        p.name + ("/" if p.is_dir() else "")
+        for p in run_dir.iterdir()
+        if p.name != REPORT_FILE and not p.name.startswith(".")
+    )
 
 
 def test_a_binary_run_draws_its_auroc_once_named_by_its_positive_class(tmp_path):
@@ -248,6 +265,7 @@ def test_a_failed_run_gets_a_report_with_its_reason_and_the_end_of_its_traceback
         run_in_process({**fast_run, "strategy": "ctl", "ctl-tasks": 5}, 2)
     (run_dir,) = Path(fast_run["output-dir"]).iterdir()
     page = parsed(run_dir)
+    assert listed_files(run_dir) == present_files(run_dir)  # not run.lock, removed after
     assert "Status: failed" in page.words and "ctl-tasks=5 but" in page.words
     assert "The end of error.log" in page.words and "ConfigError" in page.words
     assert "Absent: history.json (no round was recorded)" in page.words

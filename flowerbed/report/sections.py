@@ -228,7 +228,10 @@ def partition_section(run: RunFolder) -> Section:
 
 
 def files_section(run: RunFolder) -> Section:
-    transient = {REPORT_FILE, LOCK_FILE}  # the lock is held while the report is written
+    """The files in the run folder as the report is written (after every other section: with
+    partitions.png), but the report itself and run.lock, held while the report is written and
+    removed when the run ends: the list names what a reader finds in the folder."""
+    transient = {REPORT_FILE, LOCK_FILE}
     files = sorted(
         p for p in run.path.iterdir() if not p.name.startswith(".") and p.name not in transient
     )
