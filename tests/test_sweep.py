@@ -465,7 +465,7 @@ def test_the_terminal_summary_fits_100_columns_with_long_grid_values(tmp_path, c
     assert "kt-client-models" in header and "model" in header and "final train_loss" in header
 
 
-def test_an_interrupted_sweep_has_its_report_from_the_points_done(tmp_path, monkeypatch):
+def test_an_interrupted_sweep_has_its_report_from_the_points_done(tmp_path, monkeypatch, capsys):
     sweep = tmp_path / "sweep"
     points = STRATEGY_SEED.points()
 
@@ -478,8 +478,12 @@ def test_an_interrupted_sweep_has_its_report_from_the_points_done(tmp_path, monk
         return {}
 
     monkeypatch.setattr(sweep_execute, "execute", execute)
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(STRATEGY_SEED, sweep, progress=False)
+    grid = ["--grid", "strategy=fedavg,fedprox", "--grid", "seed=0,1,2", "--num-clients", "4"]
+    status = cli.main(["sweep", "--out", str(sweep), *grid, "--set", "num-server-rounds=3"])
+    assert status == 130
+    assert (
+        f"interrupted; {sweep / REPORT_FILE} shows the points completed" in capsys.readouterr().err
+    )
     page = (sweep / REPORT_FILE).read_text()
     for point, status in zip(points, ["completed"] * 2 + ["pending"] * 4):
         assert f"<td class='text'>{point.name}</td><td class='text'>{status}</td>" in page

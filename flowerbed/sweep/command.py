@@ -38,13 +38,11 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser().resolve()
     try:
         if args.report_only:
-            spec = load_spec(out)
-            write_sweep_files(out, spec)
+            write_sweep_files(out, load_spec(out))
             ok = True
         else:
-            spec = spec_from_args(args)
             results = run_sweep(
-                spec,
+                spec_from_args(args),
                 out,
                 workers=args.workers,
                 via=args.via,
@@ -56,8 +54,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"flowerbed sweep: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        report = out / REPORT_FILE
+        shown = f" {report} shows the points completed;" if report.is_file() else ""
         print(
-            "flowerbed sweep: interrupted; the same command goes on where it stopped",
+            f"flowerbed sweep: interrupted;{shown} the same command goes on where it stopped",
             file=sys.stderr,
         )
         return 130

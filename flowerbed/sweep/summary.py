@@ -300,10 +300,8 @@ def terminal_summary(
     done = sum(r["seeds"] for r in rows)
     notes = [
         f"{sweep_title(sweep_dir, spec)}; {len(spec.points())} points, {done} completed.",
-        (
-            f"{columns[0]}: mean ± sample std over the seeds completed (one seed: its value"
-            " alone); final = last round, best = highest after round 0."
-        ),
+        f"{columns[0]}: mean ± sample std over the seeds completed (one seed: its value alone).",
+        "final = the last round; best = the highest after round 0.",
         *(f"{marks[c]} {c} instead (no global model)." for c in columns[1:]),
     ]
     lines = [line for note in notes for line in textwrap.wrap(note, width)] + [""]
