@@ -2,7 +2,8 @@
 
 ``flowerbed sweep`` (``command.py``) and benchmark scripts build a ``SweepSpec`` (``grid``),
 ``run_sweep`` runs its unfinished points (``execute``) in a sweep folder (``folder``) and
-writes its summary (``summary``)::
+writes its summary (``summary``) and ``report.html`` (``report``), after each point and at the
+end::
 
     spec = SweepSpec((Axis.of_key("strategy", ["fedavg", "fedprox"]), Axis.of_key("seed", [0, 1])),
                      fixed={"num-server-rounds": 5}, num_clients=10)

@@ -106,8 +106,8 @@ def sweep_page(sweep_dir: Path, metric: str | None = None) -> tuple[str, str, by
     body += table(["fixed key", "value"], fixed, text_columns=(0, 1)) if fixed else ""
     body += f"<p>{len(spec.points())} points, {spec.num_clients} clients per run.</p>"
     sections.append(Section("grid", "Grid", body))
-    seeds = any(a.name == SEED_KEY for a in spec.axes)
-    title = f"{metric} by round: mean" + (" ± sample std over seeds" if seeds else "")
+    seeds = any(a.name == SEED_KEY and len(a.labels) > 1 for a in spec.axes)
+    title = f"{metric} by round" + (": mean ± sample std over seeds" if seeds else "")
     png = band_png(rows, metric, title) if any(row["curves"] for row in rows) else None
     plot = img(png, f"{metric} by round") if png else absent(f"{metric} in any completed run")
     best_word = "lowest" if lower_is_better(metric) else "highest"
