@@ -1,6 +1,8 @@
 """The documentation: the MkDocs site builds with ``--strict`` (offline) and a broken link fails
-that build; the generated pieces (the README's protocol table, the run-config and command
-reference pages) are what ``flowerbed.docs_tables`` makes now; the README stays short.
+that build; the built site reads from disk (file://: links to ``.html`` files, the search index
+as a script, no script from the network); the generated pieces (the README's protocol table,
+the run-config and command reference pages) are what ``flowerbed.docs_tables`` makes now; the
+README stays short.
 
 The generated files are rewritten by ``python -m flowerbed.catalog --write``.
 """
@@ -14,6 +16,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from flowerbed import docs_tables
 from flowerbed.catalog import PROTOCOLS, SETTING_GROUPS, SETTINGS
@@ -42,21 +46,49 @@ def mkdocs_build(root: Path, site: Path) -> tuple[subprocess.CompletedProcess, f
     return result, time.perf_counter() - start
 
 
-def test_the_site_builds_strictly_offline(tmp_path):
-    result, seconds = mkdocs_build(ROOT, tmp_path / "site")
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The repository's site, built once for the tests that read it."""
+    site = tmp_path_factory.mktemp("docs") / "site"
+    result, seconds = mkdocs_build(ROOT, site)
     assert result.returncode == 0, result.stdout + result.stderr
     print(f"mkdocs build --strict: {seconds:.1f} s")
-    site = tmp_path / "site"
+    return site
+
+
+def test_the_site_builds_strictly_offline(site):
     home = (site / "index.html").read_text()
     # the README's sections the home page includes (pymdownx.snippets) are there
     assert "flowerbed run" in re.sub(r"<[^>]+>", "", home)
     assert all(f"<code>{name}</code>" in home for name in PROTOCOLS)
     # the measured tables included from benchmarks/results/ and the plots the hook copies
-    robustness = (site / "robustness" / "index.html").read_text()
+    robustness = (site / "robustness.html").read_text()
     assert "fedavg+clip" in robustness and "--8&lt;--" not in robustness
     assert (site / "results" / "robustness" / "accuracy.png").is_file()
-    # no font or script is fetched from the network
+    # no font or script is fetched from the network: the search's worker shim is the site's own
     assert "fonts.googleapis.com" not in home
+    assert not re.findall(r'<script src="(?:https?:)?//[^"]*"', home)
+    assert '<script src="assets/javascripts/iframe-worker-shim.js">' in home
+    assert (site / "assets" / "javascripts" / "iframe-worker-shim.js").is_file()
+
+
+def test_the_built_site_reads_from_disk(site):
+    """Opened from file:// (a zipped site/), a link must name a file (a folder URL opens a
+    listing) and the search index must load as a script (the offline plugin's
+    search/search_index.js: ``var __index = <the JSON index>``)."""
+    home = (site / "index.html").read_text()
+    assert 'href="tutorial-first-run.html"' in home and 'href="tutorial-first-run/"' not in home
+    not_files = []
+    for page in site.rglob("*.html"):
+        if page.name == "404.html":  # the server's page for a missing URL: absolute links
+            continue
+        for url in re.findall(r'(?:href|src)="([^"#?]+)[^"]*"', page.read_text()):
+            if not re.match(r"[a-z]+:|//", url) and not (page.parent / url).is_file():
+                not_files.append(f"{page.relative_to(site)}: {url}")
+    assert not not_files, not_files[:10]
+    script = (site / "search" / "search_index.js").read_text()
+    assert script.startswith("var __index = {")
+    assert '"location":"tutorial-first-run.html"' in script.replace(" ", "")
 
 
 def test_a_broken_link_fails_the_strict_build(tmp_path):
