@@ -7,6 +7,8 @@
   ``catalog.SETTING_GROUPS``;
 * ``docs/reference-commands.md``: the ``flowerbed`` commands, from ``flowerbed.cli.parser()``
   (a new subcommand appears by itself).
+* the documentation lists of the README and the home page, from mkdocs.yml's nav
+  (``flowerbed.docs_nav``), between the markers ``docs_nav.NAV_START`` and ``NAV_END``.
 
 ``python -m flowerbed.catalog --write`` rewrites them all, with pyproject's
 ``[tool.flwr.app.config]``; ``tests/test_docs.py`` checks that the files hold what this
@@ -22,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import docs_nav
 from .cli import parser as cli_parser
 from .protocols.phase import ProtocolSpec
 from .settings import Setting
@@ -207,10 +210,15 @@ def replace_block(text: str, start_marker: str, end_marker: str, block: str) -> 
     return text[:start] + block + "\n" + text[text.index(end_marker) :]
 
 
+def marked_block(text: str, start_marker: str, end_marker: str) -> str:
+    """The lines between the start marker's line and the end marker, as they stand."""
+    start = text.index("\n", text.index(start_marker)) + 1
+    return text[start : text.index(end_marker)].removesuffix("\n")
+
+
 def readme_protocol_block(readme: str) -> str:
     """The README's generated protocol table, as it stands."""
-    start = readme.index("\n", readme.index(PROTOCOLS_START)) + 1
-    return readme[start : readme.index(PROTOCOLS_END)].removesuffix("\n")
+    return marked_block(readme, PROTOCOLS_START, PROTOCOLS_END)
 
 
 def write_docs(
@@ -218,9 +226,13 @@ def write_docs(
     groups: Mapping[str, tuple[Setting, ...]],
     protocols: Mapping[str, ProtocolSpec],
 ) -> None:
-    """Rewrite the README's protocol table and the generated reference pages in place."""
-    readme = app_dir / "README.md"
-    table = protocol_table(protocols)
-    readme.write_text(replace_block(readme.read_text(), PROTOCOLS_START, PROTOCOLS_END, table))
+    """Rewrite the README's protocol table, the documentation lists (the README's and the home
+    page's, from mkdocs.yml's nav) and the generated reference pages in place."""
+    blocks = [(Path("README.md"), PROTOCOLS_START, PROTOCOLS_END, protocol_table(protocols))]
+    for name, block in docs_nav.nav_lists(app_dir).items():
+        blocks.append((name, docs_nav.NAV_START, docs_nav.NAV_END, block))
+    for name, start, end, block in blocks:
+        path = app_dir / name
+        path.write_text(replace_block(path.read_text(), start, end, block))
     (app_dir / RUN_CONFIG_PAGE).write_text(run_config_reference(groups, protocols))
     (app_dir / COMMANDS_PAGE).write_text(commands_reference())

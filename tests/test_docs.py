@@ -1,8 +1,9 @@
 """The documentation: the MkDocs site builds with ``--strict`` (offline) and a broken link fails
 that build; the built site reads from disk (file://: links to ``.html`` files, the search index
 as a script, no script from the network); the generated pieces (the README's protocol table,
-the run-config and command reference pages) are what ``flowerbed.docs_tables`` makes now; the
-README stays short.
+the run-config and command reference pages, the documentation lists of the README and the home
+page, from mkdocs.yml's nav) are what ``flowerbed.docs_tables`` and ``flowerbed.docs_nav`` make
+now; the README stays short.
 
 The generated files are rewritten by ``python -m flowerbed.catalog --write``.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from flowerbed import docs_tables
+from flowerbed import docs_nav, docs_tables
 from flowerbed.catalog import PROTOCOLS, SETTING_GROUPS, SETTINGS
 from flowerbed.cli import parser
 
@@ -131,6 +132,53 @@ def test_the_run_config_reference_is_what_the_generator_makes_now():
 def test_the_commands_reference_is_what_the_generator_makes_now():
     page = (ROOT / docs_tables.COMMANDS_PAGE).read_text()
     assert page == docs_tables.commands_reference(), REGENERATE
+
+
+def test_the_documentation_lists_are_generated_from_the_nav():
+    """The README's and the home page's lists hold what mkdocs.yml's nav makes now."""
+    for name, block in docs_nav.nav_lists(ROOT).items():
+        text = (ROOT / name).read_text()
+        assert docs_tables.marked_block(text, docs_nav.NAV_START, docs_nav.NAV_END) == block, (
+            f"{name}: {REGENERATE}"
+        )
+
+
+def test_the_write_path_rewrites_the_lists_from_the_nav(tmp_path):
+    """``python -m flowerbed.catalog --write`` (``docs_tables.write_docs``): a page renamed in
+    mkdocs.yml's nav is renamed in both lists."""
+    for name in ("mkdocs.yml", "README.md", "docs/index.md"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    mkdocs = tmp_path / "mkdocs.yml"
+    mkdocs.write_text(mkdocs.read_text().replace("- Use GPUs: gpus.md", "- GPUs, renamed: gpus.md"))
+    docs_tables.write_docs(tmp_path, SETTING_GROUPS, PROTOCOLS)
+    assert "- [GPUs, renamed](docs/gpus.md)" in (tmp_path / "README.md").read_text()
+    assert "- [GPUs, renamed](gpus.md)" in (tmp_path / "docs" / "index.md").read_text()
+
+
+def test_every_nav_description_names_a_section_or_page_of_the_nav():
+    mkdocs = docs_nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
+    stale = set(mkdocs["extra"]["nav_descriptions"]) - docs_nav.nav_titles(mkdocs)
+    assert not stale, f"mkdocs.yml's nav_descriptions name no nav entry: {sorted(stale)}"
+
+
+def test_a_nav_list_links_the_pages_from_where_it_is_read():
+    mkdocs = {
+        "nav": [
+            {"Home": "index.md"},
+            {"Guides": [{"One": "one.md"}, {"Flower": "https://flower.ai"}]},
+        ],
+        "extra": {"nav_descriptions": {"Guides": "do things.", "one.md": "see [two](two.md)"}},
+    }
+    expected = (
+        "**Guides** do things.\n\n- [One](docs/one.md): see [two](docs/two.md)\n"
+        "- [Flower](https://flower.ai)"
+    )
+    assert docs_nav.nav_list(mkdocs, "docs/") == expected
+    assert docs_nav.nav_list(mkdocs, "") == expected.replace("docs/", "")
+    untitled = {"nav": [{"Guides": ["one.md"]}]}
+    with pytest.raises(ValueError, match="title"):
+        docs_nav.nav_list(untitled, "")
 
 
 def test_every_key_and_command_is_in_the_reference():
