@@ -14,7 +14,9 @@
 ``SETTING_GROUPS`` (the keys by topic): the keys every run reads, then each protocol's own.
 ``parse_run_config`` types and checks a run config against them and applies the chosen
 protocol's own defaults (``ProtocolSpec.defaults``: FedSA's ``server-fraction``, CTL's
-``dataset``, the quantum baselines' ``model``) to the keys that hold their global default.
+``dataset``, the quantum baselines' ``model``) to the keys that hold their global default, then
+the data set's own model (``data.datasets.fitting_model``: ``mlp`` for tabular data, ...) when
+``model`` still holds its global default, so that every data set runs by its name alone.
 
 To add a protocol: write its file (``strategies/<name>.py`` with a ``SPEC``, or a method with
 a ``ProtocolSpec``) and list it below; docs/architecture.md has the checklists.
@@ -29,6 +31,7 @@ from typing import Any
 
 from . import attacks, docs_tables, privacy
 from .data import classes, federation, site_reports
+from .data.datasets import fitting_model
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
@@ -39,6 +42,7 @@ from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .runtime.context import SETTINGS as RUN_SETTINGS
 from .runtime.device import SETTINGS as DEVICE_SETTINGS
+from .runtime.resources import check_model_fits
 from .runtime.resume import SETTINGS as RESUME_SETTINGS
 from .runtime.trackers import SETTINGS as TRACKER_SETTINGS
 from .settings import ConfigError, RunConfig, Setting, index_settings
@@ -120,6 +124,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     """Flower's ``context.run_config`` typed and checked (``ConfigError`` on a bad value),
     with the protocol's own defaults applied (``with_protocol_defaults``)."""
     config = with_protocol_defaults(run_config, RunConfig.parse(run_config, SETTINGS))
+    config = with_dataset_model(run_config, config)
     if config.distill_objective != OFF and config.strategy not in STRATEGIES:
         raise ConfigError(
             f"distill-objective={config.distill_objective!r} distils the global model of a"
@@ -152,15 +157,53 @@ def with_protocol_defaults(run_config: Mapping[str, Any], config: RunConfig) -> 
     return RunConfig.parse({**run_config, **applied}, SETTINGS).with_protocol_defaults(applied)
 
 
+def with_dataset_model(run_config: Mapping[str, Any], config: RunConfig) -> RunConfig:
+    """``config`` with the data set's own model (``fitting_model``) when ``model`` holds its
+    global default and that default does not fit the data; recorded with the protocol's own
+    defaults (``config.protocol_defaults``: the values this run took from its choices, not
+    from the user), as ``dataset_model_note`` logs."""
+    model = fitting_model(config.dataset)
+    if not PROTOCOLS[config.strategy].uses_model or model in (None, config.model):
+        return config
+    if config.model != SETTINGS["model"].default:
+        return config
+    applied = {**config.protocol_defaults, "model": model}
+    return RunConfig.parse({**run_config, **applied}, SETTINGS).with_protocol_defaults(applied)
+
+
+def check_model(config: RunConfig) -> None:
+    """``model`` can take the data (``runtime.resources.check_model_fits``), for a protocol
+    that trains it (CTL trains its own); the ServerApp and ``flowerbed run`` ask before
+    anything is loaded."""
+    if PROTOCOLS[config.strategy].uses_model:
+        check_model_fits(config)
+
+
+def dataset_model_applied(config: RunConfig) -> bool:
+    """Whether ``model`` came from the data set (``with_dataset_model``), not the protocol."""
+    own = PROTOCOLS[config.strategy].defaults
+    return "model" in config.protocol_defaults and "model" not in own
+
+
 def protocol_defaults_note(config: RunConfig) -> str:
-    """The log line naming the protocol defaults a run applied (``""``: none)."""
-    applied = config.protocol_defaults
-    if not applied:
-        return ""
-    values = ", ".join(f"{key}={value!r}" for key, value in applied.items())
-    default = "default" if len(applied) == 1 else "defaults"
-    key = "the key" if len(applied) == 1 else "a key"
-    return f"strategy={config.strategy!r} uses its own {default} {values} (set {key} to change it)"
+    """The log line naming the defaults a run took from its protocol and its data set
+    (``""``: none)."""
+    applied = dict(config.protocol_defaults)
+    notes = []
+    if dataset_model_applied(config):
+        notes.append(
+            f"dataset={config.dataset!r} uses its own model={applied.pop('model')!r} (set model"
+            " to change it)"
+        )
+    if applied:
+        values = ", ".join(f"{key}={value!r}" for key, value in applied.items())
+        default = "default" if len(applied) == 1 else "defaults"
+        key = "the key" if len(applied) == 1 else "a key"
+        notes.insert(
+            0,
+            f"strategy={config.strategy!r} uses its own {default} {values} (set {key} to change it)",
+        )
+    return "; ".join(notes)
 
 
 def check_model_replies(config: RunConfig) -> None:

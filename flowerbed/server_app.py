@@ -25,7 +25,7 @@ from flwr.app import Context
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
-from .catalog import get_protocol, parse_run_config, protocol_defaults_note
+from .catalog import check_model, get_protocol, parse_run_config, protocol_defaults_note
 from .ray_cluster import check_ray_cluster, in_flower_simulation
 from .report import written_report
 from .runtime.context import start_run
@@ -55,6 +55,7 @@ def run_protocol(grid: Grid, config: RunConfig) -> Path:
     spec = get_protocol(config.strategy)
     if note := protocol_defaults_note(config):
         log(INFO, "flowerbed: %s", note)
+    check_model(config)
     protocol = spec.protocol(config)
     protocol.check_server_data(config)
     run = start_run(grid, config, spec.build_model)

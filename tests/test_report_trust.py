@@ -89,6 +89,20 @@ def test_the_configuration_headline_lists_what_differs_from_the_declared_default
     assert "batch-size 32 32" in every and "num-server-rounds 3 5" in every
 
 
+def test_the_configuration_says_which_defaults_came_from_the_protocol_or_the_data_set(tmp_path):
+    config = {"strategy": "qfedavg", "dataset": "breast-cancer", "model": "vqc",
+              "protocol-defaults": "model"}  # fmt: skip
+    run_dir = folder(tmp_path / "quantum", dp_history(False), **config)
+    write_run_report(run_dir)
+    assert "model vqc cnn (the protocol's own: vqc) the protocol's own default" in section_words(
+        run_dir, "configuration"
+    )
+    config = {"dataset": "breast-cancer", "model": "mlp", "protocol-defaults": "model"}
+    run_dir = folder(tmp_path / "tabular", dp_history(False), **config)
+    write_run_report(run_dir)
+    assert "model mlp cnn the data set's model" in section_words(run_dir, "configuration")
+
+
 def test_a_dp_run_shows_epsilon_and_the_clipping_norm_by_round(tmp_path):
     run_dir = folder(
         tmp_path / "run",

@@ -64,7 +64,13 @@ from .image_cache import (
 )
 from .mapped_images import MappedImages
 from .mnist_5k import MNIST_5K, load_mnist_5k, mnist_5k_file
-from .pointclouds import NUM_POINTS, POINT_CLOUD_DATASETS, augment_point_batch, load_point_clouds
+from .pointclouds import (
+    NUM_POINTS,
+    POINT_CLOUD_DATASETS,
+    augment_point_batch,
+    load_point_clouds,
+    missing_point_clouds,
+)
 from .simulations import GENERATED_DATASETS, SimulationOptions, generate
 from .stratified_split import stratified_split
 
@@ -72,6 +78,10 @@ SKLEARN_DATASETS = ("digits", "breast-cancer")
 TORCHVISION_DATASETS = ("cifar10", "mnist")
 SITE_DATASET = "site"  # a node's own folder of images, CSV or npz (``site_data``)
 MEDMNIST_SIZES = (28, 64, 128, 224)
+MEDMNIST_URL = "https://zenodo.org/records/10519652"
+# `download=true` fetches these (the others are bundled, generated, a site's own, or ModelNet,
+# which has no download)
+DOWNLOAD_HINT = 'or run with --run-config "download=true" on a machine with internet'
 _TEST_SPLIT_SEED = 0  # fixed: the held-out test set must not change with the run's seed
 CACHE_SUBFOLDER = "flowerbed-cache"  # the image cache's default place: <data-dir>/flowerbed-cache
 _STREAM_CHUNK_BYTES = 64 << 20  # MedMNIST images are copied into the cache this much at a time
@@ -100,6 +110,57 @@ MEDMNIST_FLAGS = (
 def medmnist_flags() -> tuple[str, ...]:
     """The 2D single-label MedMNIST flags (3D volumes and multi-label ChestMNIST excluded)."""
     return MEDMNIST_FLAGS
+
+
+def downloadable_datasets() -> tuple[str, ...]:
+    """The data sets ``download=true`` fetches."""
+    return medmnist_flags() + TORCHVISION_DATASETS
+
+
+# The model a data set takes when the run leaves ``model`` at its default (``cnn``, for images):
+# tabular sets a multilayer perceptron, the FedProx paper's synthetic sets its logistic
+# regression, point clouds PointNet. A site's own data is known only once the nodes report it.
+FITTING_MODELS = {
+    "breast-cancer": "mlp",
+    "breast-cancer-shifted": "mlp",
+    "ctl-gaussian": "mlp",
+    "synthetic": "logreg",
+    "synthetic-iid": "logreg",
+    **{name: "pointnet" for name in POINT_CLOUD_DATASETS},
+}
+
+
+def fitting_model(name: str) -> str | None:
+    """The model that fits data set ``name`` (``FITTING_MODELS``; ``cnn`` for the image sets),
+    None for ``site`` (the nodes' own data)."""
+    if name == SITE_DATASET:
+        return None
+    return FITTING_MODELS.get(name, "cnn")
+
+
+def torchvision_folder(name: str, data_dir: Path) -> Path:
+    """The folder torchvision reads ``cifar10`` or ``mnist`` from."""
+    return data_dir / ("cifar-10-batches-py" if name == "cifar10" else "MNIST/raw")
+
+
+def missing_data(name: str, data_dir: Path, image_size: int = 28) -> str | None:
+    """What data set ``name`` lacks under ``data_dir`` and where to put it; None when its files
+    are there or it reads none (bundled, generated, a site's own). The pre-flight of
+    ``flowerbed run`` asks before anything starts; the loaders say the same when they fail."""
+    if name in medmnist_flags():
+        path = medmnist_file(name, data_dir, image_size)
+        if not path.is_file():
+            return (
+                f"MedMNIST file {path} not found: put {path.name} (from {MEDMNIST_URL}) into"
+                f" {data_dir}"
+            )
+    elif name in TORCHVISION_DATASETS:
+        folder = torchvision_folder(name, data_dir)
+        if not (folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))):
+            return f"{name} not found under {data_dir} (torchvision expects {folder}/)"
+    elif name in POINT_CLOUD_DATASETS:
+        return missing_point_clouds(name, data_dir)
+    return None
 
 
 def available_datasets() -> tuple[str, ...]:
@@ -340,11 +401,8 @@ def _load_medmnist(
     path = medmnist_file(flag, data_dir, image_size)
     if download:
         _download_medmnist(INFO[flag], path, image_size)
-    if not path.is_file():
-        raise DataNotFoundError(
-            f"MedMNIST file {path} not found. Put {path.name} (from https://zenodo.org/records/10519652)"
-            f' into {data_dir}, or run with --run-config "download=true" on a machine with internet.'
-        )
+    if (missing := missing_data(flag, data_dir, image_size)) is not None:
+        raise DataNotFoundError(f"{missing}, {DOWNLOAD_HINT}")
     return cached_images(
         Path(cache_dir),
         path.stem,
@@ -386,7 +444,7 @@ def _unpack_medmnist(path: Path, image_size: int, folder: Path) -> None:
     except (OSError, ValueError, KeyError, EOFError, zlib.error, zipfile.BadZipFile) as error:
         raise DataFileError(
             f"{path} is not a readable MedMNIST file ({type(error).__name__}: {error});"
-            " replace it with the one from https://zenodo.org/records/10519652"
+            f" replace it with the one from {MEDMNIST_URL}"
         ) from error
 
 
@@ -417,7 +475,7 @@ def _stream_images(member, path: Path, image_size: int, folder: Path, split: str
 
 
 def _load_torchvision(name: str, data_dir: Path, download: bool, cache_dir: str) -> CachedImages:
-    folder = data_dir / ("cifar-10-batches-py" if name == "cifar10" else "MNIST/raw")
+    folder = torchvision_folder(name, data_dir)
     if download and not folder.is_dir():
         _torchvision_splits(name, data_dir, download=True)  # fetches the files
     sources = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
@@ -449,11 +507,10 @@ def _torchvision_splits(name: str, data_dir: Path, download: bool) -> dict:
         try:
             ds = dataset_class(root=str(data_dir), train=split == "train", download=download)
         except RuntimeError as error:  # torchvision: "Dataset not found or corrupted"
-            expected = "cifar-10-batches-py/" if name == "cifar10" else "MNIST/raw/"
             raise DataNotFoundError(
-                f"{name} not found under {data_dir} (torchvision expects {data_dir / expected}). "
-                f'Run once with --run-config "download=true" on a machine with internet, or copy '
-                f"that folder there. torchvision said: {error}"
+                f"{name} not found under {data_dir} (torchvision expects"
+                f" {torchvision_folder(name, data_dir)}/): copy that folder there, {DOWNLOAD_HINT}"
+                f" (torchvision said: {error})"
             ) from error
         splits[split] = (np.asarray(ds.data), np.asarray(ds.targets, dtype=np.int64))
     return splits

@@ -218,13 +218,26 @@ def load_modelnet40_hdf5(folder: Path, num_points: int = NUM_POINTS):
 def load_modelnet(name: str, data_dir: Path, num_points: int = NUM_POINTS):
     """``modelnet40`` / ``modelnet10`` from ``data_dir``: the text folder if there, else (40
     only) the HDF5 folder; a missing folder is a ``DataNotFoundError`` naming what to get."""
+    if (missing := missing_point_clouds(name, data_dir)) is not None:
+        raise _missing(missing)
     text = data_dir / TEXT_FOLDER
     if (text / f"{name}_shape_names.txt").is_file():
         return load_modelnet_text(text, name, num_points)
+    return load_modelnet40_hdf5(data_dir / HDF5_FOLDER, num_points)
+
+
+def missing_point_clouds(name: str, data_dir: Path) -> str | None:
+    """What ``name`` lacks under ``data_dir`` (``load_modelnet``'s folders), None when there
+    (``shapes`` is generated: never)."""
+    if name not in ("modelnet40", "modelnet10"):
+        return None
+    text = data_dir / TEXT_FOLDER
+    if (text / f"{name}_shape_names.txt").is_file():
+        return None
     if name == "modelnet40" and (data_dir / HDF5_FOLDER).is_dir():
-        return load_modelnet40_hdf5(data_dir / HDF5_FOLDER, num_points)
+        return None
     also = f" or {data_dir / HDF5_FOLDER}/ (from {HDF5_URL})" if name == "modelnet40" else ""
-    raise _missing(
+    return (
         f"{name} not found: expected {text}/ with {name}_shape_names.txt (unzip {TEXT_URL}"
         f" into {data_dir}){also}"
     )

@@ -22,9 +22,7 @@ def build_cnn(
     embedding layer, each before its ReLU (``cnn-bn``).
     """
     if len(input_shape) != 3:
-        raise ValueError(
-            f"model {name!r} needs images (C, H, W), got input shape {input_shape}; use 'mlp'"
-        )
+        raise ValueError(f"model {name!r} needs images (C, H, W), got input shape {input_shape}")
     _, height, width = input_shape
     if min(height, width) < 8:
         raise ValueError(

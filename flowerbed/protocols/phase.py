@@ -135,6 +135,8 @@ class ProtocolSpec:
     # cannot be told from one left unset and takes the protocol's value too (any other value
     # is the user's and stays). The ServerApp logs what it applied; config.json records it.
     defaults: Mapping[str, Value] = field(default_factory=dict)
+    # whether the run-config key ``model`` is the model this protocol trains (CTL's is its own)
+    uses_model: bool = True
     # For the documentation's protocol table: what kind of protocol this is and what crosses
     # the network (``docs_tables.protocol_table``).
     kind: str = ""

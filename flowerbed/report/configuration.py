@@ -73,8 +73,8 @@ def config_section(run: RunFolder) -> Section:
         return text
 
     def note(key: str) -> str:
-        if key in from_protocol:
-            return "the protocol's own default"
+        if key in from_protocol:  # the protocol's, or the data set's model (catalog)
+            return "the protocol's own default" if key in protocol_own else "the data set's model"
         if key in defaults and same(config[key], defaults[key]):
             return "default"
         if key in RECORDED:

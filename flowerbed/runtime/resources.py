@@ -46,7 +46,7 @@ from pathlib import Path
 
 import torch
 
-from ..data.datasets import CACHE_SUBFOLDER, TORCHVISION_DATASETS, medmnist_file
+from ..data.datasets import CACHE_SUBFOLDER, TORCHVISION_DATASETS, fitting_model, medmnist_file
 from ..data.federation import SITE
 from ..data.fedprox_synthetic import (
     MIN_SAMPLES,
@@ -304,6 +304,25 @@ def parameter_count(name: str, shape: tuple[int, ...], num_classes: int) -> int 
     except ValueError:
         return None
     return sum(parameter.numel() for parameter in model.parameters())
+
+
+def check_model_fits(config: RunConfig) -> None:
+    """``ConfigError`` when ``model`` cannot take the data set's samples (its builder refuses
+    the input shape: a CNN given tabular rows, PointNet given images), found by building it on
+    torch's meta device before anything is loaded; the message names the model that fits."""
+    model_input = input_of(config, data_size(config))
+    if model_input is None or config.model == "vqc" or config.model not in MODELS:
+        return
+    shape, classes = model_input
+    try:
+        with torch.device("meta"):
+            MODELS[config.model](shape, classes)
+    except ValueError as error:
+        fits = fitting_model(config.dataset)
+        hint = f"; dataset={config.dataset!r} takes model={fits!r}" if fits else ""
+        raise ConfigError(
+            f"model={config.model!r} cannot take dataset={config.dataset!r}: {error}{hint}"
+        ) from None
 
 
 def activations(name: str, shape: tuple[int, ...], num_classes: int) -> tuple[int, int] | None:

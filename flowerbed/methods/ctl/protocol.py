@@ -336,6 +336,7 @@ PROTOCOL = ProtocolSpec(
     settings=SETTINGS,
     build_model=logistic_model,
     defaults=DEFAULTS,
+    uses_model=False,  # its own logistic model, whatever `model` says
     kind="decentralised, no global model",
     exchanged="once: each node's two class centroids (with counts) and class-wise feature"
     " moments; every round: each node's predictions on all representatives and its row of"
