@@ -38,7 +38,7 @@ def test_a_finished_run_says_completed(fast_run):
 
 def test_a_round_without_any_successful_client_fails_the_run_and_saves_no_model(fast_run):
     overrides = {**fast_run, "model": "mlp", "failing-partitions": "0,1"}
-    with pytest.raises(RunFailed, match="round 1: no client succeeded .partition 0: "):
+    with pytest.raises(RunFailed, match="round 1: no client succeeded .2 failed; partition 0: "):
         run_in_process(overrides, num_clients=2)
     run_dir = only_run_dir(fast_run_root(fast_run))
     assert status(run_dir)["status"] == "failed"

@@ -292,6 +292,16 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def failures_text(row: dict) -> str:
+    """How many clients failed in a round and the first one's reason (the others are in
+    ``history.json``'s ``failures``)."""
+    failures = row.get("failures", [])
+    if not failures:
+        return "no reply"
+    more = f"; {len(failures) - 1} more in history.json" if len(failures) > 1 else ""
+    return f"{row.get('clients_failed', len(failures))} failed; {failures[0]}{more}"
+
+
 class History:
     """The rows of one run; ``add`` logs a row, rewrites ``history.json``/``.csv`` and then
     hands the row to the run's trackers (``runtime.trackers``: live curves; never fatal).
@@ -327,10 +337,9 @@ class History:
         if row["round"] >= 1 and row.get("clients_trained", 1) == 0:
             self.failed_rounds += 1
             if self.failed_rounds > self.max_failed_rounds:
-                reasons = "; ".join(row.get("failures", [])[:3]) or "no reply"
                 raise RunFailed(
-                    f"round {row['round']}: no client succeeded ({reasons}); a run survives"
-                    f" max-failed-rounds={self.max_failed_rounds} such rounds"
+                    f"round {row['round']}: no client succeeded ({failures_text(row)}); a run"
+                    f" survives max-failed-rounds={self.max_failed_rounds} such rounds"
                 )
 
     def plot(self, title: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -101,3 +102,53 @@ class OneLineErrors(logging.Filter):
                 record.exc_info = None
                 record.exc_text = None
         return True
+
+
+# --- the exception that started a failure, in a log or an error reply ------------------------
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+RECORD = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)\s*:\s*(.*)$")  # Flower's log record
+
+
+def clean(line: str) -> str:
+    """A line of Flower's log without its colours and line end."""
+    return ANSI.sub("", line).rstrip("\n")
+
+
+EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Failed|Interrupt)): (.+)$"
+)
+WRAPPERS = ("ClientAppException", "RayTaskError", "ServerAppException")
+FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in (.+)$')
+
+
+def where(path: str, line: str, function: str) -> str:
+    """``.../flowerbed/mods.py``, 70, ``f`` -> ``flowerbed/mods.py:70 in f`` (else the file's
+    last two parts)."""
+    parts = Path(path).parts
+    if "flowerbed" in parts:
+        short = "/".join(parts[len(parts) - parts[::-1].index("flowerbed") - 1 :])
+    else:
+        short = "/".join(parts[-2:])
+    return f"{short}:{line} in {function}"
+
+
+def first_error(log: str) -> str | None:
+    """The first exception in ``log`` that is not a wrapper (Ray's, Flower's), with where it
+    was raised (its traceback's last frame): ``"RuntimeError: ... (flowerbed/mods.py:70 in
+    fail_on_purpose)"``; None when the log holds none."""
+    frame = None  # the last frame of the traceback being read
+    for raw in log.splitlines():
+        line = clean(raw)
+        record = RECORD.match(line)
+        text = (record.group(2) if record else line).strip()
+        if text.startswith("Traceback (most recent call last)"):
+            frame = None
+        elif found := FRAME.match(text):
+            frame = found.groups()
+        elif (found := EXCEPTION.match(text)) is not None:
+            if not any(wrapper in text for wrapper in WRAPPERS):
+                message = found.group(2).removesuffix("'>").strip()
+                at = f" ({where(*frame)})" if frame else ""
+                return f"{found.group(1)}: {message}{at}"
+            frame = None
+    return None

@@ -42,6 +42,7 @@ and is not reproducible from the seed. Replies are still recorded in partition o
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from logging import ERROR, INFO, WARNING
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.logger import log
 
+from .outcome import first_error
 from .reply_checks import (
     LENIENT,
     NodeSizes,
@@ -60,16 +62,24 @@ from .reply_checks import (
     rejection,
 )
 
+WRAPPED = re.compile(r"^Exception \w+ occurred\. Message: ")  # Flower's ClientAppException
+
 
 def payload_bytes(content: RecordDict) -> int:
     return sum(record.count_bytes() for record in content.values())
 
 
 def short_reason(reply: Message) -> str:
-    """The last line of an error reply's reason (the exception message), at most 500 chars
-    (room for a node's file path)."""
-    lines = [line.strip() for line in str(reply.error.reason).splitlines() if line.strip()]
-    return (lines[-1] if lines else "unknown error")[:500]
+    """An error reply's cause, at most 500 chars (room for a node's file path): the exception
+    that started it and where (``outcome.first_error``: a client's traceback as Ray and Flower
+    wrap it), else the reason's last line without Flower's wrapping."""
+    reason = str(reply.error.reason)
+    found = first_error(reason)
+    if found is None:
+        lines = [line.strip() for line in reason.splitlines() if line.strip()]
+        found = lines[-1] if lines else "unknown error"
+        found = WRAPPED.sub("", found).removesuffix("'>")
+    return found[:500]
 
 
 def handshake_info(content: RecordDict) -> tuple[int, int]:
@@ -182,13 +192,23 @@ class RecordingGrid:
             node = reply.metadata.src_node_id
             if reply.has_error():
                 self.handshake_failures[node] = short_reason(reply)
-                log(WARNING, "node %d did not answer the handshake: %s", node, short_reason(reply))
+                log(
+                    WARNING,
+                    "flowerbed: node %d did not answer the handshake: %s",
+                    node,
+                    short_reason(reply),
+                )
                 continue
             try:
                 info[node] = handshake_info(reply.content)
             except ValueError as error:
                 self.handshake_failures[node] = f"malformed handshake reply: {error}"
-                log(WARNING, "node %d left out: malformed handshake reply: %s", node, error)
+                log(
+                    WARNING,
+                    "flowerbed: node %d left out: malformed handshake reply: %s",
+                    node,
+                    error,
+                )
                 continue
             self.handshake_replies[node] = reply.content
         self.partition_of = {node: pid for node, (pid, _) in info.items()}
@@ -315,7 +335,7 @@ class RecordingGrid:
             check_reply(reply.content, request, rules, sizes, partition, decoded_sent)
         except RejectedReply as error:
             traffic.bytes_received += payload_bytes(reply.content)
-            log(WARNING, "%s's reply was dropped: %s", self.describe(reply), error)
+            log(WARNING, "flowerbed: %s's reply was dropped: %s", self.describe(reply), error)
             return rejection(sent[node], f"{error}; the reply was dropped")
         if partition is not None:
             self.partition_of[node] = partition
@@ -353,7 +373,12 @@ class RecordingGrid:
         traffic = self.rounds[self.current_round]
         traffic.seconds = time.perf_counter() - traffic.started
         if traffic.failures:
-            log(INFO, "round %d failures: %s", self.current_round, "; ".join(traffic.failures))
+            log(
+                WARNING,
+                "flowerbed: round %d failures: %s",
+                self.current_round,
+                "; ".join(traffic.failures),
+            )
         self.current_round += 1
         self.rounds[self.current_round] = RoundTraffic()
         return traffic
