@@ -9,8 +9,10 @@ imported by its name (``COMMANDS``) only after the arguments are parsed.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import platform
+import re
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,11 +33,14 @@ RUN_HELP = """Run a Flower simulation of flowerbed through `flwr run`: the embed
   flowerbed run --config my-run.toml --set seed=1
 
 --set takes a TOML value (3, 0.1, true, "text"; a bare word is text); --config a flat TOML
-file of key = value lines; --set wins. Keys and values are checked before anything starts.
-Flower's log streams as the run goes; the last lines name the run folder and how the run
-ended (its status.json). Exit status: 0 completed, 1 failed or no run folder, 2 bad input,
-130 interrupted. The local SuperLink it starts is always stopped. No exports are needed:
-Flower's offline settings apply to its own processes."""
+file of key = value lines; --run-config "k=v k2=v2" as `flwr run` takes it; --set wins.
+Keys, values, data files, the output folder and the memory a run needs are checked before
+anything starts. The terminal shows the start-up, one line per round and the end; Flower's
+whole log goes to flower.log in the run folder (--verbose: here too). The last lines name
+the report, the run folder and how the run ended (its status.json). Exit status: 0
+completed, 1 failed or no run folder, 2 bad input, 130 interrupted. The local SuperLink it
+starts is always stopped. No exports are needed: Flower's offline settings apply to its own
+processes."""
 
 SWEEP_HELP = """Run a grid of runs and summarise them (mean ± std over seeds).
 
@@ -97,6 +102,19 @@ def add_run(commands) -> None:
         help="a run-config value (repeatable; wins over --config)",
     )
     run.add_argument("--config", type=Path, metavar="FILE.toml", help="a flat key = value file")
+    run.add_argument(
+        "--run-config",
+        action="append",
+        default=[],
+        metavar='"K=V K2=V2"',
+        help="run-config values as `flwr run` takes them (or a .toml file); --set wins",
+    )
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show Flower's whole log here too (it is always kept in the run folder's flower.log)",
+    )
     run.add_argument("--clients", type=int, default=10, help="simulated clients (default 10)")
     run.add_argument(
         "--cpus-per-client", type=int, default=1, help="CPUs per client's Ray actor (default 1)"
@@ -113,8 +131,42 @@ def add_run(commands) -> None:
     )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a did-you-mean for a mistyped subcommand or option."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}{self.suggestion(message)}\n")
+
+    def suggestion(self, message: str) -> str:
+        if found := re.search(r"invalid choice: '([^']*)'", message):
+            choices = [name for action in self._actions for name in (action.choices or ())]
+            close = difflib.get_close_matches(found.group(1), choices, n=1)
+            return f"; did you mean '{close[0]}'?" if close else ""
+        if found := re.search(r"unrecognized arguments: (.*)", message):
+            options = [o for action in self.active()._actions for o in action.option_strings]
+            hints = []
+            for word in found.group(1).split():
+                close = difflib.get_close_matches(word.split("=")[0], options, n=1)
+                if word.startswith("-") and close:
+                    hints.append(f"{word}: did you mean {close[0]}?")
+            return "; " + "; ".join(hints) if hints else ""
+        return ""
+
+    def active(self) -> argparse.ArgumentParser:
+        """The subcommand's parser named on the command line (this one if none)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for word in sys.argv[1:] if self.argv is None else self.argv:
+                    if word in action.choices:
+                        return action.choices[word]
+        return self
+
+    argv: list[str] | None = None
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="flowerbed", description="flowerbed's tools")
+    root = Parser(prog="flowerbed", description="flowerbed's tools")
     root.add_argument("--version", action="version", version=version_text())
     commands = root.add_subparsers(dest="command", required=True)
     add_run(commands)
@@ -176,7 +228,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    root = parser()
+    root.argv = argv
+    args = root.parse_args(argv)
     command = importlib.import_module(COMMANDS[args.command])
     return command.main(args)
 

@@ -16,12 +16,19 @@ What it does, in order:
    environment (``simulation.OFFLINE_ENV``) for its processes only; a federation of
    ``--clients`` simulated SuperNodes on Flower's Ray backend (``--ray-address``: an existing
    Ray cluster);
-3. Flower's log on this terminal line by line as the run goes (``flwr run --stream``); the same
-   retry as ``simulate`` when the local SuperLink is too slow to start;
+3. flowerbed's story of the run on this terminal as it goes (``run_console``: the start-up,
+   the handshake, one line per round), Flower's whole log (``flwr run --stream``) in the run
+   folder's ``flower.log`` (``--verbose``: on the terminal too); the same retry as
+   ``simulate`` when the local SuperLink is too slow to start;
 4. the local SuperLink it started stopped, with its processes, however the run ends (Ctrl-C
    and SIGTERM included);
-5. the run folder (the ServerApp's ``flowerbed: results go to``) and how the run ended, from its
-   ``status.json``, on the last two lines.
+5. the report, the run folder (the ServerApp's ``flowerbed: results go to``) and how the run
+   ended, from its ``status.json``, on the last lines; a run that did not complete says first
+   the exception that started the failure (``runtime.outcome.first_error``) and where the log is.
+
+Before anything starts, the pre-flight (``preflight``) refuses what cannot work: a model that
+cannot take the data set, a data file that is missing (and not to be downloaded), an output
+folder that cannot be written, a run that does not fit this machine's memory or disk.
 
 Exit status: 0 when ``status.json`` says ``completed``; 1 when the run failed, was stopped by
 someone else, or made no run folder; 2 on bad input; 130 when interrupted (Ctrl-C, SIGTERM).
@@ -33,6 +40,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+import shlex
 import shutil
 import signal
 import sys
@@ -43,12 +53,17 @@ import tomllib
 from pathlib import Path
 from typing import Any, Self
 
-from .catalog import SETTINGS, parse_run_config
+from .catalog import SETTINGS, check_model, dataset_model_applied, parse_run_config
+from .data.datasets import downloadable_datasets, missing_data
+from .data.federation import SITE
 from .ray_cluster import check_ray_cluster
+from .run_console import RunConsole
 from .runtime.device import check_client_gpus
+from .runtime.outcome import first_error
+from .runtime.resources import check_model_fits, check_resources
 from .runtime.run_lock import STATUS_FILE, settled_status
-from .settings import ConfigError, Value
-from .simulation import generated_app, local_superlink_pids, results_folder, simulate
+from .settings import ConfigError, RunConfig, Value
+from .simulation import generated_app, local_superlink_pids, simulate
 
 EXIT_COMPLETED, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_CLIENTS = 10
@@ -67,11 +82,30 @@ def parse_value(text: str) -> Value:
     return value if isinstance(value, (bool, int, float, str)) else text.strip()
 
 
+SEVERAL_PAIRS = re.compile(r"\s([a-z][a-z0-9-]*)=")  # "a=1 b=2": a second key after a space
+
+
 def parse_assignment(item: str) -> tuple[str, Value]:
     key, equals, text = item.partition("=")
     if not equals or not key.strip():
         raise ConfigError(f"--set {item!r}: expected key=value")
+    second = SEVERAL_PAIRS.search(text)
+    if second and second.group(1) in SETTINGS:
+        raise ConfigError(
+            f"--set {item!r} holds several key=value pairs; give one per --set"
+            f" ({' '.join('--set ' + pair for pair in shlex.split(item))}) or all of them"
+            f" to --run-config {shlex.quote(item)}"
+        )
     return key.strip(), parse_value(text.strip())
+
+
+def run_config_pairs(text: str) -> list[str]:
+    """``--run-config "a=1 b='x y'"`` as ``flwr run`` reads it: space-separated key=value
+    pairs (quotes keep a value's spaces); a path to a ``.toml`` file is read as ``--config``."""
+    try:
+        return shlex.split(text)
+    except ValueError as error:
+        raise ConfigError(f"--run-config {text!r}: {error}") from None
 
 
 def config_file(path: Path) -> dict[str, Value]:
@@ -90,9 +124,19 @@ def config_file(path: Path) -> dict[str, Value]:
     return data
 
 
-def overrides_from(sets: list[str], config: Path | None = None) -> dict[str, Value]:
-    """The file's keys, then each ``--set`` (a later one wins)."""
+def overrides_from(
+    sets: list[str], config: Path | None = None, run_configs: list[str] = ()
+) -> dict[str, Value]:
+    """The file's keys, then each ``--run-config`` (a TOML file or ``flwr run``'s
+    ``"k=v k2=v2"``), then each ``--set`` (a later one wins)."""
     overrides = {} if config is None else config_file(config)
+    for text in run_configs:
+        if text.strip().endswith(".toml") and "=" not in text:
+            overrides.update(config_file(Path(text.strip())))
+            continue
+        for item in run_config_pairs(text):
+            key, value = parse_assignment(item)
+            overrides[key] = value
     for item in sets:
         key, value = parse_assignment(item)
         overrides[key] = value
@@ -110,6 +154,8 @@ def checked_overrides(
             f"min-available-clients={config['min-available-clients']} is more than the"
             f" {clients} clients of this federation; lower it or raise --clients"
         )
+    if "model" in overrides and dataset_model_applied(config):  # the user's model: the default
+        check_model_fits(RunConfig.parse({**overrides, "dataset": config.dataset}, SETTINGS))
     cwd = Path.cwd() if cwd is None else cwd
     typed = {key: config[key] for key in overrides}
     for key in PATH_KEYS:
@@ -119,6 +165,44 @@ def checked_overrides(
     return typed
 
 
+def preflight(overrides: dict[str, Value], clients: int) -> RunConfig:
+    """What can be checked before anything starts (module doc), as ``ConfigError``s in
+    ``flowerbed run``'s own syntax; the run config as the ServerApp will read it."""
+    config = parse_run_config(overrides)
+    missing = (
+        None
+        if config.partitioner == SITE
+        else missing_data(config.dataset, config.data_path, config.image_size)
+    )
+    if missing is not None:
+        if config.dataset not in downloadable_datasets():
+            raise ConfigError(f"dataset={config.dataset!r}: {missing}")
+        if not config.download:
+            raise ConfigError(
+                f"dataset={config.dataset!r}: {missing}, or add --set download=true on a"
+                " machine with internet"
+            )
+    check_model(config)
+    check_writable("output-dir", config.output_path)
+    check_resources(config, clients)
+    return config
+
+
+def check_writable(key: str, folder: Path) -> None:
+    """``folder`` exists (it is made now, as the run would) and can be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        writable = os.access(folder, os.W_OK | os.X_OK)
+        reason = "not writable"
+    except OSError as error:
+        writable, reason = False, error.strerror or str(error)
+    if not writable:
+        raise ConfigError(
+            f"{key}={str(folder)!r} cannot be written ({reason}); set {key} to a folder you"
+            " can write"
+        )
+
+
 # --- how the run ended -----------------------------------------------------------------------
 def outcome(run_dir: Path | None, interrupted: bool, returncode: int) -> tuple[int, str]:
     """Exit status and the last line, from the run folder's ``status.json``."""
@@ -126,8 +210,7 @@ def outcome(run_dir: Path | None, interrupted: bool, returncode: int) -> tuple[i
         if interrupted:
             return EXIT_INTERRUPTED, "interrupted before the run made its folder"
         return EXIT_NOT_COMPLETED, (
-            f"failed: no run folder appeared (flwr run exited with status {returncode});"
-            " see Flower's log above"
+            f"failed: the ServerApp made no run folder (flwr run exited with status {returncode})"
         )
     try:
         status = settled_status(run_dir)
@@ -180,7 +263,10 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"--cpus-per-client must be at least 1, got {args.cpus_per_client}")
         if not math.isfinite(args.gpus_per_client) or args.gpus_per_client < 0:
             raise ConfigError(f"--gpus-per-client must be >= 0, got {args.gpus_per_client}")
-        overrides = checked_overrides(overrides_from(args.set, args.config), args.clients)
+        overrides = checked_overrides(
+            overrides_from(args.set, args.config, args.run_config), args.clients
+        )
+        preflight(overrides, args.clients)
         if args.ray_address is not None:  # the head must answer (simulate checks it too)
             check_ray_cluster({"RAY_ADDRESS": args.ray_address})
         elif args.gpus_per_client:  # the GPUs must be there, as simulate checks
@@ -189,14 +275,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"{PREFIX}: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     home = Path(tempfile.mkdtemp(prefix="flowerbed-flwr-home-"))
-    lines: list[str] = []
-
-    def on_line(line: str) -> None:
-        lines.append(line)
-        echo(line)
-
-    print(f"{PREFIX}: Flower home {home} (its own local SuperLink, stopped at the end)")
-    sys.stdout.flush()
+    console = RunConsole(args.clients, verbose=args.verbose, prefix=f"{PREFIX}: ")
+    console.say(f"{PREFIX}: starting Flower's local SuperLink (Flower home {home})")
     started = time.monotonic()
     returncode = -1
     with Interruption() as interruption:
@@ -211,30 +291,52 @@ def main(args: argparse.Namespace) -> int:
                     timeout=None,
                     flwr_home=home,
                     app_dir=app,
-                    on_line=on_line,
+                    on_line=console.feed,
                     cwd=Path.cwd(),
                 )
                 returncode = result.returncode
         except ConfigError as error:  # the GPU or Ray cluster checks, before anything started
+            console.close(home)
             print(f"{PREFIX}: error: {error}", file=sys.stderr)
             shutil.rmtree(home, ignore_errors=True)
             return EXIT_BAD_INPUT
         except KeyboardInterrupt:
             pass  # simulate stopped the SuperLink on the way out
+    log_path = console.close(home)
     seconds = time.monotonic() - started
-    run_dir = results_folder("".join(lines))
+    run_dir = console.run_dir
     code, how = outcome(run_dir, interruption.signal is not None, returncode)
     superlink_log = home / "local-superlink" / "superlink.log"
+    keep_home = run_dir is None and code != EXIT_INTERRUPTED  # its flower.log says why
     if local_superlink_pids(home):  # never expected: simulate stops them
         how += f"; a SuperLink of {home} is still running"
-    elif run_dir is None and code != EXIT_INTERRUPTED and superlink_log.exists():
-        how += f"; the SuperLink's log: {superlink_log}"  # kept: it may say why
-    else:
+    elif keep_home and log_path is None and superlink_log.exists():
+        how += f"; the SuperLink's log: {superlink_log}"
+    elif not keep_home:
         shutil.rmtree(home, ignore_errors=True)
-    if run_dir is not None:
-        print(f"{PREFIX}: run folder {run_dir}")
+    for line in ending(run_dir, code, log_path):
+        print(f"{PREFIX}: {line}")
     print(f"{PREFIX}: {how} [{seconds:.0f} s]", flush=True)
     return code
+
+
+def ending(run_dir: Path | None, code: int, log_path: Path | None) -> list[str]:
+    """The lines before the last: the report and the run folder; for a run that did not
+    complete, first the exception that started it and where Flower's whole log is."""
+    lines = []
+    if code == EXIT_NOT_COMPLETED:
+        log = log_path.read_text(errors="replace") if log_path and log_path.exists() else ""
+        if cause := first_error(log):
+            lines.append(f"first error: {cause}")
+        if log_path is not None:
+            lines.append(f"Flower's whole log: {log_path}")
+        if run_dir is not None and (run_dir / "error.log").exists():
+            lines.append(f"the ServerApp's traceback: {run_dir / 'error.log'}")
+    if run_dir is not None:
+        if (run_dir / "report.html").exists():
+            lines.append(f"report {run_dir / 'report.html'}")
+        lines.append(f"run folder {run_dir}")
+    return lines
 
 
 def keys_help() -> str:

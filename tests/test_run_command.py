@@ -72,6 +72,81 @@ def test_set_wins_over_the_config_file_and_later_sets_win(tmp_path):
     }
 
 
+def test_run_config_takes_flwr_runs_pairs_and_set_wins(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('strategy = "fedprox"\n')
+    args = run_args(
+        "--run-config",
+        "num-server-rounds=3 output-dir='my runs' learning-rate=0.5",
+        "--run-config",
+        str(path),
+        "--set",
+        "learning-rate=0.1",
+    )
+    assert run_command.overrides_from(args.set, args.config, args.run_config) == {
+        "num-server-rounds": 3,
+        "output-dir": "my runs",  # quotes keep the space, as flwr run reads them
+        "learning-rate": 0.1,
+        "strategy": "fedprox",
+    }
+
+
+def test_a_value_holding_a_space_and_an_equals_sign_is_one_value_when_no_key_follows():
+    assert run_command.parse_assignment("output-dir=a b=c") == ("output-dir", "a b=c")
+
+
+@pytest.mark.parametrize(
+    ("dataset", "model"),
+    [("breast-cancer", "mlp"), ("shapes", "pointnet"), ("synthetic", "logreg"), ("digits", "cnn")],
+)
+def test_every_data_set_runs_by_its_name_with_the_model_that_fits_it(dataset, model):
+    config = run_command.preflight(run_command.checked_overrides({"dataset": dataset}, 10), 10)
+    assert config.model == model
+
+
+def test_a_missing_data_file_is_refused_before_anything_starts_in_this_commands_syntax(
+    tmp_path, nothing_starts, capsys
+):
+    argv = ["run", "--set", "dataset=pathmnist", "--set", f"data-dir={tmp_path}"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"flowerbed run: error: dataset='pathmnist': MedMNIST file {tmp_path / 'pathmnist.npz'}"
+        f" not found: put pathmnist.npz (from https://zenodo.org/records/10519652) into {tmp_path}"
+        ", or add --set download=true on a machine with internet"
+    ), err
+    assert "--run-config" not in err and err.count("\n") == 1
+
+
+def test_a_data_file_that_is_there_or_asked_for_passes_the_pre_flight(tmp_path):
+    asked = {"dataset": "pathmnist", "data-dir": str(tmp_path), "download": True}
+    assert run_command.preflight(asked, 10).dataset == "pathmnist"
+    (tmp_path / "breastmnist.npz").write_bytes(b"")
+    there = {"dataset": "breastmnist", "data-dir": str(tmp_path)}
+    assert run_command.preflight(there, 10).dataset == "breastmnist"
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (
+            ["rnu"],
+            "invalid choice: 'rnu' (choose from 'run', 'sweep', 'report'); did you mean 'run'?",
+        ),
+        (
+            ["run", "--sett", "seed=1"],
+            "unrecognized arguments: --sett seed=1; --sett: did you mean --set?",
+        ),
+        (["sweep", "--out", "x", "--gird", "a=1"], "--gird: did you mean --grid?"),
+    ],
+)
+def test_a_mistyped_subcommand_or_option_gets_a_did_you_mean(argv, hint, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    assert exit.value.code == 2
+    assert hint in capsys.readouterr().err
+
+
 def test_checked_overrides_are_typed_and_relative_paths_absolute(tmp_path):
     overrides = run_command.overrides_from(
         ["learning-rate=1", "strategy=fedprox", "output-dir=runs", "data-dir=~/d"]
@@ -114,6 +189,30 @@ def nothing_starts(monkeypatch):
         (["--gpus-per-client", "-1"], "--gpus-per-client must be >= 0"),
         (["--gpus-per-client", "1000"], "client-resources-num-gpus=1000.0: this machine has"),
         (["--ray-address", "127.0.0.1:1"], "RAY_ADDRESS='127.0.0.1:1': no Ray cluster answers"),
+        (
+            ["--set", "num-server-rounds=1 seed=2"],
+            (
+                "--set 'num-server-rounds=1 seed=2' holds several key=value pairs; give one per"
+                " --set (--set num-server-rounds=1 --set seed=2) or all of them to --run-config"
+            ),
+        ),
+        (["--run-config", "seed=x"], "run-config seed='x' is not a valid int"),
+        (["--run-config", "seed='1"], '--run-config "seed=\'1": No closing quotation'),
+        (
+            ["--set", "dataset=breast-cancer", "--set", "model=cnn"],
+            (
+                "model='cnn' cannot take dataset='breast-cancer': model 'cnn' needs images (C, H, W),"
+                " got input shape (30,); dataset='breast-cancer' takes model='mlp'"
+            ),
+        ),
+        (
+            ["--set", "dataset=shapes", "--set", "model=resnet18"],
+            "model='resnet18' cannot take dataset='shapes'",
+        ),
+        (
+            ["--set", "output-dir=/dev/null/runs"],
+            "output-dir='/dev/null/runs' cannot be written (Not a directory); set output-dir to",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_status_2_before_anything_starts(
@@ -202,7 +301,7 @@ def test_no_run_folder_is_a_failure_that_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(run_command, "simulate", simulate)
     assert cli.main(["run", "--clients", "2"]) == 1
     last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith("flowerbed run: failed: no run folder appeared (flwr run exited")
+    assert last.startswith("flowerbed run: failed: the ServerApp made no run folder (flwr run")
 
 
 def test_sigterm_stops_the_run_with_status_130(tmp_path, monkeypatch, capsys):

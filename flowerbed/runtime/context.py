@@ -244,10 +244,13 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     check_trackers(config)
     resumed = open_resume(config) if config.resume else None
     check_resources(config)
-    data = load_splits(config) if server_has_data(config) else None
-    if data is not None:
+    data = None
+    if server_has_data(config):
+        log(INFO, "flowerbed: loading %s (the test set and the model)", config.dataset)
+        data = load_splits(config)
         model = initial_model(config, build_model, data.input_shape, data.num_classes)
 
+    log(INFO, "flowerbed: asking the connected nodes for their partition (the handshake)")
     recording = RecordingGrid(grid)
     try:
         nodes = recording.handshake(

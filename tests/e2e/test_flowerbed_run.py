@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from flowerbed.run_console import LOG_FILE, MISLEADING
 from flowerbed.simulation import APP_DIR, OFFLINE_ENV, local_superlink_pids
 
 pytestmark = pytest.mark.e2e
@@ -84,9 +85,9 @@ class Run:
 
     @property
     def home(self) -> Path:
-        prefix = "flowerbed run: Flower home "
+        prefix = "flowerbed run: starting Flower's local SuperLink (Flower home "
         (line,) = [line for _, line in self.lines if line.startswith(prefix)]
-        return Path(line[len(prefix) :].split(" (")[0])
+        return Path(line[len(prefix) :].rstrip(")"))
 
     def status(self) -> dict:
         return json.loads((self.run_dir / "status.json").read_text())
@@ -108,6 +109,14 @@ def test_flowerbed_run_completes_names_its_run_folder_and_stops_its_superlink(tm
     assert run.run_dir.parent == tmp_path / "runs"  # relative to where the command ran
     assert run.status()["status"] == "completed"
     assert run.last.startswith("flowerbed run: completed [")
+    # flowerbed's story, not Flower's log: short, and nothing known to mislead
+    assert len(run.lines) <= 25, run.output
+    for text in (*MISLEADING, "Traceback", "[ROUND", "Aggregated MetricRecord"):
+        assert text not in run.output, text
+    assert "flowerbed round 1/1: test acc" in run.output
+    assert run.lines[-3][1] == f"flowerbed run: report {run.run_dir / 'report.html'}"
+    log = (run.run_dir / LOG_FILE).read_text()  # Flower's whole log, kept in the run folder
+    assert "[ROUND 1/1]" in log and "Starting local SuperLink" in log
     history = json.loads((run.run_dir / "history.json").read_text())
     assert [row["round"] for row in history] == [0, 1]
     assert history[1]["clients_trained"] == 3
@@ -122,8 +131,21 @@ def test_a_run_that_fails_exits_1_and_says_what_its_status_json_says(tmp_path):
     run = Run([*FLOWERBED, "run", *ONE_ROUND, *failing, "--clients", "3"], tmp_path)
     assert run.finish() == 1
     status = run.status()
-    assert status["status"] == "failed" and "no client succeeded" in status["reason"]
+    assert (
+        status["status"] == "failed"
+        and "no client succeeded (3 failed; partition" in (status["reason"])
+    )
     assert run.last.startswith(f"flowerbed run: failed: {status['reason']} [")
+    # the last lines say why, where it was raised, and where the whole log is
+    ending = [line for _, line in run.lines[-6:]]
+    cause = "fails on purpose (run-config failing-partitions) (flowerbed/mods.py:"
+    assert any(
+        line.startswith("flowerbed run: first error: RuntimeError: partition") and cause in line
+        for line in ending
+    ), ending
+    assert f"flowerbed run: Flower's whole log: {run.run_dir / LOG_FILE}" in ending
+    assert "Traceback" not in run.output and "'>" not in run.output
+    assert len(run.lines) <= 30, run.output
     run.check_superlink_stopped()
 
 
