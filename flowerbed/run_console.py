@@ -89,7 +89,7 @@ class RunConsole:
         self.run_dir: Path | None = None
         self.shown = Shown()
         self.said: set[str] = set()
-        self.status, self.status_since = "starting", time.monotonic()
+        self.status, self.status_since = "starting Flower's local SuperLink", time.monotonic()
         self.status_drawn = False
         self.stopped = threading.Event()
         self.ticker = threading.Thread(target=self._tick, name="run-console", daemon=True)
