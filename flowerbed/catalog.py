@@ -171,12 +171,17 @@ def with_dataset_model(run_config: Mapping[str, Any], config: RunConfig) -> RunC
     return RunConfig.parse({**run_config, **applied}, SETTINGS).with_protocol_defaults(applied)
 
 
-def check_model(config: RunConfig) -> None:
+def check_model(config: RunConfig, overrides: Mapping[str, Any] | None = None) -> None:
     """``model`` can take the data (``runtime.resources.check_model_fits``), for a protocol
-    that trains it (CTL trains its own); the ServerApp and ``flowerbed run`` ask before
-    anything is loaded."""
-    if PROTOCOLS[config.strategy].uses_model:
-        check_model_fits(config)
+    that trains it (CTL trains its own); the ServerApp, ``flowerbed run`` and ``flowerbed
+    sweep`` ask before anything is loaded. ``overrides``: the keys the user set (the
+    commands know them; Flower's run config holds every default): a ``model`` set there is
+    checked as given, even the global default that the data set's own model replaced."""
+    if not PROTOCOLS[config.strategy].uses_model:
+        return
+    if overrides is not None and "model" in overrides and dataset_model_applied(config):
+        config = RunConfig.parse({**overrides, "dataset": config.dataset}, SETTINGS)
+    check_model_fits(config)
 
 
 def dataset_model_applied(config: RunConfig) -> bool:

@@ -53,14 +53,12 @@ import tomllib
 from pathlib import Path
 from typing import Any, Self
 
-from .catalog import SETTINGS, check_model, dataset_model_applied, parse_run_config
-from .data.datasets import downloadable_datasets, missing_data
-from .data.federation import SITE
+from .catalog import SETTINGS, check_model, parse_run_config
 from .ray_cluster import check_ray_cluster
 from .run_console import RunConsole
 from .runtime.device import check_client_gpus
 from .runtime.outcome import first_error
-from .runtime.resources import check_model_fits, check_resources
+from .runtime.resources import check_data_files, check_resources
 from .runtime.run_lock import STATUS_FILE, settled_status
 from .settings import ConfigError, RunConfig, Value
 from .simulation import generated_app, local_superlink_pids, simulate
@@ -154,8 +152,7 @@ def checked_overrides(
             f"min-available-clients={config['min-available-clients']} is more than the"
             f" {clients} clients of this federation; lower it or raise --clients"
         )
-    if "model" in overrides and dataset_model_applied(config):  # the user's model: the default
-        check_model_fits(RunConfig.parse({**overrides, "dataset": config.dataset}, SETTINGS))
+    check_model(config, overrides)  # a model set here is checked as given (not the data's)
     cwd = Path.cwd() if cwd is None else cwd
     typed = {key: config[key] for key in overrides}
     for key in PATH_KEYS:
@@ -169,19 +166,7 @@ def preflight(overrides: dict[str, Value], clients: int) -> RunConfig:
     """What can be checked before anything starts (module doc), as ``ConfigError``s in
     ``flowerbed run``'s own syntax; the run config as the ServerApp will read it."""
     config = parse_run_config(overrides)
-    missing = (
-        None
-        if config.partitioner == SITE
-        else missing_data(config.dataset, config.data_path, config.image_size)
-    )
-    if missing is not None:
-        if config.dataset not in downloadable_datasets():
-            raise ConfigError(f"dataset={config.dataset!r}: {missing}")
-        if not config.download:
-            raise ConfigError(
-                f"dataset={config.dataset!r}: {missing}, or add --set download=true on a"
-                " machine with internet"
-            )
+    check_data_files(config)
     check_model(config)
     check_writable("output-dir", config.output_path)
     check_resources(config, clients)

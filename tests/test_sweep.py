@@ -144,6 +144,19 @@ seed = [0, 1]
         (["seed=0,1"], ["seed=2"], "run-config seed is in grid seed and in \\[set\\]"),
         (["seed=0,0"], [], "grid seed: '0' is listed twice"),
         (["seed=0"], ["output-dir=/tmp/x"], "output-dir is set by the sweep"),
+        (  # a data file that is not there, said in the sweep's own syntax
+            ["seed=0"],
+            ["dataset=bloodmnist", "data-dir=/nonexistent"],
+            (
+                "dataset='bloodmnist': MedMNIST file /nonexistent/bloodmnist.npz not found: .*, or"
+                " add --set download=true on a machine with internet"
+            ),
+        ),
+        (  # a model set by the user that cannot take one of the grid's data sets
+            ["dataset=digits,breast-cancer"],
+            ["model=cnn"],
+            "model='cnn' cannot take dataset='breast-cancer'.*takes model='mlp'",
+        ),
     ],
 )
 def test_bad_grids_are_refused_before_anything_runs(tmp_path, grid, fixed, message):

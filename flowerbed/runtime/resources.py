@@ -46,7 +46,14 @@ from pathlib import Path
 
 import torch
 
-from ..data.datasets import CACHE_SUBFOLDER, TORCHVISION_DATASETS, fitting_model, medmnist_file
+from ..data.datasets import (
+    CACHE_SUBFOLDER,
+    TORCHVISION_DATASETS,
+    downloadable_datasets,
+    fitting_model,
+    medmnist_file,
+    missing_data,
+)
 from ..data.federation import SITE
 from ..data.fedprox_synthetic import (
     MIN_SAMPLES,
@@ -323,6 +330,21 @@ def check_model_fits(config: RunConfig) -> None:
         raise ConfigError(
             f"model={config.model!r} cannot take dataset={config.dataset!r}: {error}{hint}"
         ) from None
+
+
+def check_data_files(config: RunConfig) -> None:
+    """``ConfigError`` when the data set's files are not in ``data-dir`` and not to be
+    downloaded (a site's own data is on its nodes: not checked), in the syntax of the
+    ``flowerbed`` commands (``--set download=true``): ``flowerbed run`` and ``flowerbed
+    sweep`` ask before anything starts (the loaders say the same, for ``flwr run``)."""
+    if config.partitioner == SITE:
+        return
+    missing = missing_data(config.dataset, config.data_path, config.image_size)
+    if missing is None or (config.download and config.dataset in downloadable_datasets()):
+        return
+    if config.dataset in downloadable_datasets():
+        missing += ", or add --set download=true on a machine with internet"
+    raise ConfigError(f"dataset={config.dataset!r}: {missing}")
 
 
 def activations(name: str, shape: tuple[int, ...], num_classes: int) -> tuple[int, int] | None:

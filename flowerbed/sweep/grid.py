@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..catalog import SETTINGS, parse_run_config
+from ..catalog import SETTINGS, check_model, parse_run_config
+from ..runtime.resources import check_data_files
 from ..settings import ConfigError, Value
 
 SEED_KEY = "seed"  # the axis the summary averages over
@@ -208,5 +209,7 @@ def check_grid(spec: SweepSpec) -> list[Point]:
             )
     points = spec.points()
     for point in points:
-        parse_run_config(point.overrides)
+        config = parse_run_config(point.overrides)
+        check_data_files(config)
+        check_model(config, point.overrides)
     return points
