@@ -106,7 +106,9 @@ def test_flwr_run_drops_a_nonfinite_client_and_fails_a_run_without_clients(tmp_p
         "output-dir": str(tmp_path / "b"),
     }
     result = simulate(failing, num_supernodes=2, flwr_home=tmp_path / "home-b")
-    assert "flowerbed: run failed: round 1: no client succeeded (2 failed; partition 0: " in result.log
+    assert (
+        "flowerbed: run failed: round 1: no client succeeded (2 failed; partition 0: " in result.log
+    )
     # one line, not a traceback (the failing clients' own tracebacks come from Flower's engine)
     assert "flowerbed/runtime/history.py" not in result.log
     (run_dir,) = (tmp_path / "b").iterdir()
