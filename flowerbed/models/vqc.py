@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -67,6 +68,20 @@ INITS = {
 }
 
 AMPLITUDE_BYTES = 16  # one complex128 amplitude of the simulated state vector
+# Memory of one training step (forward + backward of one batch, default.qubit with backprop),
+# measured as the growth of peak RSS (`resource.getrusage`) over a warmed-up process, PennyLane
+# 0.45.1, torch CPU: it grows with the number of gates, G = layers x gates_per_layer(n), in two
+# parts. (1) Per gate, whatever the batch: PennyLane's tape and torch's autograd graph, 15.5 KB
+# (4 qubits, batch 1: 1.3 / 16.6 / 51.9 / 170.8 MB for 10 / 100 / 300 / 1,000 layers), 16.5 to
+# 17 KB at 6 and 8 qubits; counted as GATE_BYTES. (2) Per gate and sample, copies of the state
+# vector (2^n amplitudes): torch saves 0.35 per gate for the backward pass
+# (`saved_tensors_hooks`, 4 to 13 qubits), and the peak, with the backward's temporaries and
+# the allocator's fragmentation, came to 0.33 to 1.16 per gate (50 layers, batch 32 / 128:
+# 6 qubits 33.4 / 142.5 MB, 8 qubits 143.1 / 494.5 MB, 10 qubits 273 / 1,744.6 MB); counted as
+# STATES_PER_GATE. Evaluation (no gradients) keeps no states: 1.5 KB per gate (1,000 layers,
+# 4 qubits, batch 512: 16.3 MB), under what training counts.
+GATE_BYTES = 16_000
+STATES_PER_GATE = 1.2
 
 
 def memory_limit() -> int:
@@ -168,6 +183,28 @@ def circuit(inputs: Tensor, weights: Tensor, num_qubits: int, measure: str = "ex
     return [qml.expval(qml.PauliZ(q)) for q in wires]
 
 
+def gates_per_layer(num_qubits: int) -> int:
+    """Gates of one layer of ``circuit``: RY and RX on every qubit, then the CNOT chain."""
+    return 2 * num_qubits + num_qubits - 1
+
+
+def circuit_weight_shapes(num_qubits: int, num_layers: int) -> dict[str, tuple[int, ...]]:
+    """The circuit's trainable tensors (``TorchLayer``'s ``weight_shapes``): one RY and one RX
+    angle per qubit and layer."""
+    return {"weights": (num_layers, num_qubits, 2)}
+
+
+def training_bytes(num_qubits: int, num_layers: int, batch_size: int, states: bool = True) -> int:
+    """Memory of one training step of the circuit (measured: see ``GATE_BYTES``): the tape and
+    autograd graph of every gate, and, with ``states`` (the simulation runs on the host),
+    ``STATES_PER_GATE`` state vectors per gate and sample."""
+    gates = num_layers * gates_per_layer(num_qubits)
+    per_gate = GATE_BYTES
+    if states:
+        per_gate += STATES_PER_GATE * batch_size * 2**num_qubits * AMPLITUDE_BYTES
+    return int(gates * per_gate)
+
+
 def pauli_z_signs(num_qubits: int) -> Tensor:
     """(2^n, n) matrix S with S[i, q] = +1 if bit q of basis state i is 0 else -1 (wire 0 is
     the most significant bit, PennyLane's order): <Z_q> = sum_i p_i S[i, q]."""
@@ -211,7 +248,7 @@ class QuantumCircuit(nn.Module):
 
         qnode = qml.QNode(qnode_fn, dev, interface="torch", diff_method=DEVICES[device])
         self.qlayer = qml.qnn.TorchLayer(
-            qnode, {"weights": (num_layers, num_qubits, 2)}, init_method=INITS[init]
+            qnode, circuit_weight_shapes(num_qubits, num_layers), init_method=INITS[init]
         )
 
     def forward(self, x: Tensor) -> Tensor:
@@ -274,6 +311,72 @@ def resolve_readout(readout: str, num_qubits: int, num_classes: int) -> str:
     return readout
 
 
+@dataclass(frozen=True)
+class VQCPlan:
+    """The VQC a run config asks for, resolved and checked before anything is built: what
+    ``build_vqc`` builds, and what the pre-flight (``runtime.resources``) sizes."""
+
+    input_shape: tuple[int, ...]
+    num_classes: int
+    qubits: int  # resolved: from the data when vqc-qubits is 0
+    layers: int
+    readout: str  # resolved: never 'auto'
+    device: str
+    scale: float
+    scale_trainable: bool
+    reduction: str
+    init: str
+
+    def classical_parts(self) -> tuple[list[nn.Module], VQCReadout]:
+        """The torch modules around the circuit: the stages before it (flatten, the optional
+        pre-layer) and the readout head."""
+        stages: list[nn.Module] = [nn.Flatten()]
+        if self.reduction == "linear":  # classical pre-layer: a hybrid model
+            stages.append(nn.Linear(math.prod(self.input_shape), 2**self.qubits))
+        head = VQCReadout(
+            self.readout, self.qubits, self.num_classes, self.scale, self.scale_trainable
+        )
+        return stages, head
+
+    def parameter_count(self) -> int:
+        """The model's parameters without building the circuit (PennyLane's ``TorchLayer``
+        allocates its weights even on torch's meta device): the classical parts built on the
+        meta device, and the circuit's ``circuit_weight_shapes``."""
+        with torch.device("meta"):
+            stages, head = self.classical_parts()
+        classical = sum(p.numel() for m in (*stages, head) for p in m.parameters())
+        shapes = circuit_weight_shapes(self.qubits, self.layers).values()
+        return classical + sum(math.prod(shape) for shape in shapes)
+
+
+def plan_vqc(
+    input_shape: tuple[int, ...], num_classes: int, config: Any = None, **given: Any
+) -> VQCPlan:
+    """The VQC for ``input_shape``: settings from keyword arguments (builder argument names,
+    ``None`` = not given), else the run config's ``vqc-*`` keys, else their declared defaults
+    (``SETTINGS``), each checked as declared; ``ConfigError`` for a register too large for one
+    batch, an input larger than the register, or a readout the task cannot take."""
+    settings = {}
+    for key, name in _ARGUMENTS.items():
+        if given.get(name) is not None:
+            _SETTING[key].validate(given[name])
+            settings[name] = given[name]
+        else:
+            settings[name] = config[key] if config is not None else _SETTING[key].default
+    dim = math.prod(input_shape)
+    n = settings["qubits"] or default_qubits(input_shape)
+    too_large = register_too_large(n, config["batch-size"] if config is not None else 1)
+    if too_large:
+        raise ConfigError(too_large)
+    if settings["reduction"] != "linear" and dim > 2**n:
+        raise ConfigError(
+            f"the input has {dim} features but {n} qubits hold only {2**n} amplitudes; raise"
+            f" vqc-qubits to {default_qubits(input_shape)} or set vqc-reduction='linear'"
+        )
+    settings["readout"] = resolve_readout(settings["readout"], n, num_classes)
+    return VQCPlan(tuple(input_shape), num_classes, **{**settings, "qubits": n})
+
+
 def build_vqc(
     input_shape: tuple[int, ...],
     num_classes: int,
@@ -288,42 +391,23 @@ def build_vqc(
     reduction: str | None = None,
     init: str | None = None,
 ) -> Classifier:
-    """The VQC for ``input_shape``; settings from keyword arguments, else the run config's
-    ``vqc-*`` keys, else their declared defaults (``SETTINGS``), each checked as declared.
+    """The VQC of ``plan_vqc`` (same arguments): its classical parts around the circuit.
 
     ``qubits=0`` means "from the data": ceil(log2(prod(input_shape))).
     """
-    given = {
-        "qubits": qubits,
-        "layers": layers,
-        "readout": readout,
-        "device": device,
-        "scale": scale,
-        "scale_trainable": scale_trainable,
-        "reduction": reduction,
-        "init": init,
-    }
-    settings = {}
-    for key, name in _ARGUMENTS.items():
-        if given[name] is not None:
-            _SETTING[key].validate(given[name])
-            settings[name] = given[name]
-        else:
-            settings[name] = config[key] if config is not None else _SETTING[key].default
-    dim = math.prod(input_shape)
-    n = settings["qubits"] or default_qubits(input_shape)
-    too_large = register_too_large(n, config["batch-size"] if config is not None else 1)
-    if too_large:
-        raise ConfigError(too_large)
-    stages: list[nn.Module] = [nn.Flatten()]
-    if settings["reduction"] == "linear":
-        stages.append(nn.Linear(dim, 2**n))  # classical pre-layer: a hybrid model
-    elif dim > 2**n:
-        raise ConfigError(
-            f"the input has {dim} features but {n} qubits hold only {2**n} amplitudes; raise"
-            f" vqc-qubits to {default_qubits(input_shape)} or set vqc-reduction='linear'"
-        )
-    mode = resolve_readout(settings["readout"], n, num_classes)
-    stages.append(QuantumCircuit(n, settings["layers"], settings["device"], settings["init"]))
-    head = VQCReadout(mode, n, num_classes, settings["scale"], settings["scale_trainable"])
+    plan = plan_vqc(
+        input_shape,
+        num_classes,
+        config,
+        qubits=qubits,
+        layers=layers,
+        readout=readout,
+        device=device,
+        scale=scale,
+        scale_trainable=scale_trainable,
+        reduction=reduction,
+        init=init,
+    )
+    stages, head = plan.classical_parts()
+    stages.append(QuantumCircuit(plan.qubits, plan.layers, plan.device, plan.init))
     return Classifier(nn.Sequential(*stages), head)
