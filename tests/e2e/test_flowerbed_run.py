@@ -114,7 +114,10 @@ def test_flowerbed_run_completes_names_its_run_folder_and_stops_its_superlink(tm
     for text in (*MISLEADING, "Traceback", "[ROUND", "Aggregated MetricRecord"):
         assert text not in run.output, text
     assert "flowerbed round 1/1: test acc" in run.output
-    assert run.lines[-3][1] == f"flowerbed run: report {run.run_dir / 'report.html'}"
+    report = run.run_dir / "report.html"  # the suite turns reports off (FLOWERBED_REPORT=0)
+    shown = f"flowerbed run: report {report}" in [line for _, line in run.lines]
+    assert shown == report.exists()
+    assert run.lines[-2][1] == f"flowerbed run: run folder {run.run_dir}"
     log = (run.run_dir / LOG_FILE).read_text()  # Flower's whole log, kept in the run folder
     assert "[ROUND 1/1]" in log and "Starting local SuperLink" in log
     history = json.loads((run.run_dir / "history.json").read_text())
