@@ -16,9 +16,12 @@ protocol resumes when all its phases do (today: the FL-rounds protocols).
 FedSA's target set), naming the key that provides it; a protocol with such a phase stops
 before the handshake when the server holds no data (``server-data``).
 
-``reply_rules(config)`` declares what the replies to the phase's messages hold (array records,
-list-valued metrics, what bounds ``num-examples``): the recording grid checks every reply
-against it before the server half sees it (``runtime.reply_checks``).
+``reply_rules(config)`` declares what the replies to each of the phase's message types hold
+(array records, metric and config records, what bounds ``num-examples``, the phase's own
+check): the recording grid checks every reply against it before the server half sees it
+(``runtime.reply_checks``), and a reply that fails reaches the server half as an error reply,
+which it leaves out like a failed client. It is called after ``check``, so that it may use
+what ``check`` learnt of the run (the architectures' shapes, the number of classes).
 
 ``check(run)`` validates what can only be checked with the data and the federation known
 (architectures, the strategy's own requirements); ``Protocol.run`` calls every phase's check
@@ -67,7 +70,9 @@ class Phase:
 
     def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
         """What the replies to this phase's messages hold, by message type
-        (``runtime.reply_checks``); a type not listed gets the lenient rules."""
+        (``runtime.reply_checks``). Every message type of ``MESSAGE_TYPES`` must be listed,
+        with its ``arrays`` declared (``no_arrays`` for a reply of metrics only): strict by
+        default, as tests/test_strict_replies.py checks for every registered protocol."""
         return {}
 
     def run(self, run: RunContext, handoff: Handoff) -> None:

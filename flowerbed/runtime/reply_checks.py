@@ -14,12 +14,24 @@ the phase that sends it: ``Phase.reply_rules``). A reply passes when:
   them was sent) has a finite norm computed in the array's own dtype: 1e38 in a float32 model
   passes the NaN test but squares to Inf, and such an update would overflow the model;
 * **metrics**: numbers (int or float), lists of numbers only under the keys the phase
-  declares (``list_metrics``); ``num-examples`` a positive integer no larger than the node's
+  declares (``list_metrics``, or a list ``Metric``); with declared ``metrics`` the reply holds
+  every declared record with every required key, each value of its declared form (``Metric``:
+  a number or a list, whole numbers, the list's length, bounds, whether NaN may stand for an
+  undefined value); ``num-examples`` a positive integer no larger than the node's
   data as it reported it in the handshake (``examples``: its training split for training
   replies, its test split for evaluation replies); ``partition-id``, where present, the one
   the node answered the handshake with; per-class test counts (``test-class-counts`` and
   ``test-class-correct``, the per-site table's), where present, whole numbers that sum to
-  ``num-examples``, with no class predicted right more often than it occurs.
+  ``num-examples``, with no class predicted right more often than it occurs;
+* **configs**: with declared ``configs`` the reply holds those config records with those keys,
+  each of its declared type (a QKT upload's ``model`` record names its architecture);
+* **the phase's own check** (``check``): what only the phase can judge, knowing the node's
+  partition and data sizes (CTL's class counts within the node's training split, a QKT upload
+  naming the architecture its partition trains).
+
+Strict by default: every message type a phase sends declares its ``arrays`` (``no_arrays`` for
+a reply of metrics only); ``LENIENT`` is left for message types no phase sends (the
+handshake's, tests').
 
 A reply that fails becomes an error reply (``REJECTED_ERROR_CODE``) carrying the exact reason,
 so that it is counted like a failed client, with its partition and the reason in the round's
@@ -31,8 +43,9 @@ bound (run-config ``max-update-norm``), applied to replies that passed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Error, Message, RecordDict
@@ -58,25 +71,85 @@ def model_like_sent(sent: RecordDict) -> Schema:
 
 
 def no_arrays(sent: RecordDict) -> Schema:
-    """A reply that holds metrics only (evaluation)."""
+    """A reply that holds metrics only (evaluation, a query answered with numbers): no array
+    record at all."""
     return {}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The form of one declared metric: a number, or with ``is_list`` a list of numbers
+    (``length`` items where known); ``whole``: whole numbers only; every value within
+    [``low``, ``high``]; NaN (an undefined value: a loss before any step, an accuracy on an
+    empty split) only where ``nan``; ``required``: the reply must hold it."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    whole: bool = False
+    is_list: bool = False
+    length: int | None = None
+    nan: bool = False
+    required: bool = True
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` (None: nothing)."""
+        if isinstance(value, list) != self.is_list:
+            return "a list was expected" if self.is_list else "a number was expected"
+        values = value if self.is_list else [value]
+        if self.length is not None and len(values) != self.length:
+            return f"{len(values)} values where {self.length} were expected"
+        for item in values:
+            if isinstance(item, float) and math.isnan(item):
+                if self.whole or not self.nan:
+                    return "NaN where a value was expected"
+            elif not self.low <= item <= self.high:
+                return f"{item!r} is outside [{self.low:g}, {self.high:g}]"
+            elif self.whole and (not math.isfinite(item) or item != int(item)):
+                return f"{item!r} is not a whole number"
+        return None
+
+
+FRACTION = Metric(low=0, high=1, nan=True)  # an accuracy (NaN: an empty split)
+LOSS = Metric(nan=True)  # a training loss (NaN: no step taken)
+COUNT = Metric(low=0, whole=True)  # a number of things
+
+
+def client_metrics(**declared: Metric) -> dict[str, Metric]:
+    """A client's ``metrics`` record (``LocalClient.metrics``): ``num-examples`` and
+    ``partition-id``, then the phase's own metrics."""
+    return {
+        "num-examples": Metric(low=1, whole=True),
+        "partition-id": Metric(low=0, whole=True),
+        **declared,
+    }
 
 
 @dataclass(frozen=True)
 class ReplyRules:
     """What the replies to one message type must look like (module docstring).
 
-    ``arrays(sent_content)``: the array records a reply must hold exactly, or ``None`` for the
-    lenient rule (records named like sent ones match them, other records are only checked for
-    decoding and finiteness). ``list_metrics``: metric keys that may hold lists (``None``: any).
-    ``examples``: which of the node's sizes bounds ``num-examples`` (``TRAIN``, ``TEST``,
-    ``DATA`` = both splits, ``UNBOUNDED``). ``max_update_norm``: clip each reply's update of
-    the ``arrays`` record to this norm (0 = off).
+    ``arrays(sent_content)``: the array records a reply must hold exactly (``no_arrays``:
+    none), or ``None`` for the lenient rule (records named like sent ones match them, other
+    records are only checked for decoding and finiteness); with ``by_partition`` it is called
+    as ``arrays(sent_content, partition)`` (partition None: not known yet), for a schema that
+    depends on the node (the architecture a client of ``kt-client-models`` trains).
+    ``metrics``: record name -> key -> ``Metric``, the metric records a reply must hold
+    (``None``: any). ``configs``: record name -> key -> type, the config records a reply must
+    hold (``None``: not checked). ``list_metrics``: other metric keys that may hold lists
+    (``None``: any). ``examples``: which of the node's sizes bounds ``num-examples``
+    (``TRAIN``, ``TEST``, ``DATA`` = both splits, ``UNBOUNDED``). ``check(reply, sent,
+    partition, sizes)``: the phase's own check, raising ``RejectedReply``, after the others.
+    ``max_update_norm``: clip each reply's update of the ``arrays`` record to this norm (0 =
+    off).
     """
 
-    arrays: Callable[[RecordDict], Schema] | None = None
+    arrays: Callable[..., Schema] | None = None
+    by_partition: bool = False
+    metrics: Mapping[str, Mapping[str, Metric]] | None = None
+    configs: Mapping[str, Mapping[str, type]] | None = None
     list_metrics: frozenset[str] | None = None
     examples: str = DATA
+    check: NodeCheck | None = field(default=None, compare=False)
     max_update_norm: float = 0.0
 
 
@@ -92,6 +165,11 @@ class NodeSizes:
 
     def bound(self, examples: str) -> int | None:
         return {TRAIN: self.train, TEST: self.test, DATA: self.train + self.test}.get(examples)
+
+
+# A phase's own check: (reply, sent, partition, sizes), the node as the grid knows it (None:
+# unknown); raises ``RejectedReply``.
+NodeCheck = Callable[[RecordDict, RecordDict, int | None, NodeSizes | None], None]
 
 
 class RejectedReply(ValueError):
@@ -113,9 +191,18 @@ def check_reply(
     the replies to one send, so that the arrays the server sent to every node (one record) are
     decoded once.
     """
-    _check_arrays(reply, sent, rules, {} if decoded_sent is None else decoded_sent)
+    expected = None
+    if rules.arrays is not None:
+        expected = rules.arrays(sent, partition) if rules.by_partition else rules.arrays(sent)
+    _check_arrays(reply, sent, expected, {} if decoded_sent is None else decoded_sent)
+    for name, declared in (rules.metrics or {}).items():
+        _check_declared(name, reply.metric_records.get(name), declared)
     for name, record in reply.metric_records.items():
         _check_metrics(name, record, rules, sizes, partition)
+    for name, keys in (rules.configs or {}).items():
+        _check_config(name, reply.config_records.get(name), keys)
+    if rules.check is not None:
+        rules.check(reply, sent, partition, sizes)
 
 
 def _decoded(name: str, record: ArrayRecord) -> dict[str, np.ndarray]:
@@ -148,10 +235,11 @@ def _check_schema(name: str, got: dict[str, np.ndarray], expected: Mapping) -> N
             )
 
 
-def _check_arrays(reply: RecordDict, sent: RecordDict, rules: ReplyRules, cache: dict) -> None:
+def _check_arrays(
+    reply: RecordDict, sent: RecordDict, expected: Schema | None, cache: dict
+) -> None:
     sent_records = sent.array_records
-    if rules.arrays is not None:
-        expected = rules.arrays(sent)
+    if expected is not None:
         names = set(reply.array_records)
         if names != set(expected):
             raise RejectedReply(
@@ -159,7 +247,7 @@ def _check_arrays(reply: RecordDict, sent: RecordDict, rules: ReplyRules, cache:
             )
     for name, record in reply.array_records.items():
         values = _decoded(name, record)
-        if rules.arrays is not None:
+        if expected is not None:
             _check_schema(name, values, expected[name])
         elif name in sent_records:
             _check_schema(name, values, schema_of(sent_records[name]))
@@ -197,10 +285,40 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _check_declared(name: str, record, declared: Mapping[str, Metric]) -> None:
+    """A declared metric record: present, with every required key of its declared form."""
+    if record is None:
+        raise RejectedReply(f"no metric record {name!r}")
+    for key, metric in declared.items():
+        if key not in record:
+            if metric.required:
+                raise RejectedReply(f"metric {name}/{key} is missing")
+            continue
+        problem = metric.problem(record[key]) if _is_numeric(record[key]) else None
+        if problem:
+            raise RejectedReply(f"metric {name}/{key}: {problem}")
+
+
+def _is_numeric(value) -> bool:
+    """A number or a list of numbers (anything else fails ``_check_metrics``'s types)."""
+    return all(_is_number(v) for v in value) if isinstance(value, list) else _is_number(value)
+
+
+def _check_config(name: str, record, keys: Mapping[str, type]) -> None:
+    """A declared config record: present, each key holding a value of its type."""
+    if record is None:
+        raise RejectedReply(f"no config record {name!r}")
+    for key, kind in keys.items():
+        if not isinstance(record.get(key), kind):
+            raise RejectedReply(f"config {name}/{key}={record.get(key)!r} is not a {kind.__name__}")
+
+
 def _check_metrics(name, record, rules: ReplyRules, sizes: NodeSizes | None, partition) -> None:
+    declared = (rules.metrics or {}).get(name, {})
     for key, value in record.items():
         if isinstance(value, list):
-            if rules.list_metrics is not None and key not in rules.list_metrics:
+            listed = key in declared and declared[key].is_list
+            if rules.list_metrics is not None and key not in rules.list_metrics and not listed:
                 raise RejectedReply(f"metric {name}/{key} is a list, a number was expected")
             if not all(_is_number(item) for item in value):
                 raise RejectedReply(f"metric {name}/{key} holds something other than numbers")
