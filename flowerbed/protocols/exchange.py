@@ -11,6 +11,12 @@ may differ), their sample-weighted average (``'average'``: FedAvg(1)), or nothin
 the transfer on the held-out test set; the server turns them into the metrics of Appendix A.2
 (``flowerbed.metrics``) and writes ``kt_metrics.json``/``.csv``.
 
+What a reply must hold (``Exchange.reply_rules``): no array record, and a ``metrics`` record
+with the client-model metrics (``local_fit.CLIENT_MODEL_METRICS``) and the per-class vectors
+of ``kt_metric_schema``; a reply that fails is dropped (that student is missing from
+``kt_metrics.json``). An upload dropped in the local-fit phase is no teacher (nor part of the
+average); a run with none left stops there, with one line saying so.
+
 Client half: the student takes its local model (``local_fit.local_model``), draws its query
 (``flowerbed.queries``), runs its method's transfer step (a ``TransferFn``, see
 ``flowerbed.methods``) when it has a query, and replies with both per-class vectors.
@@ -23,6 +29,7 @@ of both message rounds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from logging import INFO
@@ -45,11 +52,20 @@ from ..metrics import (
 )
 from ..models import Classifier, build_model
 from ..runtime.context import RunContext
+from ..runtime.reply_checks import (
+    TRAIN,
+    Metric,
+    NodeSizes,
+    RejectedReply,
+    ReplyRules,
+    no_arrays,
+)
 from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig
 from ..training.local_client import LocalClient
 from ..training.loops import build_optimizer
 from .local_fit import (
+    CLIENT_MODEL_METRICS,
     NUM_ROUNDS,
     client_models,
     client_models_row,
@@ -122,6 +138,49 @@ class Transfer:
 TransferFn = Callable[[Transfer], tuple[Scores, dict]]
 
 
+def kt_metric_schema(num_classes: int | None) -> dict[str, Metric]:
+    """The per-class vectors of a knowledge-transfer reply (exchange, metrics phase), one entry
+    per class where the number of classes is known: ``pre-per-class`` and ``post-per-class``
+    accuracies in [0, 1] (NaN: a class absent from the test set), ``train-counts`` whole
+    numbers >= 0, ``query`` class indices (at most one per class)."""
+    classes = Metric(low=0, high=1, is_list=True, length=num_classes, nan=True)
+    last = math.inf if num_classes is None else num_classes - 1
+    return {
+        "pre-per-class": classes,
+        "post-per-class": classes,
+        "train-counts": Metric(low=0, whole=True, is_list=True, length=num_classes),
+        "query": Metric(low=0, high=last, whole=True, is_list=True),
+    }
+
+
+def check_kt_counts(
+    reply: RecordDict, sent: RecordDict, partition: int | None, sizes: NodeSizes | None
+) -> None:
+    """A knowledge-transfer reply's ``train-counts`` sum to its ``num-examples`` (the node's
+    training samples) and its ``query`` names each class at most once."""
+    metrics = reply.metric_records["metrics"]
+    counts, query = metrics["train-counts"], metrics["query"]
+    if sum(counts) != metrics["num-examples"]:
+        raise RejectedReply(
+            f"metrics/train-counts sum to {sum(counts)!r}, but num-examples is"
+            f" {metrics['num-examples']!r}"
+        )
+    if len(set(query)) != len(query):
+        raise RejectedReply(f"metrics/query={query!r} names a class twice")
+
+
+def kt_reply_rules(num_classes: int | None, **metrics: Metric) -> ReplyRules:
+    """The rules of a knowledge-transfer reply: metrics only (``kt_metric_schema`` and
+    ``metrics``), ``num-examples`` within the node's training split (``check_kt_counts``)."""
+    return ReplyRules(
+        arrays=no_arrays,
+        metrics={"metrics": {**metrics, **kt_metric_schema(num_classes)}},
+        list_metrics=frozenset(),
+        examples=TRAIN,
+        check=check_kt_counts,
+    )
+
+
 def kt_row(metrics) -> dict:
     """One client's row of ``kt_metrics.json`` from its reply (exchange or metrics phase)."""
     pre, post = list(metrics["pre-per-class"]), list(metrics["post-per-class"])
@@ -174,10 +233,25 @@ class Exchange(Phase):
                 f"unknown broadcast {broadcast!r}; valid choices: {', '.join(BROADCASTS)}"
             )
         self.broadcast, self.transfer = broadcast, transfer
+        self.num_classes: int | None = None  # the run's, known from ``check``
+        self.num_partitions: int | None = None
 
     def check(self, run: RunContext) -> None:
+        self.num_classes, self.num_partitions = run.num_classes, run.num_partitions
         if self.broadcast == "average":
             check_one_architecture(run.config)
+
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """Metrics only (``kt_reply_rules``): the client-model metrics, and what a transfer
+        step may add: ``teachers-kept`` (at most the other clients), the losses of its
+        phases."""
+        others = math.inf if self.num_partitions is None else self.num_partitions - 1
+        extra = {
+            "teachers-kept": Metric(low=0, high=others, whole=True, required=False),
+            "phase1-loss": Metric(nan=True, required=False),
+            "train-loss": Metric(nan=True, required=False),
+        }
+        return {ACTION: kt_reply_rules(self.num_classes, **CLIENT_MODEL_METRICS, **extra)}
 
     # --- server half ---------------------------------------------------------------------
     def run(self, run: RunContext, handoff: Handoff) -> None:

@@ -17,9 +17,10 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
 from ..metrics import eval_scores, test_accuracies, write_kt_metrics
 from ..runtime.context import ModelBuilder, RunContext
-from ..settings import Setting
+from ..runtime.reply_checks import ReplyRules, client_metrics
+from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
-from .exchange import kt_row, log_kt_summary
+from .exchange import kt_reply_rules, kt_row, log_kt_summary
 from .local_fit import client_query, train_counts, train_local_model
 from .messaging import send_to_nodes
 from .phase import Handoff, Phase
@@ -45,6 +46,15 @@ class KTMetrics(Phase):
 
     def __init__(self, build_model: ModelBuilder) -> None:
         self.build_model = build_model
+        self.num_classes: int | None = None  # the run's, known from ``check``
+
+    def check(self, run: RunContext) -> None:
+        self.num_classes = run.num_classes
+
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """Metrics only: ``num-examples``, ``partition-id`` and the per-class vectors
+        (``exchange.kt_reply_rules``)."""
+        return {ACTION: kt_reply_rules(self.num_classes, **client_metrics())}
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         content = RecordDict({"arrays": handoff.arrays, "config": ConfigRecord({})})

@@ -14,7 +14,13 @@ is also sent to the server (these uploads are the teachers of the exchange phase
 Architectures may differ per client (``kt-client-models``, cycled over partition ids).
 
 Server half: one message per node; the replies go to the handoff (``Handoff.uploads``) and
-make history row 1. A one-shot protocol has no global model: the row's test-set column is
+make history row 1. What a reply must hold (``LocalFit.reply_rules``): the ``metrics`` record
+of ``CLIENT_MODEL_METRICS`` plus ``local-epochs``, ``num-examples`` within the node's training
+split; with ``upload`` the client's model as ``arrays`` (exactly the keys, shapes and dtypes of
+the architecture its partition trains, ``model_name_for``) and a ``model`` config record
+naming that architecture; without, no array record. A reply that fails is dropped like a
+failed client; the run goes on with the others, and stops with one line when none is left. A
+one-shot protocol has no global model: the row's test-set column is
 ``client_models_test_accuracy_mean``, the mean over clients of their own model's accuracy on
 the held-out test set.
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -38,7 +45,21 @@ from ..models import MODELS, Classifier, build_model
 from ..queries import draw_query
 from ..runtime.context import RunContext
 from ..runtime.history import round_row, unweighted_client_accuracy
+from ..runtime.outcome import RunFailed
 from ..runtime.recording_grid import RecordingGrid
+from ..runtime.reply_checks import (
+    FRACTION,
+    LOSS,
+    TRAIN,
+    Metric,
+    NodeSizes,
+    RejectedReply,
+    ReplyRules,
+    Schema,
+    client_metrics,
+    no_arrays,
+    schema_of,
+)
 from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting, comma_list
 from ..training.local_client import LocalClient
@@ -210,6 +231,24 @@ def client_query(client: LocalClient) -> list[int]:
     )
 
 
+# --- what replies hold ---------------------------------------------------------------------
+
+# The metrics of a reply about a client's own model (local fit, exchange): its accuracy on
+# its local validation split and on the held-out test set (``client_models_row``).
+CLIENT_MODEL_METRICS = client_metrics(accuracy=FRACTION, **{"test-accuracy": FRACTION})
+
+
+def architecture_schemas(config: RunConfig, input_shape, num_classes: int) -> dict[str, dict]:
+    """The keys, shapes and dtypes of each architecture the clients train (``model``, or
+    every one of ``kt-client-models``), by name."""
+    return {
+        name: schema_of(
+            ArrayRecord(build_model(name, input_shape, num_classes, config=config).state_dict())
+        )
+        for name in client_models(config) or (config.model,)
+    }
+
+
 # --- history -------------------------------------------------------------------------------
 
 
@@ -240,14 +279,67 @@ class LocalFit(Phase):
 
     def __init__(self, upload: bool) -> None:
         self.upload = upload
+        self.config: RunConfig | None = None
+        self.schemas: dict[str, dict] = {}  # architecture name -> keys, shapes, dtypes
 
     def check(self, run: RunContext) -> None:
-        for name in client_models(run.config) or (run.config.model,):
-            build_model(name, run.input_shape, run.num_classes, config=run.config)
+        self.config = run.config
+        self.schemas = architecture_schemas(run.config, run.input_shape, run.num_classes)
+
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """A ``metrics`` record (``CLIENT_MODEL_METRICS``, ``local-epochs``, ``train-loss``),
+        ``num-examples`` within the training split; with ``upload`` the client's model
+        (``upload_schema``) and the ``model`` record naming its architecture
+        (``check_architecture``), without: no arrays."""
+        metrics = {
+            **CLIENT_MODEL_METRICS,
+            "train-loss": LOSS,
+            "local-epochs": Metric(low=1, high=config.kt_local_max_epochs, whole=True),
+        }
+        rules = ReplyRules(
+            arrays=no_arrays, metrics={"metrics": metrics}, list_metrics=frozenset(), examples=TRAIN
+        )
+        if self.upload:
+            rules = replace(
+                rules,
+                arrays=self.upload_schema,
+                by_partition=True,
+                configs={"model": {"name": str}},
+                check=self.check_architecture,
+            )
+        return {ACTION: rules}
+
+    def upload_schema(self, sent: RecordDict, partition: int | None) -> Schema:
+        """An upload: ``arrays``, the model of the architecture the node's partition trains
+        (partition not known yet: the run's one architecture, else none passes)."""
+        if partition is not None:
+            return {"arrays": self.schemas[model_name_for(self.config, partition)]}
+        if len(self.schemas) == 1:
+            return {"arrays": next(iter(self.schemas.values()))}
+        raise RejectedReply("the node's partition, hence its architecture, is not known")
+
+    def check_architecture(
+        self, reply: RecordDict, sent: RecordDict, partition: int | None, sizes: NodeSizes | None
+    ) -> None:
+        """The ``model`` record names the architecture the node's partition trains."""
+        name = reply.config_records["model"]["name"]
+        expected = (
+            {model_name_for(self.config, partition)} if partition is not None else self.schemas
+        )
+        if name not in expected:
+            raise RejectedReply(
+                f"model/name={name!r}, but the node's partition ({partition}) trains"
+                f" {' or '.join(map(repr, sorted(expected)))}"
+            )
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config = ConfigRecord({"server-round": 1, "upload": self.upload})
         handoff.uploads = send_to_nodes(run, ACTION, RecordDict({"config": config}))
+        if not handoff.uploads:
+            raise RunFailed(
+                "local fit: every client failed or had its reply dropped (the reasons are in"
+                " the WARNING lines above); no client model is left to go on with"
+            )
         row = client_models_row(1, run.grid, handoff.uploads)
         run.history.add(row, NUM_ROUNDS, "local training")
 
