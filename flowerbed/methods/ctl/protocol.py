@@ -34,6 +34,10 @@ Phases (the server only relays; model parameters never leave a node):
    replies with its predictions p_k(t) and its row H[k, :] (its feature importance, C11, from
    its current model). A node that fails a round keeps its previous predictions and row.
 
+Every reply is checked before the server uses it (``replies``: the arrays' shapes, class
+counts within the node's training split, probabilities, the round's metrics); a reply that
+fails counts as a failed node, with the reason.
+
 Settings from the authors' code, not the paper (which gives none): alpha 0.85, learning rate
 0.5, 2 full-batch steps per round, models initialised at zero (the paper's Algorithm 1 "fits"
 them first; with zeros, round 0 predicts 0.5 everywhere and feature importance is uniform).
@@ -70,10 +74,12 @@ from ...protocols.phase import Handoff, Phase, ProtocolSpec
 from ...runtime.context import RunContext
 from ...runtime.history import round_row, unweighted_client_accuracy
 from ...runtime.outcome import RunFailed
+from ...runtime.reply_checks import ReplyRules
 from ...runtime.results import write_csv, write_json
 from ...settings import ConfigError, RunConfig, Setting
 from ...training.local_client import LocalClient
 from .node import round_step, share_step
+from .replies import round_rules, share_rules
 from .rules import GUEST_RULES, NUM_CLASSES, missing_classes, task_assignment
 
 PAPER = "Distributed Collaborative Learning with Representative Knowledge Sharing (CTL), 2025"
@@ -135,8 +141,17 @@ class CTLShare(Phase):
 
     MESSAGE_TYPES = (SHARE,)
 
+    def __init__(self) -> None:
+        self.features: int | None = None  # d, known from ``check``
+
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """Centroids, counts and moments of known shapes; counts within the node's training
+        split (``replies.share_rules``)."""
+        return {SHARE: share_rules(self.features)}
+
     def check(self, run: RunContext) -> None:
         config, num_nodes = run.config, run.num_partitions
+        self.features = math.prod(run.input_shape)
         if config.partitioner == SITE:
             raise ConfigError(
                 "strategy='ctl' has each node predict other nodes' test data, which every"
@@ -195,6 +210,17 @@ class CTLRounds(Phase):
     """Phase 2: rounds 0..T of relayed predictions and coefficient rows (module docstring)."""
 
     MESSAGE_TYPES = (ROUND,)
+
+    def __init__(self) -> None:
+        self.num_nodes: int | None = None  # K, known from ``check``
+
+    def check(self, run: RunContext) -> None:
+        self.num_nodes = run.num_partitions
+
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """Predictions and a coefficient row shaped by the board sent, the round's metrics
+        (``replies.round_rules``)."""
+        return {ROUND: round_rules(config, self.num_nodes)}
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config, num_nodes = run.config, run.num_partitions
