@@ -23,7 +23,7 @@ from ...protocols.phase import Handoff, Phase
 from ...runtime.context import RunContext
 from ...runtime.history import round_row, traffic_columns, unweighted_client_accuracy
 from ...runtime.outcome import RunFailed
-from ...runtime.reply_checks import UNBOUNDED, ReplyRules
+from ...runtime.reply_checks import ReplyRules
 from ...runtime.results import save_model, write_json
 from ...runtime.seeding import seed_for
 from ...settings import ConfigError, RunConfig
@@ -31,6 +31,7 @@ from ...strategies.common import as_arrayrecord, mean_of_replies
 from ...training.local_client import LocalClient
 from ...training.loops import evaluate
 from . import owner
+from .replies import amalgamate_rules, pretrain_rules, saliency_rules
 from .rules import (
     aggregation_weights,
     draw_teachers,
@@ -106,6 +107,10 @@ class TeacherPretrain(Phase):
 
     MESSAGE_TYPES = (PRETRAIN,)
 
+    def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
+        """Metrics only: the teacher's training and accuracy (``replies.pretrain_rules``)."""
+        return {PRETRAIN: pretrain_rules(config)}
+
     def run(self, run: RunContext, handoff: Handoff) -> None:
         content = RecordDict({"config": _round_config(0)})
         replies = by_partition(run, send_to_nodes(run, PRETRAIN, content))
@@ -173,9 +178,10 @@ class SelectiveAmalgamation(Phase):
     MESSAGE_TYPES = (SALIENCY, AMALGAMATE)
 
     def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
-        """A saliency reply's ``num-examples`` counts the server's probe images, not the
-        owner's data, so the node's size does not bound it."""
-        return {SALIENCY: ReplyRules(examples=UNBOUNDED)}
+        """Saliency maps shaped by the probes sent, whose number ``num-examples`` counts (not
+        bounded by the owner's data); the amalgamated target model as sent
+        (``replies``)."""
+        return {SALIENCY: saliency_rules(config), AMALGAMATE: amalgamate_rules(config)}
 
     def run(self, run: RunContext, handoff: Handoff) -> None:
         config, model = run.config, run.model
