@@ -73,14 +73,15 @@ AMPLITUDE_BYTES = 16  # one complex128 amplitude of the simulated state vector
 # 0.45.1, torch CPU: it grows with the number of gates, G = layers x gates_per_layer(n), in two
 # parts. (1) Per gate, whatever the batch: PennyLane's tape and torch's autograd graph, 15.5 KB
 # (4 qubits, batch 1: 1.3 / 16.6 / 51.9 / 170.8 MB for 10 / 100 / 300 / 1,000 layers), 16.5 to
-# 17 KB at 6 and 8 qubits; counted as GATE_BYTES. (2) Per gate and sample, copies of the state
-# vector (2^n amplitudes): torch saves 0.35 per gate for the backward pass
+# 17 KB at 6 and 8 qubits; counted as GATE_BYTES (the most). (2) Per gate and sample, copies
+# of the state vector (2^n amplitudes): torch saves 0.35 per gate for the backward pass
 # (`saved_tensors_hooks`, 4 to 13 qubits), and the peak, with the backward's temporaries and
 # the allocator's fragmentation, came to 0.33 to 1.16 per gate (50 layers, batch 32 / 128:
-# 6 qubits 33.4 / 142.5 MB, 8 qubits 143.1 / 494.5 MB, 10 qubits 273 / 1,744.6 MB); counted as
-# STATES_PER_GATE. Evaluation (no gradients) keeps no states: 1.5 KB per gate (1,000 layers,
-# 4 qubits, batch 512: 16.3 MB), under what training counts.
-GATE_BYTES = 16_000
+# 6 qubits 33.4 / 142.5 MB, 8 qubits 143.1 / 494.5 MB, 10 qubits 273 / 1,744.6 MB), and to
+# 1.08 and 1.14 for the largest batches' states (20 layers: 10 qubits, batch 256: 2,619 MB;
+# 12 qubits, batch 64: 3,340 MB); counted as STATES_PER_GATE. Evaluation (no gradients) keeps
+# no states: 1.5 KB per gate (1,000 layers, 4 qubits, batch 512: 16.3 MB), under training's.
+GATE_BYTES = 17_000
 STATES_PER_GATE = 1.2
 
 
