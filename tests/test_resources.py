@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
 from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
-from flowerbed.models import MODELS
+from flowerbed.models import MODELS, vqc
 from flowerbed.runtime import resources
 from flowerbed.runtime.resources import GIB, activations, check_resources, estimate
 from flowerbed.server_app import run_protocol
@@ -164,3 +165,53 @@ def test_an_image_cache_already_built_needs_no_disk(tmp_path):
     built.mkdir()
     (built / "meta.json").write_text("{}")
     assert estimate(pathmnist).disk == ()
+
+
+def test_a_vqc_too_deep_is_refused_before_anything_is_built(fast_run, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the VQC was built")
+
+    monkeypatch.setitem(MODELS, "vqc", refuse)
+    monkeypatch.setattr(vqc, "QuantumCircuit", refuse)
+    monkeypatch.setattr(resources, "available_memory", lambda: 16 * GIB)
+    deep = {**fast_run, "model": "vqc", "vqc-layers": 100_000_000}
+    with pytest.raises(ConfigError) as caught:
+        run_in_process(deep, num_clients=2)
+    message = str(caught.value)
+    assert "\n" not in message and "more than the 16 GiB available" in message
+    # digits: 6 qubits, 17 gates a layer
+    assert "a training step of the VQC (100,000,000 layers, 1,700,000,000 gates" in message
+    most = re.search(r"change vqc-layers=100000000 \(at most ([0-9,]+) fit\)", message)[1]
+    assert message.endswith(f"(at most {most} fit), vqc-qubits, batch-size, model")
+    # the most layers that fit: one more does not
+    most = int(most.replace(",", ""))
+    fits = [estimate(config(**{**deep, "vqc-layers": n}), 2).memory_bytes for n in (most, most + 1)]
+    assert fits[0] <= 16 * GIB < fits[1]
+
+
+def test_the_vqc_parameters_are_the_built_models():
+    for overrides, shape, classes in [
+        ({"vqc-layers": 7}, (1, 8, 8), 10),
+        ({"vqc-layers": 3, "vqc-qubits": 4, "vqc-reduction": "linear"}, (30,), 2),
+        ({"vqc-readout": "linear", "vqc-scale-trainable": False}, (16,), 3),
+    ]:
+        run_config = config(model="vqc", **overrides)
+        built = MODELS["vqc"](shape, classes, config=run_config)
+        expected = sum(parameter.numel() for parameter in built.parameters())
+        assert resources.parameter_count("vqc", shape, classes, run_config) == expected
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},  # the defaults: digits, 6 qubits, 4 layers
+        # the paper's regime as docs/quantum-fl.md scales it, and the paper's own (MNIST)
+        {"vqc-layers": 20, "partitioner": "dirichlet-sized", "samples-per-client": 160},
+        {"vqc-layers": 60, "dataset": "mnist", "partitioner": "dirichlet-sized"},
+    ],
+)
+def test_the_vqcs_usual_settings_pass_with_room(overrides, monkeypatch):
+    monkeypatch.setattr(resources, "available_memory", lambda: 4 * GIB)
+    found = check_resources(config(model="vqc", **{"batch-size": 32, **overrides}), 100)
+    assert found.memory_bytes < 2 * GIB
+    assert any(need.what.startswith("a training step of the VQC") for need in found.memory)

@@ -31,8 +31,14 @@ training step, an evaluation batch, a ball query, a ``synthetic`` partition) cam
 of them, except training, which took 1.07 to 1.53 times the saved activations (counted as 1.5)
 and PointNet++'s, which took half the estimate.
 
-``vqc-qubits`` has its own up-front check (``models.vqc.register_too_large``: the state vectors of
-one batch against half the physical memory); the VQC's parameters are few and not counted here.
+The VQC is sized from its plan (``models.vqc.plan_vqc``, what its builder builds): its
+parameters (``vqc-layers`` x ``vqc-qubits`` x 2 angles, and the classical parts), and a
+training step, which grows with its gates (``vqc-layers`` x (3 ``vqc-qubits`` - 1)): PennyLane's
+tape and torch's autograd graph per gate, and state vectors per gate and sample
+(``models.vqc.training_bytes``, measured); a run whose circuit would not fit is refused with
+the most layers that would. ``vqc-qubits`` has its own check too, when the run config is read
+(``models.vqc.register_too_large``: the state vectors of one batch against half the physical
+memory).
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ from ..data.simulations import (
     synthetic_cache_folder,
 )
 from ..models import MODELS
+from ..models.vqc import VQCPlan, gates_per_layer, plan_vqc, training_bytes
 from ..settings import ConfigError, RunConfig
 
 GIB = 2**30
@@ -93,6 +100,7 @@ SYNTHETIC_MEAN_SAMPLES = math.exp(SIZE_LOG_MEAN + SIZE_LOG_STD**2 / 2) - 0.5 + M
 # ball query (``models.point_ops.ball_query``): distances, masks and int64 ranks live at once
 # for every (centroid, point) pair of the first set abstraction: 31 bytes, ~8 float32 values
 BALL_QUERY_VALUES = 8
+VQC_KEYS = ("vqc-layers", "vqc-qubits", "batch-size")  # what sizes a VQC's training step
 
 # (train, test) samples, input shape, classes of the data sets with fixed sizes
 FIXED_SIZES = {
@@ -299,11 +307,27 @@ def input_of(config: RunConfig, size: DataSize | None) -> tuple[tuple[int, ...],
 
 
 # --- the model ------------------------------------------------------------------------------
-def parameter_count(name: str, shape: tuple[int, ...], num_classes: int) -> int | None:
+def vqc_plan(shape: tuple[int, ...], num_classes: int, config: RunConfig | None) -> VQCPlan | None:
+    """The VQC the run config asks for (``models.vqc.plan_vqc``, what its builder builds), or
+    ``None`` when its settings do not fit the data (``start_run`` reports that when it builds
+    it)."""
+    try:
+        return plan_vqc(shape, num_classes, config)
+    except ValueError:
+        return None
+
+
+def parameter_count(
+    name: str, shape: tuple[int, ...], num_classes: int, config: RunConfig | None = None
+) -> int | None:
     """Parameters of model ``name`` for this input, built on torch's meta device (shapes only,
-    nothing allocated); ``None`` for the VQC (its own check) or a model that does not fit the
-    data (``start_run`` reports that when it builds it)."""
-    if name == "vqc" or name not in MODELS:
+    nothing allocated); the VQC's from its plan for the run ``config``
+    (``VQCPlan.parameter_count``: PennyLane allocates even on the meta device). ``None`` for a
+    model that does not fit the data (``start_run`` reports that when it builds it)."""
+    if name == "vqc":
+        plan = vqc_plan(shape, num_classes, config)
+        return plan.parameter_count() if plan else None
+    if name not in MODELS:
         return None
     try:
         with torch.device("meta"):
@@ -466,13 +490,26 @@ def estimate(config: RunConfig, num_clients: int | None = None) -> Estimate:
     if model_input is not None:
         shape, classes = model_input
         sizing = table.keys if table is not None else ("input-shape",)
-        parameters = parameter_count(config.model, shape, classes)
+        plan = vqc_plan(shape, classes, config) if config.model == "vqc" else None
+        parameters = parameter_count(config.model, shape, classes, config)
         if parameters:
             memory.append(
                 Need(
                     f"the model's state ({config.model}, {parameters:,} parameters)",
                     parameters * FLOAT * MODEL_COPIES,
-                    ("model",),
+                    ("model", *(VQC_KEYS[:2] if plan else ())),
+                )
+            )
+        if plan is not None:
+            gates = plan.layers * gates_per_layer(plan.qubits)
+            transient.append(
+                Need(
+                    f"a training step of the VQC ({plan.layers:,} layers, {gates:,} gates on"
+                    f" {plan.qubits} qubits, batch-size {config.batch_size})",
+                    training_bytes(
+                        plan.qubits, plan.layers, config.batch_size, trains_on_cpu(config)
+                    ),
+                    VQC_KEYS,
                 )
             )
         counts = activations(config.model, shape, classes)
@@ -508,6 +545,22 @@ def _largest(needs: tuple[Need, ...]) -> tuple[list[Need], list[str]]:
     return top, keys
 
 
+def _most_layers(config: RunConfig, num_clients: int | None, room: int) -> int | None:
+    """The most ``vqc-layers`` with which this run's estimate fits in ``room`` bytes (the
+    estimate grows with the layers: a bisection), or ``None`` when even one layer does not."""
+
+    def fits(layers: int) -> bool:
+        return estimate(config.replace(vqc_layers=layers), num_clients).memory_bytes <= room
+
+    low, high = 1, config.vqc_layers  # fits(low), not fits(high)
+    if not fits(low) or fits(high):
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
 def check_resources(config: RunConfig, num_clients: int | None = None) -> Estimate:
     """The estimate, or a ``ConfigError`` (one line: needed, available, the keys to change)
     when one process would not fit this machine's available memory or the cache would not fit
@@ -518,6 +571,11 @@ def check_resources(config: RunConfig, num_clients: int | None = None) -> Estima
     if memory > room:
         top, keys = _largest(found.memory)
         parts = "; ".join(f"{need.what}: {_gib(need.bytes)}" for need in top)
+        most = _most_layers(config, num_clients, room) if "vqc-layers" in keys else None
+        if most is not None:
+            keys[keys.index("vqc-layers")] = (
+                f"vqc-layers={config.vqc_layers} (at most {most:,} fit)"
+            )
         raise ConfigError(
             f"this run{clients} needs about {_gib(memory)} of memory per process ({parts}), more"
             f" than the {_gib(room)} available on this machine; change"
