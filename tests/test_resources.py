@@ -87,7 +87,7 @@ def test_the_data_sets_sizes_are_the_real_ones():
     data = load_splits(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
     assert (size.train, size.test) == (len(data.y_train), len(data.y_test))
     medmnist = pytest.importorskip("medmnist")
-    for flag, (train, test, channels, classes) in resources.MEDMNIST_SIZES.items():
+    for flag, (train, test, channels, classes) in resources.MEDMNIST_SPLITS.items():
         info = medmnist.INFO[flag]
         assert (train, test) == (info["n_samples"]["train"], info["n_samples"]["test"])
         assert (channels, classes) == (info["n_channels"], len(info["label"]))

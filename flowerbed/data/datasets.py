@@ -77,7 +77,7 @@ from .stratified_split import stratified_split
 SKLEARN_DATASETS = ("digits", "breast-cancer")
 TORCHVISION_DATASETS = ("cifar10", "mnist")
 SITE_DATASET = "site"  # a node's own folder of images, CSV or npz (``site_data``)
-MEDMNIST_SIZES = (28, 64, 128, 224)
+MEDMNIST_IMAGE_SIZES = (28, 64, 128, 224)
 MEDMNIST_URL = "https://zenodo.org/records/10519652"
 # `download=true` fetches these (the others are bundled, generated, a site's own, or ModelNet,
 # which has no download)
@@ -394,9 +394,9 @@ def _load_medmnist(
 ) -> CachedImages:
     from medmnist import INFO
 
-    if image_size not in MEDMNIST_SIZES:
+    if image_size not in MEDMNIST_IMAGE_SIZES:
         raise ValueError(
-            f"image-size {image_size} is not a MedMNIST size; valid choices: {MEDMNIST_SIZES}"
+            f"image-size {image_size} is not a MedMNIST size; valid choices: {MEDMNIST_IMAGE_SIZES}"
         )
     path = medmnist_file(flag, data_dir, image_size)
     if download:

@@ -25,7 +25,7 @@ from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig, Setting
 from .datasets import (
     CACHE_SUBFOLDER,
-    MEDMNIST_SIZES,
+    MEDMNIST_IMAGE_SIZES,
     SITE_DATASET,
     DatasetSplits,
     available_datasets,
@@ -104,11 +104,11 @@ SETTINGS = (
     Setting(
         "image-size",
         28,
-        "MedMNIST image size: " + ", ".join(str(size) for size in MEDMNIST_SIZES),
+        "MedMNIST image size: " + ", ".join(str(size) for size in MEDMNIST_IMAGE_SIZES),
         check=lambda value, config: (
             None
-            if value in MEDMNIST_SIZES
-            else f"image-size must be one of {', '.join(map(str, MEDMNIST_SIZES))}, got {value}"
+            if value in MEDMNIST_IMAGE_SIZES
+            else f"image-size must be one of {', '.join(map(str, MEDMNIST_IMAGE_SIZES))}, got {value}"
         ),
     ),
     *SIMULATION_SETTINGS,

@@ -112,7 +112,7 @@ FIXED_SIZES = {
 }
 # MedMNIST 2D: (train, test, channels, classes) of each flag (medmnist.INFO; the val split is
 # not used); tests/test_resources.py checks them against the package
-MEDMNIST_SIZES = {
+MEDMNIST_SPLITS = {
     "pathmnist": (89_996, 7_180, 3, 9),
     "dermamnist": (7_007, 2_005, 3, 7),
     "octmnist": (97_477, 1_000, 1, 4),
@@ -233,8 +233,8 @@ def data_size(config: RunConfig) -> DataSize | None:
             cache_bytes=images + (train + test) * INDEX,
             cached=_image_cache_built(cache_dir, name),
         )
-    if name in MEDMNIST_SIZES:
-        train, test, channels, classes = MEDMNIST_SIZES[name]
+    if name in MEDMNIST_SPLITS:
+        train, test, channels, classes = MEDMNIST_SPLITS[name]
         shape = (channels, config.image_size, config.image_size)
         images = (train + test) * math.prod(shape)
         key = medmnist_file(name, config.data_path, config.image_size).stem
