@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,7 +39,12 @@ from flowerbed.client_state import (
     saved_rounds,
     state_key,
 )
-from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
+from flowerbed.inprocess import (
+    InProcessGrid,
+    resolve_run_config,
+    run_in_process,
+    use_server_identity,
+)
 from flowerbed.runtime.checkpoint import (
     NotData,
     checkpointed_round,
@@ -61,6 +67,7 @@ from flowerbed.runtime.resume import (
     new_run_id,
 )
 from flowerbed.runtime.run_lock import LOCK_FILE, hold, holder, lock_record, settled_status
+from flowerbed.server_app import run_protocol
 from flowerbed.settings import ConfigError
 from flowerbed.strategies import STRATEGIES
 
@@ -164,6 +171,52 @@ def test_a_killed_run_resumes_to_the_history_of_an_uninterrupted_run(name, tmp_p
     assert (resumed / "model_best.json").read_text() == (reference / "model_best.json").read_text()
     # the config.json of the run is the one it started with
     assert json.loads((resumed / "config.json").read_text())["resume"] == ""
+
+
+class LateNodesGrid(InProcessGrid):
+    """A federation whose last nodes connect late: the first listing shows ``early`` nodes
+    (enough for min-available-clients), every later one all of them, as SuperNodes still
+    coming up when a resumed run starts."""
+
+    def __init__(self, *args, early: int = 2, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.early = early
+        self.listings = 0
+
+    def get_node_ids(self) -> list[int]:
+        self.listings += 1
+        nodes = super().get_node_ids()
+        return nodes[: self.early] if self.listings == 1 else nodes
+
+
+def test_a_resume_whose_nodes_connect_late_waits_for_the_run_s_federation(tmp_path, one_thread):
+    """A run "killed" as round 3 starts (its folder copied when the first round-3 message
+    arrives: the checkpoint of round 2 and the clients' saved state) resumes on a federation
+    whose last two nodes connect after the first listing. The handshake asks the nodes
+    connected when min-available-clients are; the resumed run must wait for the run's
+    partitions, else it samples from two nodes and its history differs."""
+    run_config = overrides("scaffold", tmp_path / "reference", **{"fraction-train": 0.75})
+    copied = tmp_path / "killed" / "runs"
+
+    def copying_at_round_3(msg: Message, context: Context) -> Message:
+        record = msg.content.config_records.get(RECORD)
+        config = msg.content.config_records.get("config")
+        if record and config and config.get("server-round") == 3 and not copied.exists():
+            shutil.copytree(str(record[RUN_DIR_KEY]), copied / "run")
+        return client_app(msg, context)
+
+    reference = run_in_process(run_config, num_clients=4, app=copying_at_round_3)
+    killed = copied / "run"
+    assert read_checkpoint(killed).round == 2
+    (killed / LOCK_FILE).unlink()  # this process holds the reference's: the copy's is dead
+    (killed / "status.json").write_text(json.dumps({"status": "interrupted", "reason": ""}))
+
+    resumed_config = {**run_config, "output-dir": str(copied), "resume": str(killed)}
+    resumed_config = resolve_run_config(resumed_config)
+    grid = LateNodesGrid(client_app, resumed_config, 4)
+    assert run_protocol(grid, parse_run_config(resumed_config)) == killed
+    assert status(killed) == "completed"
+    assert (killed / "history.json").read_bytes() == (reference / "history.json").read_bytes()
 
 
 def test_the_stateful_strategies_keep_what_they_should_in_the_checkpoint(tmp_path, one_thread):
@@ -384,8 +437,8 @@ def test_bad_resumes_stop_with_one_line_and_change_nothing(interrupted, tmp_path
         parent,
     )
     # another federation size: stopped after the handshake, before anything is written
-    resume_fails(
-        {**base, "resume": str(interrupted)},
+    resume_fails(  # (after waiting wait-timeout for the run's fourth node)
+        {**base, "resume": str(interrupted), "wait-timeout": 1},
         "the run had 4 partitions, this federation has 3",
         parent,
         num_clients=3,

@@ -71,6 +71,7 @@ from .resume import (
     FEDERATION_KEY,
     PROTOCOL_DEFAULTS_KEY,
     RUN_ID_KEY,
+    handshake_wanted_nodes,
     hold_run_folder,
     new_run_id,
     open_resume,
@@ -258,6 +259,7 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
             config.wait_timeout,
             config.round_timeout,
             ask_all=config.handshake == "all",
+            wanted=handshake_wanted_nodes(resumed),
         )
     except TimeoutError as error:
         raise RunFailed(str(error)) from None

@@ -151,6 +151,7 @@ class RecordingGrid:
         reply_timeout: float,
         report_every: float = 30.0,
         ask_all: bool = True,
+        wanted: int = 0,
     ) -> dict[int, tuple[int, int]]:
         """Ask every connected node (``ask_all``; else the one with the smallest id) for
         (partition-id, num-partitions); wait for ``min_nodes`` first.
@@ -158,12 +159,16 @@ class RecordingGrid:
         While fewer nodes are connected it says so every ``report_every`` seconds (how many are
         connected, how many it waits for) and gives up after ``wait_timeout`` seconds with
         ``TimeoutError``. Returns ``{node_id: (partition_id, num_partitions)}`` for the nodes
-        that answered. Round 1's clock starts when it returns.
+        that answered. Round 1's clock starts when it returns. ``wanted`` (a resumed run: the
+        run's partitions) more nodes are waited for, within ``wait_timeout``; then it goes on
+        with the ``min_nodes`` or more connected.
         """
         started = time.monotonic()
         last_report = started
-        while len(node_ids := list(self._grid.get_node_ids())) < min_nodes:
+        while len(node_ids := list(self._grid.get_node_ids())) < max(min_nodes, wanted):
             waited = time.monotonic() - started
+            if waited > wait_timeout and len(node_ids) >= min_nodes:
+                break
             if waited > wait_timeout:
                 raise TimeoutError(
                     f"only {len(node_ids)} of min-available-clients={min_nodes} nodes connected"

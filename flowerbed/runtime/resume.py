@@ -24,7 +24,9 @@ each refusal is one ``ConfigError`` line naming the folder:
   ones); another major version, or another checkpoint format, is refused unless
   ``resume-any-version=true`` (then it warns, and an old format's identity goes unchecked).
 
-The federation's size is checked after the handshake (``runtime.context``): a resumed run
+The handshake of a resumed run waits for as many connected nodes as the run had partitions
+(``handshake_wanted_nodes``, within ``wait-timeout``), so that nodes still coming up are not left
+out; the federation's size is checked after the handshake (``runtime.context``): a resumed run
 needs the partitions the run had. ``hold_run_folder`` then takes the folder's lock, so that
 a second process that passed these checks meanwhile is refused before it writes anything.
 """
@@ -84,6 +86,16 @@ class ResumePoint(NamedTuple):
     folder: Path  # the run folder, which the resumed run goes on writing
     checkpoint: ServerCheckpoint
     stored_config: dict  # its config.json (with the federation size)
+
+
+def handshake_wanted_nodes(resumed: ResumePoint | None) -> int:
+    """How many connected nodes the handshake of a resumed run waits for (within
+    ``wait-timeout``) before it asks them all: the run's partitions (its ``config.json``'s
+    ``num-partitions``); 0 for a new run. A node that connects after the handshake is never
+    sampled (``RecordingGrid``), so a resume started while the last nodes are still coming up
+    would go on with fewer clients than the run had: other samples (Flower samples a fraction
+    of the nodes it lists), another SCAFFOLD |S|/N, another history."""
+    return int(resumed.stored_config.get(FEDERATION_KEY) or 0) if resumed else 0
 
 
 def resume_folder(config: RunConfig) -> Path | None:
