@@ -38,6 +38,7 @@ from flowerbed.client_state import (
     saved_rounds,
     state_key,
 )
+from flowerbed.core.results import round_seconds
 from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
 from flowerbed.runtime.checkpoint import (
     NotData,
@@ -52,7 +53,6 @@ from flowerbed.runtime.checkpoint import (
     versions,
     write_checkpoint,
 )
-from flowerbed.runtime.results import round_seconds
 from flowerbed.runtime.resume import (
     RUN_ID_KEY,
     VERSIONS_FILE,
