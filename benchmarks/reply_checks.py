@@ -32,6 +32,7 @@ import torch
 from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
 from result_tables import provenance_line, read_runs, record_provenance, write_table
 
+from flowerbed.core.clipping import clip_update
 from flowerbed.core.results import write_csv
 from flowerbed.models import build_model
 from flowerbed.runtime.reply_checks import (
@@ -39,7 +40,6 @@ from flowerbed.runtime.reply_checks import (
     NodeSizes,
     ReplyRules,
     check_reply,
-    clip_update,
     model_like_sent,
 )
 
