@@ -63,7 +63,7 @@ from result_tables import (
     write_table,
 )
 
-from flowerbed.runtime.results import round_seconds
+from flowerbed.core.results import round_seconds
 from flowerbed.sweep import Axis, SweepSpec, load_history, load_spec, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
 

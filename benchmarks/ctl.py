@@ -95,10 +95,10 @@ from result_tables import (
 )
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.results import write_csv
 from flowerbed.data.simulations import SimulationOptions
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.methods.ctl.reference import generated_nodes, nodes_for, params_for, simulate
-from flowerbed.runtime.results import write_csv
 
 NUM_NODES = 10
 TARGET = 0.85

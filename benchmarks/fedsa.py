@@ -69,11 +69,11 @@ from result_tables import (
 )
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.results import round_seconds
 from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import resolve_run_config
 from flowerbed.methods.fedsa.owner import private_client, teacher_model
 from flowerbed.methods.fedsa.target import adapt, target_set
-from flowerbed.runtime.results import round_seconds
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
 from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import evaluate

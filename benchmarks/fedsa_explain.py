@@ -85,12 +85,12 @@ from result_tables import (
 )
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.results import write_csv
 from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import resolve_run_config
 from flowerbed.methods.fedsa.target import adapt, target_set, train_weak
 from flowerbed.models import run_model
 from flowerbed.runtime.context import initial_model
-from flowerbed.runtime.results import write_csv
 from flowerbed.training.loops import evaluate
 
 RESULTS = Path(__file__).parent / "results" / "fedsa-explain"

@@ -89,6 +89,7 @@ from result_tables import (
 )
 
 from flowerbed.catalog import get_protocol, parse_run_config
+from flowerbed.core.results import atomic_write, save_model, write_json
 from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.kd.classic_objectives import NAMES as OBJECTIVES
@@ -97,7 +98,6 @@ from flowerbed.kd.student import cpu_latency_ms, distill_student
 from flowerbed.models import build_model
 from flowerbed.models.classifier import parameter_count, size_bytes
 from flowerbed.protocols.distill import distill_params, student_training
-from flowerbed.runtime.results import atomic_write, save_model, write_json
 from flowerbed.training.loops import evaluate, train_local
 
 ADAM = {"optimizer": "adam", "learning-rate": 1e-3, "weight-decay": 1e-4}

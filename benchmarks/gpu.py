@@ -18,7 +18,7 @@ mini-batch of 32, ``vqc-reduction='linear'`` feeding 2^n amplitudes) through the
 ``LocalClient.train`` and report samples per second, for growing registers.
 
 ``deterministic`` rows repeat the resnet18 round with cuDNN's autotuned, non-deterministic
-algorithms (flowerbed's runs use the deterministic ones, see ``runtime.device``): the price
+algorithms (flowerbed's runs use the deterministic ones, see ``core.device``): the price
 of repeatable GPU runs.
 
 Results: ``benchmarks/results/gpu/gpu.csv`` (the measured values) and ``gpu.md``, the table
@@ -40,10 +40,10 @@ import torch
 from flwr.app import Context, RecordDict
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.results import write_csv
 from flowerbed.data import DatasetSplits
 from flowerbed.inprocess import resolve_run_config
 from flowerbed.models import build_model
-from flowerbed.runtime.results import write_csv
 from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import evaluate
 

@@ -26,8 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from flowerbed.core.results import atomic_write
 from flowerbed.models import build_model
-from flowerbed.runtime.results import atomic_write
 
 MODELS = ("pointnet", "pointnet2-small", "pointnet2")
 TRAIN_SHAPES, BATCH, CLASSES, LOCAL_EPOCHS = 9843, 24, 40, 5

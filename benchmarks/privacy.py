@@ -87,7 +87,7 @@ from result_tables import (
     sweep_records,
 )
 
-from flowerbed.runtime.results import atomic_write, write_csv
+from flowerbed.core.results import atomic_write, write_csv
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
 
 NOISE = (0.1, 0.3, 1.0, 3.0, 10.0)

@@ -56,7 +56,7 @@ from result_tables import (
     table_head,
 )
 
-from flowerbed.runtime.results import round_seconds
+from flowerbed.core.results import round_seconds
 from flowerbed.sweep import Axis, SweepSpec
 
 RESULTS = Path(__file__).parent / "results" / "qkt"

@@ -82,7 +82,7 @@ from result_tables import (
     table_head,
 )
 
-from flowerbed.runtime.results import round_seconds, write_csv
+from flowerbed.core.results import round_seconds, write_csv
 from flowerbed.sweep import Axis, SweepSpec, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
 

@@ -267,8 +267,8 @@ def sampled_partitions(seed: int, server_round: int, clients: int, sampled: int)
     """The partitions sampled for training in a round, as the run drew them: the round's
     sampling seed (``rounds_strategy``) and Flower's ``random.sample`` over the nodes listed in
     partition order (``RecordingGrid.get_node_ids``)."""
+    from flowerbed.core.seeding import seed_for
     from flowerbed.protocols.rounds_strategy import _TRAIN_SAMPLE
-    from flowerbed.runtime.seeding import seed_for
 
     return random.Random(seed_for(seed, server_round, _TRAIN_SAMPLE)).sample(
         range(clients), sampled
@@ -301,7 +301,7 @@ def returning_clients(history: list[dict], seed: int, clients: int, client_rule:
 
 def run_record(labels: dict, run_dir: Path, clients: int) -> dict:
     """What the tables and plots read from one completed run (``runs.json`` keeps them)."""
-    from flowerbed.runtime.results import round_seconds
+    from flowerbed.core.results import round_seconds
 
     history = load_history(run_dir)
     config = json.loads((run_dir / "config.json").read_text())
@@ -938,7 +938,7 @@ def main() -> None:
     if args.out is None:
         args.out = FOLDERS[args.regime]
     import flowerbed.inprocess  # noqa: F401 - configures Flower's logger, then quiet it
-    from flowerbed.runtime.results import atomic_write
+    from flowerbed.core.results import atomic_write
 
     logging.getLogger("flwr").setLevel(logging.WARNING)
     regime = REGIMES[args.regime]
@@ -957,7 +957,7 @@ def main() -> None:
             datasets.remove("mnist")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.client_overhead:
-        from flowerbed.runtime.results import write_csv
+        from flowerbed.core.results import write_csv
 
         data = args.out / OVERHEAD_DATA.name
         if not args.report_only:

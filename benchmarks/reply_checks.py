@@ -32,16 +32,16 @@ import torch
 from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
 from result_tables import provenance_line, read_runs, record_provenance, write_table
 
+from flowerbed.core.clipping import clip_update
+from flowerbed.core.results import write_csv
 from flowerbed.models import build_model
 from flowerbed.runtime.reply_checks import (
     TRAIN,
     NodeSizes,
     ReplyRules,
     check_reply,
-    clip_update,
     model_like_sent,
 )
-from flowerbed.runtime.results import write_csv
 
 MODELS = {"mlp": ((1, 8, 8), 10), "cnn": ((1, 8, 8), 10), "resnet18": ((3, 32, 32), 10)}
 RESULTS = Path(__file__).parent / "results" / "reply_checks"

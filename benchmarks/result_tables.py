@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowerbed.runtime.results import atomic_write, write_csv
+from flowerbed.core.results import atomic_write, write_csv
 from flowerbed.sweep import SweepSpec, mean_std, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
 

@@ -48,8 +48,8 @@ from pathlib import Path
 import numpy as np
 from process_memory import PeakMemory, own_children
 
+from flowerbed.core.results import round_seconds
 from flowerbed.data.fedprox_synthetic import NUM_FEATURES, PAPER_TRAINING, client_sizes
-from flowerbed.runtime.results import round_seconds
 from flowerbed.simulation import local_superlink_pids, simulate
 
 PER_ROUND = 100

@@ -59,7 +59,7 @@ from pathlib import Path
 from process_memory import TreeSampler, process_tree
 from result_tables import provenance_line, read_runs, record_provenance, table_head
 
-from flowerbed.runtime.results import write_csv
+from flowerbed.core.results import write_csv
 from flowerbed.simulation import APP_DIR, local_superlink_pids, simulate
 
 ROUNDS = 1

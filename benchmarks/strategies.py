@@ -56,7 +56,7 @@ from result_tables import (
     table_head,
 )
 
-from flowerbed.runtime.results import round_seconds
+from flowerbed.core.results import round_seconds
 from flowerbed.strategies import STRATEGIES
 from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history
 

@@ -81,7 +81,7 @@ from flwr.supercore.differential_privacy import (
     get_norm,
 )
 
-from .runtime.reply_checks import clip_update
+from .core.clipping import clip_update
 
 # The metric flowerbed's client mod adds to a training reply: 1 when the update's norm was at
 # most the C the message carried (left unclipped), else 0. Not Flower's ``norm_bit`` (1 when
@@ -180,7 +180,7 @@ class AdaptiveClippingServerSide(AndrewEtAlAdaptive, DifferentialPrivacyServerSi
 
     def count_unclipped(self, replies: list[Message]) -> int:
         """Each reply's update clipped to this round's C in place by the server's one clipping
-        (``runtime.reply_checks.clip_update``: the whole-model norm in float64), the unclipped
+        (``core.clipping.clip_update``: the whole-model norm in float64), the unclipped
         ones counted."""
         sent = RecordDict({"arrays": self.current_arrays})
         unclipped = 0

@@ -53,7 +53,7 @@ from flwr.app import Array, ArrayRecord, Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.common.logger import log
 
-from .runtime.seeding import seed_for
+from .core.seeding import seed_for
 from .settings import ConfigError, RunConfig, Setting, comma_list
 
 NO_ATTACK = "none"

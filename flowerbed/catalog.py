@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import attacks, docs_tables, privacy
+from .core.device import SETTINGS as DEVICE_SETTINGS
 from .data import classes, federation, site_reports
 from .data.datasets import fitting_model
 from .methods import ctl, fedsa, one_shot_baselines, qkt
@@ -41,7 +42,6 @@ from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .runtime.context import SETTINGS as RUN_SETTINGS
-from .runtime.device import SETTINGS as DEVICE_SETTINGS
 from .runtime.resources import check_model_fits
 from .runtime.resume import SETTINGS as RESUME_SETTINGS
 from .runtime.trackers import SETTINGS as TRACKER_SETTINGS

@@ -83,7 +83,7 @@ from flwr.app import (
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.common.logger import log
 
-from .runtime.results import atomic_write
+from .core.results import atomic_write
 from .settings import ConfigError
 
 RECORD = "flowerbed-run"  # the bookkeeping ConfigRecord the server adds to FL-rounds messages

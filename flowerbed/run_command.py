@@ -54,9 +54,9 @@ from pathlib import Path
 from typing import Any, Self
 
 from .catalog import SETTINGS, check_model, parse_run_config
+from .core.device import check_client_gpus
 from .ray_cluster import check_ray_cluster
 from .run_console import RunConsole
-from .runtime.device import check_client_gpus
 from .runtime.outcome import first_error
 from .runtime.resources import check_data_files, check_resources
 from .runtime.run_lock import STATUS_FILE, settled_status

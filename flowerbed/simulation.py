@@ -52,8 +52,8 @@ from pathlib import Path
 import flowerbed
 
 from .catalog import pyproject_defaults
+from .core.device import check_client_gpus
 from .ray_cluster import check_ray_cluster
-from .runtime.device import check_client_gpus
 
 PACKAGE_ROOT = Path(flowerbed.__file__).resolve().parent.parent  # the folder holding flowerbed/
 APP_DIR = PACKAGE_ROOT  # in a source tree: the app of `flwr run .` (pyproject.toml + flowerbed/)

@@ -22,10 +22,10 @@ from flwr.app import (
 )
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.device import to_device_of
 from flowerbed.data import DatasetSplits
 from flowerbed.inprocess import resolve_run_config, use_server_identity
 from flowerbed.models import build_model
-from flowerbed.runtime.device import to_device_of
 from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import train_local
 

@@ -27,9 +27,9 @@ from flowerbed.attacks import (
     flip_labels,
 )
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.seeding import seed_for
 from flowerbed.data.federation import node_split
 from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
-from flowerbed.runtime.seeding import seed_for
 from flowerbed.settings import ConfigError
 from flowerbed.training.local_client import LocalClient
 

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.device import check_client_gpus, device_of, resolve_device, to_device_of
+from flowerbed.core.results import save_model
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import build_model
-from flowerbed.runtime.device import check_client_gpus, device_of, resolve_device, to_device_of
-from flowerbed.runtime.results import save_model
 from flowerbed.settings import ConfigError
 from flowerbed.simulation import simulate
 from flowerbed.training.loops import features_of, predict

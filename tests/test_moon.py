@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.device import device_of
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import MODELS, Classifier
 from flowerbed.models.mlp import build_mlp
-from flowerbed.runtime.device import device_of
 from flowerbed.settings import ConfigError
 from flowerbed.strategies import get_strategy
 from flowerbed.strategies.moon import (

@@ -22,6 +22,8 @@ import pytest
 
 from flowerbed import cli
 from flowerbed.clinical import clinical_summary, site_estimates
+from flowerbed.core.progress import duration, pace
+from flowerbed.core.results import write_json, write_partition_table
 from flowerbed.data import array_cache
 from flowerbed.inprocess import run_in_process
 from flowerbed.kd import student as kd_student
@@ -33,8 +35,6 @@ from flowerbed.runtime import context as run_context
 from flowerbed.runtime import trackers
 from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table, round_pace
 from flowerbed.runtime.outcome import write_status
-from flowerbed.runtime.progress import duration, pace
-from flowerbed.runtime.results import write_json, write_partition_table
 from flowerbed.sweep import Axis, SweepSpec
 from flowerbed.sweep.folder import point_dir, prepare
 

@@ -13,6 +13,7 @@ from test_report import Page, assert_self_contained, parsed
 
 from flowerbed.catalog import SETTINGS
 from flowerbed.clinical import site_estimates
+from flowerbed.core.results import write_json
 from flowerbed.report import write_run_report
 from flowerbed.report.markup import fmt, setting_text
 from flowerbed.report.run_folder import RunFolder
@@ -25,7 +26,6 @@ from flowerbed.report.trust_sections import (
 from flowerbed.runtime.environment import environment
 from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table
 from flowerbed.runtime.outcome import write_status
-from flowerbed.runtime.results import write_json
 
 
 def section_words(run_dir: Path, anchor: str) -> str:

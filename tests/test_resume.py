@@ -39,6 +39,7 @@ from flowerbed.client_state import (
     saved_rounds,
     state_key,
 )
+from flowerbed.core.results import round_seconds
 from flowerbed.inprocess import (
     InProcessGrid,
     resolve_run_config,
@@ -58,7 +59,6 @@ from flowerbed.runtime.checkpoint import (
     versions,
     write_checkpoint,
 )
-from flowerbed.runtime.results import round_seconds
 from flowerbed.runtime.resume import (
     RUN_ID_KEY,
     VERSIONS_FILE,

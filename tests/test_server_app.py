@@ -12,11 +12,11 @@ from flwr.app import ArrayRecord, Context, RecordDict
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
+from flowerbed.core.results import round_seconds
 from flowerbed.data import DataNotFoundError
 from flowerbed.data.federation import load_splits, partition_for
 from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
 from flowerbed.models import build_model
-from flowerbed.runtime.results import round_seconds
 from flowerbed.server_app import run_protocol
 from flowerbed.strategies.common import aggregate_with_spread
 from flowerbed.training.local_client import LocalClient

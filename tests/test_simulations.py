@@ -12,6 +12,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.seeding import seed_for
 from flowerbed.data import federation, load_dataset
 from flowerbed.data.partition import split_train_test
 from flowerbed.data.simulations import (
@@ -21,7 +22,6 @@ from flowerbed.data.simulations import (
     shifted_copies,
 )
 from flowerbed.inprocess import resolve_run_config, run_in_process
-from flowerbed.runtime.seeding import seed_for
 from flowerbed.settings import ConfigError
 
 BREAST_X, BREAST_Y = load_breast_cancer(return_X_y=True)  # (569, 30)

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from flowerbed import cli
+from flowerbed.core.results import write_json
 from flowerbed.report import REPORT_FILE
 from flowerbed.report.plots import pyplot
 from flowerbed.runtime.outcome import write_status
-from flowerbed.runtime.results import write_json
 from flowerbed.settings import ConfigError
 from flowerbed.simulation import free_port
 from flowerbed.sweep import (

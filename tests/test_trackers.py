@@ -18,10 +18,10 @@ from mlflow.tracking import MlflowClient
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.results import round_seconds
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.runtime import trackers
 from flowerbed.runtime.outcome import RunFailed
-from flowerbed.runtime.results import round_seconds
 from flowerbed.settings import ConfigError
 
 ROUNDS = 2

@@ -13,6 +13,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MessageType, MetricRecord
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
+from flowerbed.core.clipping import clip_update
 from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
 from flowerbed.runtime.reply_checks import (
     DATA,
@@ -20,7 +21,6 @@ from flowerbed.runtime.reply_checks import (
     RejectedReply,
     ReplyRules,
     check_reply,
-    clip_update,
 )
 from flowerbed.server_app import run_protocol
 

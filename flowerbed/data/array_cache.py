@@ -40,7 +40,7 @@ from typing import TypeVar
 import numpy as np
 from flwr.common.logger import log
 
-from ..runtime.progress import duration, time_left
+from ..core.progress import duration, time_left
 from ..settings import ConfigError
 
 Opened = TypeVar("Opened")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..runtime.seeding import seed_for
+from ..core.seeding import seed_for
 from ..settings import ConfigError, RunConfig, Setting
 from .datasets import (
     CACHE_SUBFOLDER,

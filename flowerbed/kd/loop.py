@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..runtime.device import device_of
+from ..core.device import device_of
 from ..training.loops import train_local
 from .objectives import KDBatch, KDParams, Objective, get_objective
 

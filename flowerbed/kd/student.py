@@ -31,11 +31,11 @@ import torch
 from flwr.common.logger import log
 from torch import Tensor, nn
 
+from ..core.device import device_of, to_device_of
+from ..core.progress import pace
+from ..core.seeding import seed_for
 from ..models import Classifier
 from ..models.classifier import feature_width
-from ..runtime.device import device_of, to_device_of
-from ..runtime.progress import pace
-from ..runtime.seeding import seed_for
 from ..training.loops import evaluate
 from .loop import WithAdapters, distill
 from .objectives import KDParams, Objective

@@ -39,11 +39,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
+from ..core.device import to_device_of
 from ..kd.objectives import KDParams
 from ..kd.teachers import filter_teachers, teacher_probabilities
 from ..metrics import eval_scores
 from ..protocols.exchange import Transfer
-from ..runtime.device import to_device_of
 from ..settings import Setting
 from ..training.loops import minibatches, predict
 from .one_shot import one_shot_protocol

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from ..runtime.device import run_device
+from ..core.device import run_device
 from ..settings import Setting
 from .classifier import Classifier
 from .cnn import build_cnn, build_cnn_bn, build_cnn_small

@@ -29,6 +29,7 @@ from logging import INFO
 import torch
 from flwr.common.logger import log
 
+from ..core.results import save_model, write_csv, write_json
 from ..data.federation import server_split
 from ..kd.classic_objectives import NAMES as OBJECTIVE_NAMES
 from ..kd.objectives import MODES, KDParams, get_objective
@@ -36,7 +37,6 @@ from ..kd.student import StudentTraining, cpu_latency_ms, distill_student
 from ..models import MODELS, Classifier, build_model
 from ..models.classifier import parameter_count, size_bytes
 from ..runtime.context import ModelBuilder, RunContext
-from ..runtime.results import save_model, write_csv, write_json
 from ..settings import ConfigError, RunConfig, Setting
 from ..training.loops import evaluate
 from .phase import Handoff, Phase

@@ -40,6 +40,7 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
+from ..core.seeding import seed_for
 from ..kd.loop import distill
 from ..kd.objectives import KDParams
 from ..metrics import (
@@ -60,7 +61,6 @@ from ..runtime.reply_checks import (
     ReplyRules,
     no_arrays,
 )
-from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig
 from ..training.local_client import LocalClient
 from ..training.loops import build_optimizer

@@ -49,6 +49,7 @@ from flwr.serverapp.strategy import Strategy
 from .. import privacy
 from ..client_state import RECORD, RUN_DIR_KEY
 from ..clinical import CLASS_COUNT_METRICS, clinical_summary
+from ..core.results import atomic_write, save_model, write_json
 from ..metrics import BINARY, CLINICAL
 from ..runtime.checkpoint import (
     ServerCheckpoint,
@@ -61,7 +62,6 @@ from ..runtime.checkpoint import (
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
 from ..runtime.reply_checks import TEST, TRAIN, ReplyRules, no_arrays
-from ..runtime.results import atomic_write, save_model, write_json
 from ..runtime.resume import checkpoint_stamp
 from ..settings import ConfigError, RunConfig, Setting
 from ..strategies.common import StrategySpec, flower_kwargs

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
+from ..core.seeding import seed_for
 from ..metrics import eval_scores, local_test_accuracy, test_accuracies
 from ..models import MODELS, Classifier, build_model
 from ..queries import draw_query
@@ -60,7 +61,6 @@ from ..runtime.reply_checks import (
     no_arrays,
     schema_of,
 )
-from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting, comma_list
 from ..training.local_client import LocalClient
 from ..training.loops import build_optimizer, evaluate, train_local

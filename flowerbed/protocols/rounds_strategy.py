@@ -31,8 +31,8 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from ..core.seeding import seed_for
 from ..runtime.recording_grid import RecordingGrid
-from ..runtime.seeding import seed_for
 from ..strategies.common import as_arrayrecord
 
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]

@@ -1,6 +1,6 @@
 """``report.html``: what a run shows, in one self-contained file built from its run folder alone.
 
-``write_run_report(run_dir)`` reads the files a run leaves (``runtime.results``: config,
+``write_run_report(run_dir)`` reads the files a run leaves (``core.results``: config,
 status, history, timings, partitions, the best model's round, and what a protocol adds:
 ``distill_history.json``/``distill.json``, QKT's ``kt_metrics.json``, CTL's
 ``ctl_metrics.json``, FedSA's ``fedsa_selection.json``) and writes ``report.html`` beside them:
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from flwr.common.logger import log
 
-from ..runtime.results import atomic_write
+from ..core.results import atomic_write
 from .clinical_sections import clinical_reading_section, sites_section
 from .configuration import config_section
 from .markup import Section, page

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..runtime.results import atomic_write
+from ..core.results import atomic_write
 from ..runtime.run_lock import LOCK_FILE
 from .clinical_sections import positive_of
 from .markup import Section, absent, esc, img, shown, table

@@ -1,2 +1,2 @@
 """What one run shares: its context (settings, data, grid, history, folder), the recording grid,
-the history and the results on disk, and the seeds."""
+the reply checks, the history, checkpoints and resume, and how the run ended."""

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord
 
-from .results import atomic_write
+from ..core.results import atomic_write
 
 CHECKPOINT_DIR = "checkpoint"
 SERVER_FILE = "server.pt"

@@ -44,6 +44,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 
 from ..attacks import announce_attack
+from ..core.results import make_run_dir, write_json, write_partition_table
 from ..data import DatasetSplits, label_counts
 from ..data.classes import CLASSES_FILE, run_classes
 from ..data.federation import load_splits, partition_for, split_sizes
@@ -66,7 +67,6 @@ from .outcome import RunFailed
 from .recording_grid import RecordingGrid
 from .reply_checks import NodeSizes
 from .resources import check_resources
-from .results import make_run_dir, write_json, write_partition_table
 from .resume import (
     FEDERATION_KEY,
     PROTOCOL_DEFAULTS_KEY,

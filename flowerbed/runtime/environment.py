@@ -33,8 +33,8 @@ from typing import Any
 
 from flwr.common.logger import log
 
+from ..core.results import write_json
 from .checkpoint import versions as checkpoint_versions
-from .results import write_json
 
 ENVIRONMENT_FILE = "environment.json"
 

@@ -57,11 +57,11 @@ from ..clinical import (
     TRAIN_EXAMPLES,
     site_estimates,
 )
+from ..core import progress
+from ..core.results import plot_accuracy, write_csv, write_json
 from ..metrics import BINARY, CLINICAL
-from . import progress
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid, RoundTraffic
-from .results import plot_accuracy, write_csv, write_json
 from .trackers import Trackers
 
 HISTORY_COLUMNS = (

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..core.results import atomic_write, write_json
 from ..data.datasets import DataFileError, DataNotFoundError
 from ..settings import ConfigError
-from .results import atomic_write, write_json
 
 STATUSES = ("running", "completed", "failed", "interrupted")
 

@@ -51,6 +51,7 @@ from logging import ERROR, INFO, WARNING
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.logger import log
 
+from ..core.clipping import clip_update
 from .outcome import first_error
 from .reply_checks import (
     LENIENT,
@@ -58,7 +59,6 @@ from .reply_checks import (
     RejectedReply,
     ReplyRules,
     check_reply,
-    clip_update,
     rejection,
 )
 

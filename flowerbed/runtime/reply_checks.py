@@ -37,8 +37,9 @@ A reply that fails becomes an error reply (``REJECTED_ERROR_CODE``) carrying the
 so that it is counted like a failed client, with its partition and the reason in the round's
 ``failures`` and in one WARNING line; the round is aggregated from the other replies.
 
-``clip_update`` is the optional server-side clipping of each client's model update to a norm
-bound (run-config ``max-update-norm``), applied to replies that passed.
+The optional server-side clipping of each client's model update to a norm bound (run-config
+``max-update-norm``, ``ReplyRules.max_update_norm``) is ``core.clipping.clip_update``, applied
+by the recording grid to replies that passed.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Error, Message, RecordDict
+from flwr.app import ArrayRecord, Error, Message, RecordDict
 
 from ..clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS
 
@@ -367,33 +368,6 @@ def _check_class_counts(name: str, record) -> None:
             f"{name}/{TEST_CLASS_COUNTS} sum to {int(sum(counts))}, but num-examples is"
             f" {record['num-examples']}"
         )
-
-
-def clip_update(reply: RecordDict, sent: RecordDict, max_norm: float) -> bool:
-    """Clip the update of the reply's ``arrays`` record to ``max_norm`` (in place); whether it
-    was clipped.
-
-    u = w - g over every floating-point entry (Flower's DP fixed-clipping wrappers take the
-    same whole-record norm); w' = g + u min(1, C / ||u||), computed in float64 and stored in
-    each entry's own dtype. Integer entries (batch-norm counters) are left as sent by the
-    client.
-    """
-    arrays = {key: array.numpy() for key, array in reply.array_records["arrays"].items()}
-    sent_arrays = {key: array.numpy() for key, array in sent.array_records["arrays"].items()}
-    floats = [key for key, v in arrays.items() if np.issubdtype(v.dtype, np.inexact)]
-    update = {key: arrays[key].astype(np.float64) - sent_arrays[key] for key in floats}
-    norm = float(np.sqrt(sum(np.square(u).sum() for u in update.values())))
-    if norm <= max_norm:
-        return False
-    factor = max_norm / norm
-    clipped = {
-        key: Array(np.array((sent_arrays[key] + factor * update[key]).astype(v.dtype), order="C"))
-        if key in update
-        else Array(v)
-        for key, v in arrays.items()
-    }
-    reply["arrays"] = ArrayRecord(clipped)
-    return True
 
 
 def rejection(sent: Message, reason: str) -> Message:

@@ -44,6 +44,7 @@ from typing import NamedTuple
 
 from flwr.common.logger import log
 
+from ..core.results import as_written, write_json
 from ..settings import ConfigError, RunConfig, Setting
 from .checkpoint import (
     FORMAT,
@@ -53,7 +54,6 @@ from .checkpoint import (
     read_checkpoint,
     versions,
 )
-from .results import as_written, write_json
 from .run_lock import RunLock, busy_message, hold, holder, settled_status
 
 SETTINGS = (

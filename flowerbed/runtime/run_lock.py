@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from ..core.results import atomic_write
 from ..settings import ConfigError
 from .outcome import write_status
-from .results import atomic_write
 
 LOCK_FILE = "run.lock"
 STATUS_FILE = "status.json"

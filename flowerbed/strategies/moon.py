@@ -44,9 +44,9 @@ import torch.nn.functional as F
 from flwr.app import ArrayRecord, Message
 from torch import Tensor, nn
 
+from ..core.device import device_of
 from ..models import Classifier, build_model
 from ..models.classifier import feature_width
-from ..runtime.device import device_of
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from .common import StrategySpec

@@ -63,11 +63,11 @@ from flwr.serverapp.strategy.strategy_utils import (
 )
 from torch import Tensor, nn
 
+from ..core.device import to_device_of
+from ..core.seeding import seed_for
 from ..data.site_reports import data_shape
 from ..models import build_model
-from ..runtime.device import to_device_of
 from ..runtime.reply_checks import Schema, schema_of
-from ..runtime.seeding import seed_for
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from ..training.loops import cross_entropy, minibatches

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import torch
 
+from ..core.results import atomic_write
 from ..inprocess import run_in_process
 from ..ray_cluster import check_ray_cluster
 from ..runtime.outcome import one_line
-from ..runtime.results import atomic_write
 from ..settings import ConfigError
 from ..simulation import generated_app, simulate
 from .folder import ERROR_FILE, POINT_LOG, PointState, point_dir, point_state, prepare, run_dirs

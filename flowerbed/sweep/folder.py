@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runtime.results import atomic_write
+from ..core.results import atomic_write
 from ..runtime.run_lock import settled_status
 from ..settings import ConfigError, Value
 from .grid import Axis, Point, SweepSpec, grid_from_toml

@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.results import atomic_write
 from ..report import REPORT_FILE, write_run_report
 from ..report.markup import Section, absent, esc, img, page, table
-from ..runtime.results import atomic_write
 from ..settings import ConfigError
 from .folder import SPEC_FILE, load_spec, point_dir, point_state
 from .grid import SEED_KEY, SweepSpec

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.results import atomic_write, write_csv
 from ..report.plots import integer_ticks, png_bytes, pyplot, style
-from ..runtime.results import atomic_write, write_csv
 from .folder import point_dir, point_state
 from .grid import SEED_KEY, Point, SweepSpec
 

@@ -19,14 +19,14 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
 from ..attacks import poisoned_labels
 from ..clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS, TRAIN_EXAMPLES
+from ..core.device import run_device
+from ..core.seeding import seed_for
 from ..data import DatasetSplits
 from ..data.classes import positive_class
 from ..data.datasets import DataNotFoundError
 from ..data.federation import load_splits, node_split
 from ..data.mapped_images import MappedImages
 from ..models import Classifier, build_model
-from ..runtime.device import run_device
-from ..runtime.seeding import seed_for
 from ..settings import ConfigError, RunConfig
 from .loops import TrainResult, build_optimizer, evaluate_clinical, train_local
 

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..core.device import to_device_of
 from ..metrics import clinical_metrics, confusion_matrix
-from ..runtime.device import to_device_of
 from ..settings import RunConfig, Setting
 
 OPTIMIZERS = ("sgd", "adam")

@@ -67,6 +67,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, Rec
 from flwr.common.logger import log
 from torch import nn
 
+from ...core.results import write_csv, write_json
 from ...data.federation import SITE
 from ...models import Classifier
 from ...protocols.messaging import by_partition, send_to_nodes
@@ -75,7 +76,6 @@ from ...runtime.context import RunContext
 from ...runtime.history import round_row, unweighted_client_accuracy
 from ...runtime.outcome import RunFailed
 from ...runtime.reply_checks import ReplyRules
-from ...runtime.results import write_csv, write_json
 from ...settings import ConfigError, RunConfig, Setting
 from ...training.local_client import LocalClient
 from .node import round_step, share_step

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.seeding import seed_for
 from ...kd.energy import feature_coefficients, feature_importance, feature_moments
-from ...runtime.seeding import seed_for
 
 GUEST_RULES = ("best", "all", "random", "random-redraw", "worst", "local")
 _TASK_TAG, _GUEST_TAG = 0xC71, 0xC72

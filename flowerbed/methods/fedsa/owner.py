@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
+from ...core.seeding import seed_for
 from ...data.mapped_images import MappedImages, materialise
 from ...kd.loop import distill
 from ...kd.objectives import KDParams
@@ -31,7 +32,6 @@ from ...kd.translator import Translated, Translator
 from ...models import Classifier
 from ...models.classifier import feature_width
 from ...protocols.local_fit import local_model, train_local_model
-from ...runtime.seeding import seed_for
 from ...settings import RunConfig
 from ...training.local_client import LocalClient
 from ...training.loops import features_of

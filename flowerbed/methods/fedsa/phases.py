@@ -15,6 +15,8 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, Rec
 from flwr.common.logger import log
 from torch import nn
 
+from ...core.results import save_model, write_json
+from ...core.seeding import seed_for
 from ...data.federation import server_split
 from ...models import build_model
 from ...protocols.local_fit import client_models, model_name_for
@@ -24,8 +26,6 @@ from ...runtime.context import RunContext
 from ...runtime.history import round_row, traffic_columns, unweighted_client_accuracy
 from ...runtime.outcome import RunFailed
 from ...runtime.reply_checks import ReplyRules
-from ...runtime.results import save_model, write_json
-from ...runtime.seeding import seed_for
 from ...settings import ConfigError, RunConfig
 from ...strategies.common import as_arrayrecord, mean_of_replies
 from ...training.local_client import LocalClient

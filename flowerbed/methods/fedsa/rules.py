@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...runtime.device import device_of, to_device_of
+from ...core.device import device_of, to_device_of
 
 SALIENCY_METHODS = ("input-grad", "gradcam")
 SIMILARITIES = ("averaged", "per-image")

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ...core.seeding import seed_for
 from ...data.classes import positive_class
 from ...data.federation import server_split
 from ...models import Classifier
-from ...runtime.seeding import seed_for
 from ...settings import RunConfig
 from ...training.loops import Evaluation, evaluate_clinical, features_of, train_local
 
