@@ -147,9 +147,9 @@ AT_START = [
         {"attack": "noise", "attackers": "1,2,5"},
         r"attackers='1,2,5' names partitions \[2, 5\] that do not exist; valid ids: 0 to 1",
     ),
-    (
-        {"model": "cnn", "dataset": "breast-cancer"},
-        "model='cnn' on dataset='breast-cancer': model 'cnn' needs images",
+    (  # a model that cannot take the data (model=cnn there is the data set's mlp instead)
+        {"model": "resnet18", "dataset": "breast-cancer"},
+        "model='resnet18' cannot take dataset='breast-cancer': model 'resnet18' needs images",
     ),
     (
         {"partitioner": "pathological", "classes-per-client": 11},
