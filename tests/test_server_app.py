@@ -4,6 +4,7 @@ whole pipeline. ``test_simulation_e2e.py`` runs the same through ``flwr run``.""
 import csv
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,8 +180,15 @@ def test_more_clients_than_samples_fails_before_training(fast_run):
 
 
 def test_model_that_does_not_fit_the_data_fails_before_training(fast_run):
-    with pytest.raises(ValueError, match="model 'cnn' needs images"):
-        run_in_process({**fast_run, "dataset": "breast-cancer"}, num_clients=2)
+    with pytest.raises(ValueError, match="model='resnet18' cannot take dataset='breast-cancer'"):
+        run_in_process({**fast_run, "dataset": "breast-cancer", "model": "resnet18"}, 2)
+    assert not list(Path(fast_run["output-dir"]).glob("*"))  # refused before the run folder
+
+
+def test_a_data_set_named_alone_takes_the_model_that_fits_it(fast_run):
+    run_dir = run_in_process({**fast_run, "dataset": "breast-cancer"}, num_clients=2)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["model"] == "mlp" and config["protocol-defaults"] == "model"
 
 
 def test_metric_aggregation_adds_the_spread_and_drops_the_partition_id():
