@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from .runtime.outcome import RECORD, clean
+from .simulation import RESULTS_LINE
 
 LOG_FILE = "flower.log"
 OWN = ("flowerbed:", "flowerbed round")
@@ -58,7 +59,6 @@ STATUS = (
 ROUND = re.compile(r"^flowerbed round (\d+)/(\d+)")
 MAX_WARNINGS = 5  # flowerbed warnings shown in a row before the rest are only counted
 MAX_CHARS = 400  # a longer line than this (not a round's) is cut on the terminal
-RESULTS = re.compile(r"flowerbed: results go to (.+?)(?: \(a resumed run\))?\s*$")
 
 
 @dataclass
@@ -190,7 +190,7 @@ class RunConsole:
         return str(self.log_path) if self.log_path is not None else LOG_FILE
 
     def _keep(self, line: str) -> None:
-        found = RESULTS.search(line)
+        found = RESULTS_LINE.search(line)
         if found and self.log_file is None:
             self.run_dir = Path(found.group(1))
             self._open_log(self.run_dir / LOG_FILE)
