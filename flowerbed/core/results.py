@@ -22,11 +22,27 @@ from typing import Any
 import numpy as np
 
 
+def _new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0o666 less the process's umask (read by
+    setting it, so once, at import, before any thread of this process writes results)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+NEW_FILE_MODE = _new_file_mode()
+
+
 def atomic_write(path: Path, write: Callable[[io.IOBase], None], binary: bool = False) -> None:
-    """Write through ``write(file)`` into a temporary file beside ``path``, then rename it."""
+    """Write through ``write(file)`` into a temporary file beside ``path``, then rename it.
+
+    The file gets the mode a plain ``open(path, "w")`` would: the existing file's, or for a new
+    one 0o666 less the umask (``mkstemp`` alone makes it 0o600: a run folder that other users
+    or a container's other account could not read)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, path.stat().st_mode & 0o777 if path.exists() else NEW_FILE_MODE)
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:
             write(f)
             f.flush()
