@@ -948,7 +948,7 @@ def main() -> None:
     if args.quick:
         args.seeds, rounds, args.out = 1, {d: 2 for d in datasets}, args.out / "quick"
     if args.regime == "paper" and "mnist" in datasets:
-        from flowerbed.data.datasets import DataNotFoundError, load_dataset
+        from flowerbed.data import DataNotFoundError, load_dataset
 
         try:
             load_dataset("mnist", Path(args.data_dir).expanduser())

@@ -15,7 +15,7 @@
 ``parse_run_config`` types and checks a run config against them and applies the chosen
 protocol's own defaults (``ProtocolSpec.defaults``: FedSA's ``server-fraction``, CTL's
 ``dataset``, the quantum baselines' ``model``) to the keys that hold their global default, then
-the data set's own model (``data.datasets.fitting_model``: ``mlp`` for tabular data, ...) when
+the data set's own model (``data.registry.fitting_model``: ``mlp`` for tabular data, ...) when
 ``model`` still holds its global default, so that every data set runs by its name alone.
 
 To add a protocol: write its file (``strategies/<name>.py`` with a ``SPEC``, or a method with
@@ -32,7 +32,7 @@ from typing import Any
 from . import attacks, docs_tables, privacy
 from .core.device import SETTINGS as DEVICE_SETTINGS
 from .data import classes, federation, site_reports
-from .data.datasets import fitting_model
+from .data.registry import fitting_model
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from flowerbed.catalog import parse_run_config
-from flowerbed.data.datasets import DataFileError, load_dataset
+from flowerbed.data.datasets import load_dataset
+from flowerbed.data.splits import DataFileError
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.settings import ConfigError
 

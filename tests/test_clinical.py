@@ -24,7 +24,8 @@ from flowerbed.clinical import (
     weighted_auroc,
     wilson,
 )
-from flowerbed.data.classes import CLASS_NAMES, class_names, positive_class, run_classes
+from flowerbed.data.classes import class_names, positive_class, run_classes
+from flowerbed.data.registry import DATASETS
 from flowerbed.inprocess import run_in_process
 from flowerbed.metrics import auroc, clinical_metrics
 from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table, read_client_tables
@@ -44,7 +45,7 @@ def breast_cancer_predictions(seed: int = 0):
 
 
 def test_breast_cancer_classes_are_scikit_learns_and_malignant_is_positive():
-    assert CLASS_NAMES["breast-cancer"] == tuple(load_breast_cancer().target_names)
+    assert DATASETS["breast-cancer"].class_names == tuple(load_breast_cancer().target_names)
     config = parse_run_config({"dataset": "breast-cancer", "model": "mlp"})
     assert positive_class(config, 2) == 0
     assert run_classes(config, 2)["positive_name"] == "malignant"
@@ -75,7 +76,7 @@ def test_the_medmnist_names_are_medmnists_and_the_diseases_positive():
 
     for flag in ("pathmnist", "breastmnist", "pneumoniamnist", "bloodmnist", "organsmnist"):
         info = medmnist.INFO[flag]["label"]
-        assert CLASS_NAMES[flag] == tuple(info[str(k)] for k in range(len(info)))
+        assert DATASETS[flag].class_names == tuple(info[str(k)] for k in range(len(info)))
     assert class_names("breastmnist", 2)[positive_class(_config("breastmnist"), 2)] == "malignant"
     assert class_names("pneumoniamnist", 2)[positive_class(_config("pneumoniamnist"), 2)] == (
         "pneumonia"

@@ -10,9 +10,10 @@ import pytest
 import torch
 from torchvision import datasets as tv_datasets
 
-from flowerbed.data import DataNotFoundError, available_datasets, datasets, load_dataset
-from flowerbed.data.datasets import DataFileError, medmnist_file
+from flowerbed.data import DataNotFoundError, available_datasets, load_dataset, medmnist_files
 from flowerbed.data.mapped_images import MappedImages
+from flowerbed.data.medmnist_files import medmnist_file
+from flowerbed.data.splits import DataFileError, as_splits
 
 
 def test_bundled_sklearn_sets_have_fixed_stratified_test_splits():
@@ -47,7 +48,7 @@ def scikit_learn_splits(name):
     x_train, x_test, y_train, y_test = train_test_split(
         x, y, test_size=0.2, stratify=y, random_state=0
     )
-    return datasets._as_splits(name, x_train, y_train, x_test, y_test)
+    return as_splits(name, x_train, y_train, x_test, y_test)
 
 
 @pytest.mark.parametrize("name", ["digits", "breast-cancer"])
@@ -94,7 +95,7 @@ def test_medmnist_is_streamed_into_the_cache_and_read_as_the_whole_array_loader(
     tmp_path, fl, monkeypatch
 ):
     # chunks of 5 images: the npz member is copied in several pieces, the last one partial
-    monkeypatch.setattr(datasets, "_STREAM_CHUNK_BYTES", 5 * 64 * 64 * 3)
+    monkeypatch.setattr(medmnist_files, "_STREAM_CHUNK_BYTES", 5 * 64 * 64 * 3)
     path = medmnist_file("pathmnist", tmp_path, 64)
     arrays = fl.write_medmnist_npz(path, n_train=23, n_test=7, shape=(64, 64, 3), classes=9)
     data = load_dataset("pathmnist", tmp_path, image_size=64)

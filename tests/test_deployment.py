@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from flowerbed.catalog import parse_run_config
-from flowerbed.data.datasets import DataNotFoundError
+from flowerbed.data.splits import DataNotFoundError
 from flowerbed.settings import ConfigError
 from flowerbed.simulation import OFFLINE_ENV, format_run_config, free_port
 from flowerbed.training.local_client import LocalClient

@@ -21,7 +21,7 @@ import torch
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
-from flowerbed.data import MappedImages, datasets, load_dataset
+from flowerbed.data import MappedImages, datasets, load_dataset, loaders, splits
 from flowerbed.data.federation import load_splits, node_split
 from flowerbed.data.mnist_5k import load_mnist_5k, mnist_5k_file, split_mnist_5k
 from flowerbed.inprocess import resolve_run_config, run_in_process
@@ -184,8 +184,8 @@ def test_a_short_federated_run_learns(fast_run, one_thread):
 def test_a_damaged_file_is_named(monkeypatch, tmp_path):
     bad = tmp_path / "mnist_5k.csv.gz"
     bad.write_bytes(gzip.compress(b"1,2,3\n4,5,6\n"))
-    monkeypatch.setattr(datasets, "mnist_5k_file", lambda: bad)
+    monkeypatch.setattr(loaders, "mnist_5k_file", lambda: bad)
     datasets._load_cached.cache_clear()
-    with pytest.raises(datasets.DataFileError, match=f"{bad} is not a readable .*785"):
+    with pytest.raises(splits.DataFileError, match=f"{bad} is not a readable .*785"):
         load_dataset("mnist-5k")
     datasets._load_cached.cache_clear()

@@ -170,7 +170,7 @@ def test_fedavg_pointnet_on_shapes_in_process_with_augmented_training_batches(
     global model learns (chance 1/6), every training batch goes through the augmentation and
     no evaluation batch does."""
     from flowerbed.catalog import parse_run_config
-    from flowerbed.data import datasets, pointclouds
+    from flowerbed.data import datasets, loaders, pointclouds
     from flowerbed.data.federation import load_splits, node_split
     from flowerbed.inprocess import resolve_run_config, run_in_process
 
@@ -192,10 +192,8 @@ def test_fedavg_pointnet_on_shapes_in_process_with_augmented_training_batches(
         return pointclouds.augment_point_batch(x, generator)
 
     # the loaded (cached) data set holds the counting augmentation; the cache is cleared after
-    monkeypatch.setattr(datasets, "augment_point_batch", counting)
-    monkeypatch.setattr(
-        datasets, "_load_point_clouds_cached", datasets._load_point_clouds_cached.__wrapped__
-    )
+    monkeypatch.setattr(loaders, "augment_point_batch", counting)
+    monkeypatch.setattr(datasets, "_load_cached", datasets._load_cached.__wrapped__)
     config = parse_run_config(resolve_run_config(overrides))
     assert load_splits(config).input_shape == (128, 3)
     assert load_splits(config).augment is counting

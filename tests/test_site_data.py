@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from flowerbed.data import site_data
+from flowerbed.data import site_data, site_images
 from flowerbed.data.site_data import (
     SITE_FORMATS,
     SiteData,
@@ -555,7 +555,7 @@ def test_without_links_the_images_are_listed_as_torchvisions_image_folder_lists_
         else:
             Image.fromarray(image).save(tmp_path / path, format="PNG")
     (tmp_path / "empty").mkdir()
-    listed = site_data._list_images(tmp_path, tmp_path, skipped := [])
+    listed = site_images.list_images(tmp_path, tmp_path, skipped := [])
     reference = ImageFolder(str(tmp_path), allow_empty=True)
     assert (listed.classes, listed.samples, skipped) == (reference.classes, reference.samples, [])
 

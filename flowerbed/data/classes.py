@@ -2,7 +2,7 @@
 
 In a medical data set the positive class is the disease: sensitivity is the recall of the
 diseased, specificity the recall of the healthy. The label order of the sources does not follow
-that rule, so it is declared here, once:
+that rule, so each data set's declaration (``registry.DATASETS``) names it, once:
 
 * scikit-learn's breast-cancer data (and the CTL paper's ``breast-cancer-shifted`` copies of it)
   label 0 *malignant* and 1 *benign* (``load_breast_cancer().target_names``): positive 0;
@@ -16,107 +16,27 @@ are left out until its manifest (``<site folder>/classes.json``: names and the p
 ``site_data.read_manifest``) or ``positive-class`` names the positive class. The
 ``positive-class`` key overrides the declared class for any binary data set (by name or index).
 
-The MedMNIST names are ``medmnist.INFO[flag]["label"]``, written out because importing medmnist
-costs seconds (``tests/test_classes.py`` checks them against ``medmnist.INFO``).
+The class names are the declarations' too (``DatasetSpec.class_names``; the MedMNIST ones
+``medmnist_files.MEDMNIST``, checked against ``medmnist.INFO`` by ``tests/test_clinical.py``).
 """
 
 from __future__ import annotations
 
 from ..settings import ConfigError, RunConfig, Setting
+from .registry import DATASETS, SITE_DATASET
 
-DIGITS = tuple(str(d) for d in range(10))
-BREAST_CANCER = ("malignant", "benign")  # load_breast_cancer().target_names
 
-# dataset -> class names, by label
-CLASS_NAMES: dict[str, tuple[str, ...]] = {
-    "digits": DIGITS,
-    "mnist": DIGITS,
-    "mnist-5k": DIGITS,
-    "breast-cancer": BREAST_CANCER,
-    "breast-cancer-shifted": BREAST_CANCER,
-    "cifar10": (
-        "airplane",
-        "automobile",
-        "bird",
-        "cat",
-        "deer",
-        "dog",
-        "frog",
-        "horse",
-        "ship",
-        "truck",
-    ),
-    "pathmnist": (
-        "adipose",
-        "background",
-        "debris",
-        "lymphocytes",
-        "mucus",
-        "smooth muscle",
-        "normal colon mucosa",
-        "cancer-associated stroma",
-        "colorectal adenocarcinoma epithelium",
-    ),
-    "dermamnist": (
-        "actinic keratoses and intraepithelial carcinoma",
-        "basal cell carcinoma",
-        "benign keratosis-like lesions",
-        "dermatofibroma",
-        "melanoma",
-        "melanocytic nevi",
-        "vascular lesions",
-    ),
-    "octmnist": ("choroidal neovascularization", "diabetic macular edema", "drusen", "normal"),
-    "pneumoniamnist": ("normal", "pneumonia"),
-    "retinamnist": ("0", "1", "2", "3", "4"),
-    "breastmnist": ("malignant", "normal, benign"),
-    "bloodmnist": (
-        "basophil",
-        "eosinophil",
-        "erythroblast",
-        "immature granulocytes(myelocytes, metamyelocytes and promyelocytes)",
-        "lymphocyte",
-        "monocyte",
-        "neutrophil",
-        "platelet",
-    ),
-    "tissuemnist": (
-        "Collecting Duct, Connecting Tubule",
-        "Distal Convoluted Tubule",
-        "Glomerular endothelial cells",
-        "Interstitial endothelial cells",
-        "Leukocytes",
-        "Podocytes",
-        "Proximal Tubule Segments",
-        "Thick Ascending Limb",
-    ),
-    **{
-        flag: (
-            "bladder",
-            "femur-left",
-            "femur-right",
-            "heart",
-            "kidney-left",
-            "kidney-right",
-            "liver",
-            "lung-left",
-            "lung-right",
-            "pancreas",
-            "spleen",
-        )
-        for flag in ("organamnist", "organcmnist", "organsmnist")
-    },
-}
+def _declared_names(dataset: str) -> tuple[str, ...]:
+    """The class names ``dataset``'s declaration gives (``()``: none, or an unknown name)."""
+    return DATASETS[dataset].class_names if dataset in DATASETS else ()
 
-# the clinical positive class (the disease) of the binary medical data sets
-CLINICAL_POSITIVE: dict[str, int] = {
-    "breast-cancer": 0,
-    "breast-cancer-shifted": 0,
-    "breastmnist": 0,
-    "pneumoniamnist": 1,
-}
 
-UNKNOWN_MEANING = ("site",)  # data whose classes flowerbed cannot name or order
+def clinical_positive(dataset: str) -> int | None:
+    """The clinical positive class (the disease) ``dataset``'s declaration gives, or None."""
+    return DATASETS[dataset].positive_class if dataset in DATASETS else None
+
+
+UNKNOWN_MEANING = (SITE_DATASET,)  # data whose classes flowerbed cannot name or order
 DECLARED = ""  # positive-class: the data set's declared positive class
 CLASSES_FILE = "classes.json"  # a run folder's class names and positive class (run_classes)
 
@@ -133,7 +53,7 @@ def class_names(
 ) -> tuple[str, ...]:
     """The names of ``num_classes`` classes (``class k`` where the data set declares none, or
     declares fewer); ``declared``: the data's own (a site's manifest), before the tables."""
-    names = declared or CLASS_NAMES.get(dataset, ())
+    names = declared or _declared_names(dataset)
     return tuple(names[k] if k < len(names) else f"class {k}" for k in range(num_classes))
 
 
@@ -149,9 +69,9 @@ def _parse_positive(value: str, names: tuple[str, ...]) -> int | None:
 def _check_positive(value: str, config: RunConfig) -> str | None:
     """A ``positive-class`` a known data set does not have (a site's classes are checked once
     its data is read, by ``positive_class``)."""
-    if value == DECLARED or config.dataset not in CLASS_NAMES:
+    names = _declared_names(config.dataset)
+    if value == DECLARED or not names:
         return None
-    names = CLASS_NAMES[config.dataset]
     if len(names) != 2:
         return (
             f"positive-class={value!r}: dataset={config.dataset!r} has {len(names)} classes;"
@@ -204,7 +124,8 @@ def positive_class(
         return declared_positive
     if config.dataset in UNKNOWN_MEANING:
         return None
-    return CLINICAL_POSITIVE.get(config.dataset, 1)
+    declared = clinical_positive(config.dataset)
+    return 1 if declared is None else declared
 
 
 def run_classes(
@@ -229,7 +150,7 @@ def run_classes(
         chosen_by = "positive-class"
     elif declared_positive is not None:
         chosen_by = "site manifest"
-    elif config.dataset in CLINICAL_POSITIVE:
+    elif clinical_positive(config.dataset) is not None:
         chosen_by = "data set"
     else:
         chosen_by = "convention"

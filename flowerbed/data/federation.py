@@ -16,33 +16,22 @@ share and the server's split are views on them (``mapped_images.take``), not cop
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..core.seeding import seed_for
 from ..settings import ConfigError, RunConfig, Setting
-from .datasets import (
-    CACHE_SUBFOLDER,
-    MEDMNIST_IMAGE_SIZES,
-    SITE_DATASET,
-    DatasetSplits,
-    available_datasets,
-    load_dataset,
-)
+from .datasets import load
 from .mapped_images import MappedImages, take
+from .medmnist_files import MEDMNIST_IMAGE_SIZES
+from .options import CACHE_SUBFOLDER, DataOptions, parse_input_shape
 from .partition import PARTITIONERS, Partition, partition_data, split_train_test, stratified_take
-from .pointclouds import POINT_CLOUD_DATASETS
 from .pointclouds import SETTINGS as POINT_CLOUD_SETTINGS
-from .simulations import (
-    FEDPROX_DATASETS,
-    GENERATED_DATASETS,
-    NODE_DATASETS,
-    SimulationOptions,
-)
+from .registry import SITE_DATASET, available_datasets, dataset_spec, family
+from .simulations import NODE_DATASETS
 from .simulations import SETTINGS as SIMULATION_SETTINGS
-from .site_data import load_site_data
+from .splits import DatasetSplits
 
 SITE = "site"  # partitioner: every node's own whole data set; dataset: a site folder's files
 # more than any data set here holds per client (the largest training split, TissueMNIST's, has
@@ -51,7 +40,7 @@ MAX_SAMPLES_PER_CLIENT = 1_000_000
 
 
 def _partitioner_check(value: str, config: RunConfig) -> str | None:
-    if value == SITE and config["dataset"] in GENERATED_DATASETS:
+    if value == SITE and config["dataset"] in family("generated"):
         return (
             f"partitioner='site' means every node's own files; dataset={config['dataset']!r} is"
             " generated from the seed (every node would hold the same samples): use"
@@ -193,7 +182,7 @@ SETTINGS = (
 
 def _input_shape_error(value: str) -> str | None:
     try:
-        input_shape(value)
+        parse_input_shape(value)
     except ValueError:
         return (
             f"input-shape must be positive integers separated by commas (e.g. 1,8,8), got {value!r}"
@@ -201,89 +190,19 @@ def _input_shape_error(value: str) -> str | None:
     return None
 
 
-def input_shape(text: str) -> tuple[int, ...]:
-    """``input-shape``'s text as a shape (``"1,8,8"`` -> ``(1, 8, 8)``; ``""`` -> ``()``)."""
-    shape = tuple(int(part) for part in text.split(",")) if text.strip() else ()
-    if any(size < 1 for size in shape):
-        raise ValueError(text)
-    return shape
-
-
-def _dataset_key(config: RunConfig) -> tuple:
-    """The arguments of ``load_dataset`` that ``config``'s data set reads (a cache key): the seed
-    and ``sim-*`` keys for generated sets only, so the others are not reloaded per seed."""
-    cache_dir = str(
-        Path(config.cache_dir or config.data_path / CACHE_SUBFOLDER).expanduser().resolve()
-    )
-    if config.dataset in GENERATED_DATASETS:
-        options = SimulationOptions.from_config(config).for_dataset(config.dataset)
-        shared = cache_dir if config.dataset in FEDPROX_DATASETS else ""
-        return (config.dataset, "", False, 28, config.seed, options, 0, shared)
-    points = config.num_points if config.dataset in POINT_CLOUD_DATASETS else 0
-    data_dir = str(config.data_path)
-    if config.dataset == SITE_DATASET:
-        options = (
-            config.label_column,
-            input_shape(config.input_shape),
-            config.num_classes,
-            config.local_test_fraction,
-            config.seed,
-        )
-        return (SITE_DATASET, data_dir, False, 0, 0, options, 0, "")
-    return (
-        config.dataset,
-        data_dir,
-        config.download,
-        config.image_size,
-        0,
-        None,
-        points,
-        cache_dir,
-    )
+def _data_key(config: RunConfig) -> tuple:
+    """``config``'s data set and the options it reads (``load``'s arguments; a cache key)."""
+    spec = dataset_spec(config.dataset)
+    return spec, DataOptions.from_config(config).reading(spec.reads, spec.name)
 
 
 def _load(key: tuple) -> DatasetSplits:
-    name, data_dir, download, image_size, seed, options, points, cache_dir = key
-    if name == SITE_DATASET:
-        return _load_site(data_dir, *options)
-    return load_dataset(
-        name,
-        data_dir,
-        download,
-        image_size,
-        seed=seed,
-        simulation=options,
-        cache_dir=cache_dir,
-        **({"num_points": points} if points else {}),
-    )
-
-
-@functools.lru_cache(maxsize=4)
-def _load_site(folder: str, label_column, shape, num_classes, test_fraction, seed) -> DatasetSplits:
-    """A site folder (``site_data``) as a data set: its training and test splits."""
-    site = load_site_data(
-        Path(folder),
-        label_column=label_column,
-        input_shape=shape,
-        num_classes=num_classes,
-        test_fraction=test_fraction,
-        seed=seed,
-    )
-    return DatasetSplits(
-        SITE_DATASET,
-        site.x_train,
-        site.y_train,
-        site.x_test,
-        site.y_test,
-        site.num_classes,
-        class_names=site.class_names,
-        positive_class=site.positive_class,
-    )
+    return load(*key)
 
 
 def load_splits(config: RunConfig) -> DatasetSplits:
     """The run's data set (training pool and held-out test split)."""
-    return _load(_dataset_key(config))
+    return _load(_data_key(config))
 
 
 def partition_for(config: RunConfig, num_partitions: int) -> list[np.ndarray]:
@@ -298,7 +217,7 @@ def server_split(config: RunConfig) -> tuple[torch.Tensor | MappedImages, torch.
     is a view for mapped images."""
     data = load_splits(config)
     indices = torch.from_numpy(
-        _server_indices(_dataset_key(config), config.server_fraction, config.seed)
+        _server_indices(_data_key(config), config.server_fraction, config.seed)
     )
     return take(data.x_train, indices), data.y_train[indices]
 
@@ -385,7 +304,7 @@ def _server_indices(data_key, fraction: float, seed: int) -> np.ndarray:
 
 def _partition(config: RunConfig, num_partitions: int) -> Partition:
     return _partition_cached(
-        _dataset_key(config),
+        _data_key(config),
         num_partitions,
         config.partitioner,
         config.seed,

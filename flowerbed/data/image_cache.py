@@ -291,3 +291,10 @@ def _remove_previous_versions(cache_dir: Path, key: str, identity: dict, keep: P
             continue  # not ours to judge
         if [path for path, _, _ in previous] == paths:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def nchw(images: np.ndarray) -> np.ndarray:
+    """(N, H, W) or (N, H, W, C) -> (N, C, H, W) (a view; the dtype is kept)."""
+    if images.ndim == 3:
+        return images[:, None, :, :]
+    return images.transpose(0, 3, 1, 2)

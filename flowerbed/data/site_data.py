@@ -48,20 +48,18 @@ file (absolute path) and the problem; arguments out of range raise a plain ``Val
 
 from __future__ import annotations
 
-import csv
 import json
-import os
-import re
-import warnings
-import zipfile
 from dataclasses import dataclass
 from logging import WARNING
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import torch
 from flwr.common.logger import log
+
+from .site_images import read_images
+from .site_parts import Part, SiteDataError
+from .site_tables import read_csv_files, read_npz
 
 SITE_FORMATS = ("images", "csv", "npz")
 _MARKERS = {  # format -> the path that marks it, and what that path must be
@@ -70,21 +68,9 @@ _MARKERS = {  # format -> the path that marks it, and what that path must be
     "npz": ("data.npz", Path.is_file),
 }
 _EXPECTED = "train/<class>/<images> (images), train.csv (csv) or data.npz (npz)"
-_NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
-_NUMERIC_KINDS = "biuf"  # numpy dtype kinds accepted as features and labels
-_GRAY_MODES = {"1", "LA", "La"}  # PIL modes converted to 'L'
-_COLOUR_MODES = {"P", "PA", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"}  # to 'RGB'
-_16BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N", "I"}
-_CSV_ENCODING = "utf-8-sig"  # also reads the byte-order mark that Excel writes
-_LOADTXT = {"delimiter": ",", "skiprows": 1, "ndmin": 2, "comments": None, "quotechar": '"'}
 _CHUNK_VALUES = 1 << 22  # values standardised at a time (bounds the float64 temporaries)
 # torchvision's IMG_EXTENSIONS (``ImageFolder``'s), written out: no torchvision import
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 MAX_NAMED_LINKS = 10  # links named in the log line (SiteData.skipped_links has them all)
-
-
-class SiteDataError(ValueError):
-    """A site's data cannot be used: the message names the file (absolute path) and what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -115,14 +101,6 @@ class SiteData:
             for y in (self.y_train, self.y_test)
         )
         return train, test
-
-
-class _Part(NamedTuple):
-    """One split as read: float32 features, int64 labels, the file or folder they came from."""
-
-    x: np.ndarray
-    y: np.ndarray
-    file: Path
 
 
 def detect_format(folder: Path) -> str:
@@ -166,7 +144,7 @@ def load_site_data(
     site_format = detect_format(folder)
     source, folder_classes, skipped = folder, 0, []
     if site_format == "images":
-        train, test, folder_classes = _read_images(folder, skipped)
+        train, test, folder_classes = read_images(folder, skipped)
         if skipped:
             log(
                 WARNING,
@@ -181,10 +159,10 @@ def load_site_data(
                 ),
             )
     elif site_format == "csv":
-        train, test = _read_csv_files(folder, label_column, input_shape)
+        train, test = read_csv_files(folder, label_column, input_shape)
     else:
         source = folder / "data.npz"
-        train, test = _read_npz(source)
+        train, test = read_npz(source)
     if train.x.size == 0:
         raise SiteDataError(f"{train.file} holds no samples or no features: {train.x.shape}")
     if input_shape and input_shape != train.x.shape[1:]:
@@ -260,284 +238,8 @@ def read_manifest(folder: Path, num_classes: int) -> tuple[tuple[str, ...] | Non
     raise SiteDataError(f'{path}: "positive" is {positive!r}; valid: {valid}')
 
 
-# --- images -----------------------------------------------------------------------------------
-class _ImageList(NamedTuple):
-    """A split folder as ``ImageFolder`` lists it: its class folders and (file, class index)."""
-
-    root: str
-    classes: list[str]
-    samples: list[tuple[str, int]]
-
-
-def _is_image(name: str) -> bool:
-    return name.lower().endswith(IMAGE_EXTENSIONS)
-
-
-def _list_images(split_folder: Path, site: Path, skipped: list[str]) -> _ImageList:
-    """``ImageFolder``'s classes and samples of ``split_folder`` (same order), walked without
-    following a link: each link met that would have given a class folder, a subfolder or an
-    image is added to ``skipped`` as ``<path relative to site> -> <target>``."""
-
-    def skip(path: str) -> None:
-        skipped.append(f"{Path(path).relative_to(site)} -> {os.readlink(path)}")
-
-    try:
-        entries = sorted(os.scandir(split_folder), key=lambda entry: entry.name)
-    except OSError as error:
-        raise SiteDataError(f"{split_folder}: {error}") from error
-    classes = []
-    for entry in entries:
-        if entry.is_symlink():
-            if entry.is_dir() or _is_image(entry.name) or not entry.is_file():
-                skip(entry.path)
-        elif entry.is_dir():
-            classes.append(entry.name)
-    if not classes:
-        raise SiteDataError(f"{split_folder}: Couldn't find any class folder in {split_folder}.")
-    samples = []
-    for index, name in enumerate(classes):
-        for root, folders, files in sorted(os.walk(split_folder / name, followlinks=False)):
-            for sub in sorted(folders):
-                if os.path.islink(os.path.join(root, sub)):
-                    skip(os.path.join(root, sub))
-            for file in sorted(files):
-                path = os.path.join(root, file)
-                if not _is_image(file):
-                    continue
-                if os.path.islink(path):
-                    skip(path)
-                else:
-                    samples.append((path, index))
-    return _ImageList(str(split_folder), classes, samples)
-
-
-def _read_images(folder: Path, skipped: list[str]) -> tuple[_Part, _Part | None, int]:
-    """The train part, the test part (None without ``test/``) and the number of classes;
-    ``skipped`` receives the links not followed (``_list_images``)."""
-    found = {}
-    for split in ("train", "test"):
-        path = folder / split
-        if path.is_symlink():
-            skipped.append(f"{split} -> {os.readlink(path)}")
-            if split == "train":
-                raise SiteDataError(
-                    f"{path} is a symbolic link ({os.readlink(path)}): a site's images must lie"
-                    " inside its folder; copy them there"
-                )
-        elif path.exists():
-            found[split] = _list_images(path, folder, skipped)
-    names = sorted(set().union(*(dataset.classes for dataset in found.values())))
-    if all(re.fullmatch(r"[0-9]+", name) for name in names):
-        label_of = {name: int(name) for name in names}
-        if len(set(label_of.values())) < len(names):
-            raise SiteDataError(f"{folder}: class folders {names} name one integer twice")
-        num_classes = max(label_of.values()) + 1
-    else:
-        label_of = {name: index for index, name in enumerate(names)}
-        num_classes = len(names)
-    train = _read_image_part(found["train"], label_of, reference=None)
-    test = None
-    if "test" in found:
-        first = Path(found["train"].samples[0][0]).absolute()
-        test = _read_image_part(found["test"], label_of, reference=(first, train.x.shape[1:]))
-    return train, test, num_classes
-
-
-def _read_image_part(dataset, label_of: dict[str, int], reference) -> _Part:
-    """An ``ImageFolder``'s images as float32 (N, C, H, W); every image must have the shape of
-    ``reference`` ((where, shape)), or of the first image when it is None."""
-    root, paths = Path(dataset.root).absolute(), [Path(p).absolute() for p, _ in dataset.samples]
-    if reference is None and not paths:
-        raise SiteDataError(f"{root} holds no image files in its class folders")
-    labels = [label_of[dataset.classes[index]] for _, index in dataset.samples]
-    reference = reference or (paths[0], _pixels(paths[0]).shape)
-    x = np.empty((len(paths), *reference[1]), dtype=np.float32)
-    for row, path in enumerate(paths):
-        pixels = _pixels(path)
-        if pixels.shape != reference[1]:
-            raise SiteDataError(
-                f"{path} has (channels, height, width) {pixels.shape}, but the first image"
-                f" ({reference[0]}) {reference[1]}"
-            )
-        x[row] = pixels
-    return _Part(x, np.array(labels, dtype=np.int64), root)
-
-
-def _pixels(path: Path) -> np.ndarray:
-    """One image as float32 (C, H, W) in [0, 1]."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as image:
-            image.load()
-            mode = image.mode
-            if mode in _GRAY_MODES:
-                image, mode = image.convert("L"), "L"
-            elif mode in _COLOUR_MODES:
-                image, mode = image.convert("RGB"), "RGB"
-            values = np.asarray(image)
-    except (UnidentifiedImageError, OSError) as error:
-        raise SiteDataError(f"{path}: cannot read the image ({error})") from error
-    if mode in ("L", "RGB"):
-        scale = 255.0
-    elif mode in _16BIT_MODES and values.min() >= 0 and values.max() <= 65535:
-        scale = 65535.0
-    else:
-        raise SiteDataError(
-            f"{path}: image mode {mode!r} is not supported: save it as 8-bit grayscale ('L'),"
-            " RGB, or 16-bit grayscale"
-        )
-    values = values.astype(np.float32) / np.float32(scale)
-    return values[None] if values.ndim == 2 else values.transpose(2, 0, 1)
-
-
-# --- csv --------------------------------------------------------------------------------------
-def _read_csv_files(folder: Path, label_column: str, input_shape: tuple[int, ...]):
-    """The parts of train.csv and test.csv (None when absent)."""
-    train_file = folder / "train.csv"
-    header = _header(train_file, label_column)
-    features = [name for name in header if name != label_column]
-    if input_shape and int(np.prod(input_shape)) != len(features):
-        raise SiteDataError(
-            f"{train_file}: input_shape {input_shape} holds {int(np.prod(input_shape))} values,"
-            f" the file has {len(features)} feature columns"
-        )
-    parts = []
-    for file in (train_file, folder / "test.csv"):
-        if not file.is_file():
-            parts.append(None)
-            continue
-        columns = _header(file, label_column)
-        if sorted(columns) != sorted(header):
-            raise SiteDataError(f"{file}: columns {columns} differ from {train_file}'s {header}")
-        values = _numbers(file, columns, label_column)
-        x = values[:, [columns.index(name) for name in features]].astype(np.float32)
-        labels = _labels(values[:, columns.index(label_column)], f"{file}: row {{}}", first=1)
-        parts.append(_Part(x.reshape(len(x), *input_shape) if input_shape else x, labels, file))
-    return parts
-
-
-def _header(file: Path, label_column: str) -> list[str]:
-    with file.open(newline="", encoding=_CSV_ENCODING) as stream:
-        header = [name.strip() for name in next(csv.reader(stream), [])]
-    if not header:
-        raise SiteDataError(f"{file} is empty: expected a header row")
-    if header.count(label_column) != 1:
-        problem = "no" if label_column not in header else "more than one"
-        raise SiteDataError(
-            f"{file} has {problem} label column {label_column!r}; its columns are {header}"
-        )
-    return header
-
-
-def _numbers(file: Path, columns: list[str], label_column: str) -> np.ndarray:
-    """The data rows as float64 (rows, columns); a cell loadtxt cannot read is named by a second
-    pass (``_name_bad_cell``)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "input contained no data"
-            values = np.loadtxt(file, encoding=_CSV_ENCODING, **_LOADTXT)
-    except ValueError as error:
-        _name_bad_cell(file, columns, label_column)
-        raise SiteDataError(f"{file}: {error}") from error
-    values = values.reshape(-1, len(columns)) if values.size == 0 else values
-    bad = ~np.isfinite(values)
-    if bad.any():
-        row, column = np.argwhere(bad)[0]
-        raise SiteDataError(
-            f"{file}: row {row + 1}, column {columns[column]!r} is {values[row, column]}:"
-            " values must be finite"
-        )
-    return values
-
-
-def _name_bad_cell(file: Path, columns: list[str], label_column: str) -> None:
-    """Raise the error that names the first row or cell ``numpy.loadtxt`` could not read."""
-    with file.open(newline="", encoding=_CSV_ENCODING) as stream:
-        reader = csv.reader(stream)
-        next(reader)
-        rows = (row for row in reader if row)  # loadtxt skips empty lines, and only those
-        for number, row in enumerate(rows, start=1):
-            place = f"{file}: row {number} (line {reader.line_num})"
-            if len(row) != len(columns):
-                raise SiteDataError(f"{place} has {len(row)} cells, the header {len(columns)}")
-            for name, cell in zip(columns, row):
-                try:
-                    float(cell)
-                except ValueError:
-                    if name == label_column:
-                        raise SiteDataError(
-                            f"{place}: label {cell!r} is not an integer (text labels are not"
-                            " mapped to classes: write class indices 0, 1, ...)"
-                        ) from None
-                    raise SiteDataError(
-                        f"{place}, column {name!r}: {cell!r} is not a number"
-                    ) from None
-
-
-# --- npz --------------------------------------------------------------------------------------
-def _read_npz(file: Path) -> tuple[_Part, _Part | None]:
-    """The training arrays and the test arrays (None when the archive has neither)."""
-    try:
-        with np.load(file, allow_pickle=False) as archive:
-            present = list(archive.files)
-            arrays = {key: _npz_array(archive, key, file) for key in present if key in _NPZ_KEYS}
-    except SiteDataError:
-        raise
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as error:
-        raise SiteDataError(f"{file} is not a readable .npz archive ({error})") from error
-    has_test = "x_test" in arrays or "y_test" in arrays
-    for key in ("x_train", "y_train", *(("x_test", "y_test") if has_test else ())):
-        if key not in arrays:
-            raise SiteDataError(f"{file} has no array {key!r}; it has {present}")
-    train = _npz_part(arrays["x_train"], arrays["y_train"], "train", file)
-    if not has_test:
-        return train, None
-    test = _npz_part(arrays["x_test"], arrays["y_test"], "test", file)
-    if test.x.shape[1:] != train.x.shape[1:]:
-        raise SiteDataError(
-            f"{file}: x_test samples have shape {test.x.shape[1:]}, x_train's {train.x.shape[1:]}"
-        )
-    return train, test
-
-
-def _npz_array(archive, key: str, file: Path) -> np.ndarray:
-    try:
-        array = archive[key]
-    except ValueError as error:  # an object array: numpy refuses it without pickle
-        raise SiteDataError(f"{file}: array {key!r} holds Python objects ({error})") from error
-    if array.dtype.kind not in _NUMERIC_KINDS:
-        raise SiteDataError(f"{file}: array {key!r} has dtype {array.dtype}: it must be numeric")
-    return array
-
-
-def _npz_part(x: np.ndarray, y: np.ndarray, split: str, file: Path) -> _Part:
-    if x.ndim < 2 or not (y.ndim == 1 or y.shape[1:] == (1,)):
-        raise SiteDataError(
-            f"{file}: x_{split} has shape {x.shape} and y_{split} {y.shape}: expected x (N, ...)"
-            " with at least one feature axis and y (N,) or (N, 1)"
-        )
-    if len(x) != len(y):
-        raise SiteDataError(f"{file}: x_{split} has {len(x)} samples, y_{split} {len(y)}")
-    x = x.astype(np.float32, copy=False)
-    if not np.isfinite(x).all():
-        raise SiteDataError(f"{file}: x_{split} holds NaN or infinite values")
-    return _Part(x, _labels(y.reshape(-1), f"{file}: y_{split}[{{}}]", first=0), file)
-
-
 # --- shared steps -----------------------------------------------------------------------------
-def _labels(values: np.ndarray, where: str, first: int) -> np.ndarray:
-    """Labels as int64; ``where.format(index + first)`` names the place of a bad one."""
-    good = np.isfinite(values) & (values == np.round(values)) & (values >= 0)
-    if not good.all():
-        index = int(np.argmin(good))
-        raise SiteDataError(
-            f"{where.format(index + first)}: label {values[index]} is not a non-negative integer"
-        )
-    return values.astype(np.int64)
-
-
-def _split(train: _Part, test_fraction: float, seed: int) -> tuple[_Part, _Part]:
+def _split(train: Part, test_fraction: float, seed: int) -> tuple[Part, Part]:
     """A seeded random ``test_fraction`` of ``train`` held out as the test part."""
     count = len(train.y)
     num_test = round(test_fraction * count)
@@ -546,8 +248,8 @@ def _split(train: _Part, test_fraction: float, seed: int) -> tuple[_Part, _Part]
     order = np.random.default_rng(seed).permutation(count)
     held_out, kept = order[:num_test], order[num_test:]
     return (
-        _Part(train.x[kept], train.y[kept], train.file),
-        _Part(train.x[held_out], train.y[held_out], train.file),
+        Part(train.x[kept], train.y[kept], train.file),
+        Part(train.x[held_out], train.y[held_out], train.file),
     )
 
 

@@ -27,7 +27,8 @@ import numpy as np
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
 from ..settings import ConfigError, RunConfig, Setting
-from .federation import SITE, input_shape, load_splits
+from .federation import SITE, load_splits
+from .options import parse_input_shape
 
 SETTINGS = (
     Setting(
@@ -67,7 +68,7 @@ def data_shape(config: RunConfig) -> tuple[tuple[int, ...], int]:
     if server_has_data(config):
         data = load_splits(config)
         return data.input_shape, data.num_classes
-    return input_shape(config.input_shape), config.num_classes
+    return parse_input_shape(config.input_shape), config.num_classes
 
 
 def nodes_report_data(config: RunConfig) -> bool:

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..core.results import atomic_write, write_json
-from ..data.datasets import DataFileError, DataNotFoundError
+from ..data.splits import DataFileError, DataNotFoundError
 from ..settings import ConfigError
 
 STATUSES = ("running", "completed", "failed", "interrupted")

@@ -23,9 +23,9 @@ from ..core.device import run_device
 from ..core.seeding import seed_for
 from ..data import DatasetSplits
 from ..data.classes import positive_class
-from ..data.datasets import DataNotFoundError
 from ..data.federation import load_splits, node_split
 from ..data.mapped_images import MappedImages
+from ..data.splits import DataNotFoundError
 from ..models import Classifier, build_model
 from ..settings import ConfigError, RunConfig
 from .loops import TrainResult, build_optimizer, evaluate_clinical, train_local
