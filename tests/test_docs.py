@@ -148,7 +148,13 @@ def test_the_documentation_lists_are_generated_from_the_nav():
 def test_the_write_path_rewrites_the_lists_from_the_nav(tmp_path):
     """``python -m flowerbed.catalog --write`` (``docs_tables.write_docs``): a page renamed in
     mkdocs.yml's nav is renamed in both lists."""
-    for name in ("mkdocs.yml", "README.md", "docs/index.md", "docs/strategies.md"):
+    for name in (
+        "mkdocs.yml",
+        "README.md",
+        "docs/index.md",
+        "docs/strategies.md",
+        "docs/robustness.md",
+    ):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     mkdocs = tmp_path / "mkdocs.yml"
@@ -217,6 +223,16 @@ def test_the_strategies_table_is_generated_from_the_specs():
     ]
     assert [row.split("`")[1] for row in rows] == list(PROTOCOLS)
     assert "see [Collaborative transfer learning (CTL)](ctl.md)" in block
+
+
+def test_the_robust_aggregation_table_is_generated_from_the_specs():
+    """docs/robustness.md's table: the strategies table's rows of every robust rule."""
+    page = (ROOT / docs_tables.ROBUSTNESS_PAGE).read_text()
+    block = docs_tables.marked_block(page, docs_tables.ROBUST_START, docs_tables.ROBUST_END)
+    mkdocs = docs_nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
+    assert block == docs_tables.robust_table(PROTOCOLS, docs_nav.page_titles(mkdocs)), REGENERATE
+    rows = [line.split("`")[1] for line in block.splitlines()[2:]]
+    assert rows == ["fedmedian", "krum", "multikrum", "bulyan", "trimmedavg"]
 
 
 def test_a_strategy_row_is_its_specs_summary_and_paper():
