@@ -268,8 +268,9 @@ PYPROJECT_START = "[tool.flwr.app.config]\n"
 def write_generated(app_dir: Path) -> None:
     """Rewrite everything generated from the declarations, in place (``python -m
     flowerbed.catalog --write``, after declaring or changing a key or a protocol):
-    pyproject's run-config defaults, the README's protocol table and the documentation's
-    reference pages (``flowerbed.docs_tables``)."""
+    pyproject's run-config defaults and the documentation's generated pieces: the README's
+    protocol table, the strategies table, the architecture layout, the documentation lists and
+    the reference pages (``flowerbed.docs_tables``)."""
     pyproject = app_dir / "pyproject.toml"
     text = pyproject.read_text()
     start = text.index(PYPROJECT_START) + len(PYPROJECT_START)

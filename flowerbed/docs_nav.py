@@ -90,6 +90,18 @@ def nav_titles(mkdocs: dict[str, Any]) -> set[str]:
     return names(mkdocs["nav"])
 
 
+def page_titles(mkdocs: dict[str, Any]) -> dict[str, str]:
+    """Every page's file in the nav (``"qkt.md"``), with its title there."""
+
+    def titles(entries: list) -> dict[str, str]:
+        found = {}
+        for title, target in map(_entry, entries):
+            found.update(titles(target) if isinstance(target, list) else {target: title})
+        return found
+
+    return titles(mkdocs["nav"])
+
+
 def nav_lists(app_dir: Path) -> dict[Path, str]:
     """The lists the README and docs/index.md hold between the markers, made now, by file."""
     mkdocs = read_mkdocs((app_dir / MKDOCS).read_text())

@@ -2,8 +2,9 @@
 that build; the built site reads from disk (file://: links to ``.html`` files, the search index
 as a script, no script from the network); the generated pieces (the README's protocol table,
 the run-config and command reference pages, the documentation lists of the README and the home
-page, from mkdocs.yml's nav) are what ``flowerbed.docs_tables`` and ``flowerbed.docs_nav`` make
-now; the README stays short.
+page, from mkdocs.yml's nav, the strategies page's table and the architecture page's layout) are
+what ``flowerbed.docs_tables``, ``flowerbed.docs_nav`` and ``flowerbed.docs_layout`` make now;
+the README stays short.
 
 The generated files are rewritten by ``python -m flowerbed.catalog --write``.
 """
@@ -16,11 +17,12 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from flowerbed import docs_nav, docs_tables
+from flowerbed import docs_layout, docs_nav, docs_tables
 from flowerbed.catalog import PROTOCOLS, SETTING_GROUPS, SETTINGS
 from flowerbed.cli import parser
 
@@ -146,14 +148,33 @@ def test_the_documentation_lists_are_generated_from_the_nav():
 def test_the_write_path_rewrites_the_lists_from_the_nav(tmp_path):
     """``python -m flowerbed.catalog --write`` (``docs_tables.write_docs``): a page renamed in
     mkdocs.yml's nav is renamed in both lists."""
-    for name in ("mkdocs.yml", "README.md", "docs/index.md"):
+    for name in (
+        "mkdocs.yml",
+        "README.md",
+        "docs/index.md",
+        "docs/strategies.md",
+        "docs/robustness.md",
+    ):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     mkdocs = tmp_path / "mkdocs.yml"
     mkdocs.write_text(mkdocs.read_text().replace("- Use GPUs: gpus.md", "- GPUs, renamed: gpus.md"))
+    mkdocs.write_text(mkdocs.read_text().replace("(CTL): ctl.md", "(CTL), renamed: ctl.md"))
+    # the layout of a package with one module: the architecture page's block is rewritten
+    (tmp_path / "flowerbed").mkdir()
+    (tmp_path / "flowerbed" / "__init__.py").write_text('"""A package."""\n')
+    (tmp_path / "flowerbed" / "only.py").write_text('"""The only module. More."""\n')
+    (tmp_path / docs_layout.ARCHITECTURE_PAGE).write_text(
+        f"# A\n\n{docs_layout.LAYOUT_START}-->\nstale\n{docs_layout.LAYOUT_END}\n\nrest\n"
+    )
     docs_tables.write_docs(tmp_path, SETTING_GROUPS, PROTOCOLS)
     assert "- [GPUs, renamed](docs/gpus.md)" in (tmp_path / "README.md").read_text()
     assert "- [GPUs, renamed](gpus.md)" in (tmp_path / "docs" / "index.md").read_text()
+    strategies = (tmp_path / docs_tables.STRATEGIES_PAGE).read_text()
+    assert "see [Collaborative transfer learning (CTL), renamed](ctl.md)" in strategies
+    architecture = (tmp_path / docs_layout.ARCHITECTURE_PAGE).read_text()
+    assert "stale" not in architecture and architecture.endswith("\n\nrest\n")
+    assert "\nflowerbed/  A package\n  only.py   The only module\n" in architecture
 
 
 def test_every_nav_description_names_a_section_or_page_of_the_nav():
@@ -190,11 +211,44 @@ def test_every_key_and_command_is_in_the_reference():
             assert f"## `flowerbed {name}`" in commands
 
 
-def test_every_protocol_has_a_row_in_the_strategies_page():
-    page = (ROOT / "docs" / "strategies.md").read_text()
-    first_cells = [line.split("|")[1] for line in page.splitlines() if line.startswith("| `")]
-    missing = [name for name in PROTOCOLS if not any(f"`{name}`" in c for c in first_cells)]
-    assert not missing, f"protocols without a row in docs/strategies.md: {missing}"
+def test_the_strategies_table_is_generated_from_the_specs():
+    """docs/strategies.md's table holds what the protocols' ``summary`` and ``paper`` make now,
+    one row per protocol, each protocol's own page linked where the nav has one."""
+    page = (ROOT / docs_tables.STRATEGIES_PAGE).read_text()
+    block = docs_tables.marked_block(page, docs_tables.STRATEGIES_START, docs_tables.STRATEGIES_END)
+    mkdocs = docs_nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
+    assert block == docs_tables.strategy_table(PROTOCOLS, docs_nav.page_titles(mkdocs)), REGENERATE
+    rows = [
+        line for line in block.splitlines() if line.startswith("| `") and "strategy" not in line
+    ]
+    assert [row.split("`")[1] for row in rows] == list(PROTOCOLS)
+    assert "see [Collaborative transfer learning (CTL)](ctl.md)" in block
+
+
+def test_the_robust_aggregation_table_is_generated_from_the_specs():
+    """docs/robustness.md's table: the strategies table's rows of every robust rule."""
+    page = (ROOT / docs_tables.ROBUSTNESS_PAGE).read_text()
+    block = docs_tables.marked_block(page, docs_tables.ROBUST_START, docs_tables.ROBUST_END)
+    mkdocs = docs_nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
+    assert block == docs_tables.robust_table(PROTOCOLS, docs_nav.page_titles(mkdocs)), REGENERATE
+    rows = [line.split("`")[1] for line in block.splitlines()[2:]]
+    assert rows == ["fedmedian", "krum", "multikrum", "bulyan", "trimmedavg"]
+
+
+def test_a_strategy_row_is_its_specs_summary_and_paper():
+    """A ``|`` in a summary is escaped; a page named after the protocol is linked with its title."""
+    spec = PROTOCOLS["fedavg"]
+    odd = replace(spec, name="odd", summary="mean over |S| clients", paper="Someone, 2024")
+    table = docs_tables.strategy_table({"odd": odd}, {"odd.md": "The odd one"})
+    expected = "| `odd` | mean over \\|S\\| clients; see [The odd one](odd.md) | Someone, 2024 |"
+    assert table.splitlines()[2] == expected
+    assert "see [" not in docs_tables.strategy_table({"odd": odd}, {"qkt.md": "QKT"})
+
+
+def test_the_architecture_layout_is_generated_from_the_package():
+    page = (ROOT / docs_layout.ARCHITECTURE_PAGE).read_text()
+    block = docs_tables.marked_block(page, docs_layout.LAYOUT_START, docs_layout.LAYOUT_END)
+    assert block == docs_layout.layout_block(ROOT / "flowerbed"), REGENERATE
 
 
 def test_every_protocol_says_what_it_is_and_what_crosses_the_network():

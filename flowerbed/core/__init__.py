@@ -1,2 +1,4 @@
-"""The ground floor: seeds, the device, progress in words and result files, which every
-other part of flowerbed may use and which use none of them (only ``flowerbed.settings``)."""
+"""The ground floor: seeds, the device, progress in words, clipping and result files.
+
+Every other part of flowerbed may use it; it uses none of them (only ``flowerbed.settings``).
+"""

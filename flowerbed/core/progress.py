@@ -1,4 +1,4 @@
-"""How long a long step takes and has left, in words, for its log lines: FL rounds
+"""How long a long step takes and has left, in words, for its log lines. The steps: FL rounds
 (``runtime.history``), distillation epochs (``kd.student``), data cache builds
 (``data.array_cache``)."""
 

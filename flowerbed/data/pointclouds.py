@@ -1,5 +1,5 @@
 """Point-cloud data sets and the FL + KD benchmark's training augmentation (paper 002, SEEDS.md
-2.1): every shape is ``(num_points, 3)`` float32 coordinates (1024 by default, the paper's),
+2.1). Every shape is ``(num_points, 3)`` float32 coordinates (1024 by default, the paper's),
 centred and scaled into the unit sphere (the ModelNet preprocessing of PointNet++'s loader),
 labels int64.
 

@@ -1,7 +1,8 @@
-"""Generated data sets, seeded by the run's ``seed``: the CTL paper's two simulations (Casey et
-al., "Distributed Collaborative Learning with Representative Knowledge Sharing", Mathematics
-2025), below, and the FedProx paper's ``synthetic`` / ``synthetic-iid`` (``fedprox_synthetic``,
-registered here: ``sim-nodes`` clients, each its own node).
+"""Generated data sets, seeded by the run's ``seed``: the CTL paper's two simulations and the
+FedProx paper's synthetic sets. The CTL paper's (Casey et al., "Distributed Collaborative
+Learning with Representative Knowledge Sharing", Mathematics 2025) are below; the FedProx
+paper's ``synthetic`` / ``synthetic-iid`` (``fedprox_synthetic``) are registered here:
+``sim-nodes`` clients, each its own node.
 
 * ``breast-cancer-shifted`` (Simulation 1, Sec. 4.1): ``sim-shifts`` shifted copies of
   scikit-learn's breast cancer data (569 x 30). Copy s moves feature j by c_{s,j} sigma_j, with

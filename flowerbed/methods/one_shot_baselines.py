@@ -55,28 +55,29 @@ def knowledge_distillation(job: Transfer):
 PROTOCOLS = (
     one_shot_protocol(
         "local",
-        "no transfer: each client keeps its locally trained model",
+        "one-shot baseline: each client keeps its locally trained model (no transfer)",
         QKT_PAPER,
         keep_local,
         "none",
     ),
     one_shot_protocol(
         "fedavg1",
-        "FedAvg(1): one round averaging the locally trained models",
+        "one-shot baseline FedAvg(1): one round averaging the locally trained models",
         "McMahan et al., AISTATS 2017 (one round)",
         fedavg_one_round,
         "average",
     ),
     one_shot_protocol(
         "ensemble",
-        "mean of the softmax outputs of the student's and every teacher's model",
+        "one-shot baseline: mean of the softmax outputs of the student's and all teachers' models",
         "Dietterich, 2000",
         ensemble,
         "teachers",
     ),
     one_shot_protocol(
         "kd",
-        "naive KD (Eq. 1): CE + alpha * sum of KL to every teacher on local data",
+        "one-shot baseline: naive KD, CE + alpha · sum over all teachers of KL(p_t, p_s) on the"
+        " student's data (Eq. 1)",
         "Hinton et al., 2015",
         knowledge_distillation,
         "teachers",

@@ -256,8 +256,9 @@ def qkt_light_transfer(job: Transfer):
 PROTOCOLS = (
     one_shot_protocol(
         "qkt",
-        "query-based knowledge transfer: filtered, class-masked distillation, then"
-        " head refinement on the frozen feature extractor (one round)",
+        "one-shot query-based knowledge transfer: teachers filtered with Gaussian noise (Eq. 2),"
+        " class-masked distillation on the whole model (Eqs. 3-4), then the old head restored and"
+        " refined on the frozen feature extractor",
         PAPER,
         qkt_transfer,
         "teachers",
@@ -266,7 +267,8 @@ PROTOCOLS = (
     ),
     one_shot_protocol(
         "qkt-light",
-        "QKT with naive KD in Phase 1; filtering and masks only in the head refinement (one round)",
+        "QKT with naive KD (all teachers, all classes) in Phase 1; filtering and masks only in the"
+        " head refinement",
         PAPER,
         qkt_light_transfer,
         "teachers",

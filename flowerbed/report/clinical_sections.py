@@ -1,7 +1,7 @@
-"""The report's clinical reading: the global model on the server's test set (counts, metrics
-with their intervals, confusion matrices, the ROC curve and calibration, from ``clinical.json``)
-and each site at the last round (the per-site table and a forest plot, from
-``client_table.jsonl``), every class named (``classes.json``)."""
+"""The report's clinical reading: the global model on the server's test set and each site at
+the last round. The global model: counts, metrics with their intervals, confusion matrices, the
+ROC curve and calibration, from ``clinical.json``; each site: the per-site table and a forest
+plot, from ``client_table.jsonl``; every class named (``classes.json``)."""
 
 from __future__ import annotations
 

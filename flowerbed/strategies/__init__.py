@@ -2,7 +2,8 @@
 
 Every algorithm here is one Flower strategy; ``flowerbed.catalog`` runs each as a protocol of
 FL rounds. To add an algorithm, write ``strategies/<name>.py`` holding its Flower strategy, its
-client step, its settings and a ``SPEC`` (or ``SPECS``), and list it below.
+client step, its settings and a ``SPEC`` (or ``SPECS``), list it below, then run ``python -m
+flowerbed.catalog --write`` (the documentation's tables come from the specs).
 """
 
 from __future__ import annotations

@@ -100,8 +100,9 @@ def evaluate_ditto(client: LocalClient, msg: Message) -> Message:
 
 SPEC = StrategySpec(
     name="ditto",
-    summary="FedAvg global model plus a personal model per client, trained on"
-    " F_k(v) + (lambda/2)||v - w_global||^2 and kept on the client",
+    summary="FedAvg global model plus a personal model per client (in `context.state`), trained on"
+    " F_k(v) + (lambda/2)‖v − w_global‖²; evaluation reports `accuracy` (global) and"
+    " `personal-accuracy` (key `ditto-lambda`)",
     paper="Li et al., ICML 2021",
     build_server=build_fedavg,  # the server is FedAvg's
     client_train=train_ditto,

@@ -31,7 +31,7 @@ def build_fedavg(config: RunConfig, **kwargs) -> FedAvg:
 
 SPEC = StrategySpec(
     name="fedavg",
-    summary="weighted average of the clients' locally trained models",
+    summary="weighted average of the clients' locally trained models (Flower's `FedAvg`)",
     paper="McMahan et al., AISTATS 2017",
     build_server=build_fedavg,
     client_train=train_plain,

@@ -94,7 +94,10 @@ def evaluate_fedbn(client: LocalClient, msg: Message) -> Message:
 
 SPEC = StrategySpec(
     name="fedbn",
-    summary="FedAvg of every layer but batch norm; each client keeps its batch-norm layers",
+    summary="FedAvg of every layer except batch norm: each client keeps its BN weights, biases and"
+    " statistics in `context.state` and puts them back on receipt; the server's model"
+    " (centralized evaluation) holds the sample-weighted mean of the clients' BN layers,"
+    " client evaluation uses the client's own",
     paper="Li et al., ICLR 2021",
     build_server=build_fedavg,  # the server is FedAvg's
     client_train=train_fedbn,

@@ -99,7 +99,9 @@ def build_feddyn(config: RunConfig, **kwargs) -> FedDyn:
 
 SPEC = StrategySpec(
     name="feddyn",
-    summary="dynamic regulariser -<grad_k, w> + (alpha/2)||w - w_global||^2; server state h",
+    summary="dynamic regularisation: client loss L_k(w) − ⟨∇L_k, w⟩ + (α/2)‖w − w_global‖², ∇L_k ←"
+    " ∇L_k − α(w_k − w_global) kept in `context.state`; server h ← h − (α/m) Σ (w_k −"
+    " w_global), w ← mean w_k − h/α (key `feddyn-alpha`)",
     paper="Acar et al., ICLR 2021",
     build_server=build_feddyn,
     client_train=train_feddyn,

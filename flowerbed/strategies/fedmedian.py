@@ -19,7 +19,7 @@ def build_fedmedian(config: RunConfig, **kwargs) -> FedMedian:
 
 SPEC = StrategySpec(
     name="fedmedian",
-    summary="coordinate-wise median of the clients' models",
+    summary="coordinate-wise median of the clients' models (Flower's `FedMedian`)",
     paper="Yin et al., ICML 2018",
     build_server=build_fedmedian,
     client_train=train_plain,

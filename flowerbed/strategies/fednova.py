@@ -90,7 +90,11 @@ def build_fednova(config: RunConfig, **kwargs) -> FedNova:
 
 SPEC = StrategySpec(
     name="fednova",
-    summary="normalised averaging: clients send (x - y_i)/a_i, server steps tau_eff = sum p_i a_i",
+    summary="normalised averaging: client i reports d_i = (x − y_i)/a_i and a_i for the SGD it ran"
+    " (a_i = τ_i; with momentum ρ: [τ_i − ρ(1 − ρ^τ_i)/(1 − ρ)]/(1 − ρ); with a proximal"
+    " term a ← a(1 − ημ) + 1 per step); server x ← x − τ_eff Σ p_i d_i, τ_eff = Σ p_i a_i,"
+    " p_i ∝ n_i (keys `fednova-proximal-mu`; use with `local-epochs-max`; needs"
+    " `optimizer='sgd'`)",
     paper="Wang et al., NeurIPS 2020",
     build_server=build_fednova,
     client_train=train_fednova,

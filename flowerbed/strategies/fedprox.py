@@ -34,7 +34,7 @@ def build_fedprox(config: RunConfig, **kwargs) -> FedProx:
 
 SPEC = StrategySpec(
     name="fedprox",
-    summary="FedAvg with a proximal term (mu/2)||w - w_global||^2 in the client loss",
+    summary="FedAvg with (mu/2)‖w − w_global‖² in the client loss (Flower's `FedProx`)",
     paper="Li et al., MLSys 2020",
     build_server=build_fedprox,
     client_train=train_fedprox,

@@ -147,8 +147,9 @@ ROBUST = "multi-round FL, robust aggregation"
 SPECS = (
     StrategySpec(
         "krum",
-        "the client model with the lowest Krum score (sum of squared distances to its n - f - 2"
-        " nearest others)",
+        "the client model of lowest score, score = sum of squared distances to its n − f − 2"
+        " nearest others, over the whole state dict (batch-norm buffers included) (Flower's `Krum`;"
+        " key `num-malicious-clients` = f; needs n > 2f + 2 sampled clients)",
         _BLANCHARD,
         build_krum,
         train_plain,
@@ -158,7 +159,9 @@ SPECS = (
     ),
     StrategySpec(
         "multikrum",
-        "mean of the m client models with the lowest Krum scores",
+        "mean of the m client models of lowest Krum score, weighted by num-examples (Flower's"
+        " `MultiKrum`; keys `num-malicious-clients`, `multikrum-selected` = m; needs n > 2f + 2 and"
+        " m ≤ n − f)",
         _BLANCHARD,
         build_multikrum,
         train_plain,
@@ -168,8 +171,9 @@ SPECS = (
     ),
     StrategySpec(
         "bulyan",
-        "theta = n - 2f models selected by Krum scores, then per coordinate the mean of the"
-        " theta - 2f values closest to their median",
+        "θ = n − 2f models of lowest Krum score (one scoring pass, Flower's; the paper reruns Krum"
+        " after each pick), then per coordinate the uniform mean of the β = θ − 2f values closest"
+        " to their median (Flower's `Bulyan`; key `num-malicious-clients`; needs n ≥ 4f + 3)",
         "El Mhamdi et al., ICML 2018",
         build_bulyan,
         train_plain,

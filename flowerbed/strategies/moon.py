@@ -174,8 +174,11 @@ def evaluate_moon(client: LocalClient, msg: Message) -> Message:
 
 SPEC = StrategySpec(
     name="moon",
-    summary="FedAvg whose clients add mu * a contrastive loss pulling the projected"
-    " representation toward the global model's and away from their previous model's",
+    summary="FedAvg; clients add mu·l_con, a contrastive loss (cosine similarity, temperature T)"
+    " pulling the projected representation toward the global model's and away from their"
+    " previous local model's (kept in `context.state`); the model gets a 2-layer projection"
+    " head with the output layer on top (keys `moon-mu`, `moon-temperature`, `moon-"
+    "projection-dim`)",
     paper="Li, He, Song, CVPR 2021",
     build_server=build_fedavg,  # the server is FedAvg's
     client_train=train_moon,

@@ -428,7 +428,10 @@ def fisher_reply(config: RunConfig):
 
 SPEC = StrategySpec(
     name="qfedfisher",
-    summary="Fisher-weighted average of client models, FedAvg value where sum F_i < delta",
+    summary="clients send their parameters and a layer-wise min-max normalised empirical diagonal"
+    " Fisher (its own ArrayRecord); server: sum_i F_i θ_i / sum_i F_i, the FedAvg value"
+    " where sum_i F_i < delta; clients keep their own parameters where their Fisher >="
+    " delta (Fig. 3). Any model (keys `qfedfisher-*`)",
     paper="Bhatia & Kais, 2025 (QFedFisher)",
     build_server=build_qfedfisher,
     client_train=train_qfedfisher,

@@ -49,7 +49,8 @@ VQC_EXCHANGED = "the VQC's parameters (rotation angles, readout), both ways, eve
 SPECS = (
     StrategySpec(
         "qfedavg",
-        "FedAvg on the variational quantum classifier (model 'vqc')",
+        "FedAvg on the VQC (Flower's `FedAvg`; requires `model='vqc'`). Not Flower's `QFedAvg`,"
+        " which is q-FFL",
         _PAPER,
         build_qfedavg,
         train_plain,
@@ -59,7 +60,7 @@ SPECS = (
     ),
     StrategySpec(
         "qfedadam",
-        "FedAdam on the variational quantum classifier (model 'vqc')",
+        "FedAdam on the VQC (Flower's `FedAdam`, `adaptive-*` keys; requires `model='vqc'`)",
         _PAPER,
         build_qfedadam,
         train_plain,

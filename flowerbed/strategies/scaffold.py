@@ -134,7 +134,11 @@ def build_scaffold(config: RunConfig, **kwargs) -> Scaffold:
 
 SPEC = StrategySpec(
     name="scaffold",
-    summary="control variates: local steps corrected by (c - c_i); c_i kept on the client",
+    summary="option II control variates: local steps corrected by (c − c_i), c_i kept in"
+    " `context.state`, c_i⁺ = c_i − c + (x − y)/(K η); server x ← x + η_g mean Δy, c ← c +"
+    " (|S|/N) mean Δc (trainable parameters; batch-norm statistics averaged). With momentum"
+    " ρ the client's K is FedNova's effective step count (= K for ρ = 0) (key `scaffold-"
+    "server-learning-rate`; needs `optimizer='sgd'`)",
     paper="Karimireddy et al., ICML 2020",
     build_server=build_scaffold,
     client_train=train_scaffold,

@@ -212,7 +212,8 @@ _REDDI = "Reddi et al., ICLR 2021"
 SPECS = (
     StrategySpec(
         "fedavgm",
-        "FedAvg step applied with server momentum",
+        "FedAvg step applied with server momentum (Flower's `FedAvgM`) on trainable parameters;"
+        " batch-norm statistics take the FedAvg value",
         "Hsu et al., 2019",
         build_fedavgm,
         train_plain,
@@ -220,7 +221,8 @@ SPECS = (
     ),
     StrategySpec(
         "fedadam",
-        "Adam on the FedAvg pseudo-gradient",
+        "Adam on the FedAvg pseudo-gradient (Flower's `FedAdam`) of the trainable parameters;"
+        " batch-norm statistics take the FedAvg value",
         _REDDI,
         build_fedadam,
         train_plain,
@@ -228,7 +230,8 @@ SPECS = (
     ),
     StrategySpec(
         "fedyogi",
-        "Yogi on the FedAvg pseudo-gradient",
+        "Yogi on the FedAvg pseudo-gradient (Flower's `FedYogi`) of the trainable parameters;"
+        " batch-norm statistics take the FedAvg value",
         _REDDI,
         build_fedyogi,
         train_plain,
@@ -236,7 +239,8 @@ SPECS = (
     ),
     StrategySpec(
         "fedadagrad",
-        "Adagrad on the FedAvg pseudo-gradient",
+        "Adagrad on the FedAvg pseudo-gradient (Flower's `FedAdagrad`) of the trainable"
+        " parameters; batch-norm statistics take the FedAvg value",
         _REDDI,
         build_fedadagrad,
         train_plain,

@@ -75,8 +75,9 @@ def build_trimmedavg(config: RunConfig, **kwargs) -> FedTrimmedAvg:
 
 SPEC = StrategySpec(
     name="trimmedavg",
-    summary="coordinate-wise mean of the clients' values without the beta fraction largest and"
-    " smallest",
+    summary="coordinate-wise trimmed mean: per coordinate the int(β·n) largest and smallest values"
+    " dropped, the uniform mean of the rest (Flower's `FedTrimmedAvg`; key `trim-fraction`"
+    " = β; a β that trims nothing on the sampled clients is named in a warning)",
     paper="Yin et al., ICML 2018",
     build_server=build_trimmedavg,
     client_train=train_plain,

@@ -355,8 +355,10 @@ DEFAULTS = {"dataset": "breast-cancer"}
 
 PROTOCOL = ProtocolSpec(
     name="ctl",
-    summary="collaborative transfer learning: predictions on shared class centroids, guests"
-    " weighted by energy coefficients, no global model",
+    summary="decentralised, no global model: each node keeps a logistic regression, shares its two"
+    " class centroids, its class-wise moments and, every round, its predictions on"
+    " everyone's centroids; it distils (Bernoulli KL) from selected guests weighted by"
+    " energy coefficients between data distributions (keys `ctl-*`; binary labels)",
     paper=PAPER,
     phases=lambda config: (CTLShare(), CTLRounds()),
     settings=SETTINGS,

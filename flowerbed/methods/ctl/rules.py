@@ -1,6 +1,7 @@
-"""CTL's rules, shared by the Flower protocol (``ctl.protocol``, ``ctl.node``) and the NumPy
-reference simulator (``ctl.reference``): who predicts which tasks, which guests a node listens
-to, how much (lambda), and the energy-coefficient row a node shares.
+"""CTL's rules, shared by the Flower protocol and the NumPy reference simulator. The protocol is
+``ctl.protocol`` and ``ctl.node``, the simulator ``ctl.reference``; the rules: who predicts
+which tasks, which guests a node listens to, how much (lambda), and the energy-coefficient row a
+node shares.
 
 "Distributed Collaborative Learning with Representative Knowledge Sharing" (Casey et al.,
 Mathematics 2025). The paper's extracted text lost its equation numbers; (C1)-(C13) are the

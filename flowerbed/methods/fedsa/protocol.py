@@ -147,8 +147,11 @@ def phases(config: RunConfig):
 
 PROTOCOL = ProtocolSpec(
     name="fedsa",
-    summary="selective amalgamation of private teachers into the server's target model:"
-    " saliency-based teacher sampling, hint distillation at the owners, task adaptation",
+    summary="knowledge amalgamation: the server's target model learns from private teachers that"
+    " never leave their owners; teachers drawn by saliency similarity (Eqs. 1-3), hint"
+    " distillation with a translator kept by each owner (Eq. 4), average with"
+    " multiplicities (Eq. 5), task adaptation on the server's few labels (keys `fedsa-*`,"
+    " needs `server-fraction`)",
     paper=PAPER,
     phases=phases,
     settings=(*SETTINGS, *LOCAL_FIT_SETTINGS),
