@@ -26,7 +26,7 @@ CPU), a site's own data (``partitioner='site'``: the nodes' data, on their machi
 models of some protocols (distillation students, teachers, translators), and how many
 processes a simulation runs side by side (each must fit: the limit is per process). The
 numbers are estimates, not guarantees: the activation counts equal torch's own count of a
-forward pass (``tests/test_resources.py``), and the peaks measured here (resident memory of a
+forward pass (``tests/test_preflight.py``), and the peaks measured here (resident memory of a
 training step, an evaluation batch, a ball query, a ``synthetic`` partition) came within 10 %
 of them, except training, which took 1.07 to 1.53 times the saved activations (counted as 1.5)
 and PointNet++'s, which took half the estimate.
@@ -111,7 +111,7 @@ FIXED_SIZES = {
     "mnist-5k": (4_000, 1_000, (1, 28, 28), 10),  # held in memory (counted as float32)
 }
 # MedMNIST 2D: (train, test, channels, classes) of each flag (medmnist.INFO; the val split is
-# not used); tests/test_resources.py checks them against the package
+# not used); tests/test_preflight.py checks them against the package
 MEDMNIST_SPLITS = {
     "pathmnist": (89_996, 7_180, 3, 9),
     "dermamnist": (7_007, 2_005, 3, 7),
@@ -376,7 +376,7 @@ def activations(name: str, shape: tuple[int, ...], num_classes: int) -> tuple[in
     for the backward pass), and the most values alive at once in evaluation (no gradients: the
     input and output of the widest layer, or PointNet++'s ball query). Counted layer by layer
     for each architecture;
-    ``tests/test_resources.py`` compares the first number with a forward pass on torch's meta
+    ``tests/test_preflight.py`` compares the first number with a forward pass on torch's meta
     device. ``None`` for the VQC."""
     c = num_classes
     if name in ("logreg", "mlp", "mlp-small"):
