@@ -9,27 +9,32 @@ dying later by the kernel's out-of-memory killer, a full disk, or a SIGBUS.
 Two numbers are compared:
 
 * **memory of one process** (the ServerApp, and every ClientApp process or Ray actor, each of
-  which loads the same data set; the parts of both counted together) against this machine's available memory (``/proc/meminfo``'s
-  MemAvailable, else ``os.sysconf``'s available pages): Python with torch and Flower loaded,
+  which loads the same data set; the parts of both counted together) against this machine's
+  available memory (``/proc/meminfo``'s MemAvailable, else ``os.sysconf``'s available pages): Python with torch and Flower loaded,
   the data set held in the process, the partition, one client's local split, the model's state,
   and the larger of two transient peaks: loading or generating the data set, and the model's
   activations;
 * **disk of the data cache** (``cache-dir``; only what is not built yet) against the free space
   of its file system (``shutil.disk_usage``).
 
-Every part is a simple formula, written next to it below, of sizes the run config fixes (the
-data sets' sample counts and shapes are tabled here: no file is read, no data set loaded). Not
-counted: memory-mapped rows (MedMNIST, CIFAR-10, MNIST and the ``synthetic`` sets are files
-that the operating system pages in and out, shared by every process; only their disk is
-checked), the GPU (activations are counted against the host only when the run trains on the
-CPU), a site's own data (``partitioner='site'``: the nodes' data, on their machines), extra
-models of some protocols (distillation students, teachers, translators), and how many
-processes a simulation runs side by side (each must fit: the limit is per process). The
-numbers are estimates, not guarantees: the activation counts equal torch's own count of a
-forward pass (``tests/test_preflight.py``), and the peaks measured here (resident memory of a
-training step, an evaluation batch, a ball query, a ``synthetic`` partition) came within 10 %
-of them, except training, which took 1.07 to 1.53 times the saved activations (counted as 1.5)
-and PointNet++'s, which took half the estimate.
+Every part but the model's activations is a simple formula, written next to it below, of
+sizes the run config fixes (the data sets' sample counts and shapes are tabled here: no file is
+read, no data set loaded). The activations come from the model itself: one sample through it on
+torch's meta device (``models.footprint.activations``), the values of every leaf module's
+output (what training keeps for backward, times ``batch-size``) and the most bytes alive at
+once without gradients (an evaluation batch: the widest layer, or PointNet++'s ball query),
+so a new model needs no edit here. Not counted: memory-mapped rows (MedMNIST, CIFAR-10, MNIST
+and the ``synthetic`` sets are files that the operating system pages in and out, shared by
+every process; only their disk is checked), the GPU (activations are counted against the host
+only when the run trains on the CPU), a site's own data (``partitioner='site'``: the nodes'
+data, on their machines), extra models of some protocols (distillation students, teachers,
+translators), and how many processes a simulation runs side by side (each must fit: the limit
+is per process). The numbers are estimates, not guarantees: the peaks measured here (resident
+memory of a training step, an evaluation batch, a ball query, a ``synthetic`` partition) came
+within 10 % of them, except training, which took 1.07 to 1.53 times the saved activations
+(counted as 1.5), and PointNet++'s, which took half of an estimate that also counted its first
+ball query in training (its distances are freed before the outputs of that set abstraction are
+made: they now count in evaluation only).
 
 The VQC is sized from its plan (``models.vqc.plan_vqc``, what its builder builds): its
 parameters (``vqc-layers`` x ``vqc-qubits`` x 2 angles, and the classical parts), and a
@@ -43,6 +48,7 @@ memory).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -51,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from ..data.datasets import (
     CACHE_SUBFOLDER,
@@ -75,7 +82,7 @@ from ..data.simulations import (
     node_test_size,
     synthetic_cache_folder,
 )
-from ..models import MODELS
+from ..models import MODELS, footprint
 from ..models.vqc import VQCPlan, gates_per_layer, plan_vqc, training_bytes
 from ..settings import ConfigError, RunConfig
 
@@ -97,9 +104,6 @@ SYNTHETIC_ROW_BYTES = NUM_FEATURES * FLOAT + 2 * INDEX  # features, label, node 
 SYNTHETIC_BUILD_BYTES_PER_CLIENT = 6_500
 # E[n_k] = E[floor(lognormal(4, 2))] + 50 ~ exp(4 + 2^2 / 2) - 1/2 + 50
 SYNTHETIC_MEAN_SAMPLES = math.exp(SIZE_LOG_MEAN + SIZE_LOG_STD**2 / 2) - 0.5 + MIN_SAMPLES
-# ball query (``models.point_ops.ball_query``): distances, masks and int64 ranks live at once
-# for every (centroid, point) pair of the first set abstraction: 31 bytes, ~8 float32 values
-BALL_QUERY_VALUES = 8
 VQC_KEYS = ("vqc-layers", "vqc-qubits", "batch-size")  # what sizes a VQC's training step
 
 # (train, test) samples, input shape, classes of the data sets with fixed sizes
@@ -317,24 +321,48 @@ def vqc_plan(shape: tuple[int, ...], num_classes: int, config: RunConfig | None)
         return None
 
 
-def parameter_count(
-    name: str, shape: tuple[int, ...], num_classes: int, config: RunConfig | None = None
-) -> int | None:
-    """Parameters of model ``name`` for this input, built on torch's meta device (shapes only,
-    nothing allocated); the VQC's from its plan for the run ``config``
-    (``VQCPlan.parameter_count``: PennyLane allocates even on the meta device). ``None`` for a
-    model that does not fit the data (``start_run`` reports that when it builds it)."""
-    if name == "vqc":
-        plan = vqc_plan(shape, num_classes, config)
-        return plan.parameter_count() if plan else None
-    if name not in MODELS:
+def meta_model(name: str, shape: tuple[int, ...], num_classes: int) -> nn.Module | None:
+    """Model ``name`` for this input built on torch's meta device (shapes only, nothing
+    allocated), or ``None``: the VQC (PennyLane allocates even on the meta device: its plan
+    sizes it), a model not registered, or one whose builder refuses the input."""
+    if name == "vqc" or name not in MODELS:
         return None
     try:
         with torch.device("meta"):
-            model = MODELS[name](shape, num_classes)
+            return MODELS[name](shape, num_classes)
     except ValueError:
         return None
-    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def parameter_count(
+    name: str, shape: tuple[int, ...], num_classes: int, config: RunConfig | None = None
+) -> int | None:
+    """Parameters of model ``name`` for this input, built on torch's meta device; the VQC's
+    from its plan for the run ``config`` (``VQCPlan.parameter_count``). ``None`` for a model
+    that does not fit the data (``start_run`` reports that when it builds it)."""
+    if name == "vqc":
+        plan = vqc_plan(shape, num_classes, config)
+        return plan.parameter_count() if plan else None
+    model = meta_model(name, shape, num_classes)
+    return footprint.parameter_count(model) if model is not None else None
+
+
+@functools.lru_cache(maxsize=32)
+def model_activations(
+    name: str, shape: tuple[int, ...], num_classes: int
+) -> footprint.Activations | None:
+    """One sample's activations of model ``name`` (``models.footprint.activations``, a pass on
+    the meta device: seconds for PointNet++, whose sampling loops op by op, so kept for the
+    next check of this process), or ``None`` where there is no such pass: the VQC (its plan
+    sizes its training step), a model that does not fit the data, and one whose forward pass
+    cannot run on the meta device (its activations are then not counted)."""
+    model = meta_model(name, shape, num_classes)
+    if model is None:
+        return None
+    try:
+        return footprint.activations(model, shape)
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def check_model_fits(config: RunConfig) -> None:
@@ -369,69 +397,6 @@ def check_data_files(config: RunConfig) -> None:
     if config.dataset in downloadable_datasets():
         missing += ", or add --set download=true on a machine with internet"
     raise ConfigError(f"dataset={config.dataset!r}: {missing}")
-
-
-def activations(name: str, shape: tuple[int, ...], num_classes: int) -> tuple[int, int] | None:
-    """Per sample: the values of every layer's output in one forward pass (what training keeps
-    for the backward pass), and the most values alive at once in evaluation (no gradients: the
-    input and output of the widest layer, or PointNet++'s ball query). Counted layer by layer
-    for each architecture;
-    ``tests/test_preflight.py`` compares the first number with a forward pass on torch's meta
-    device. ``None`` for the VQC."""
-    c = num_classes
-    if name in ("logreg", "mlp", "mlp-small"):
-        d = math.prod(shape)
-        hidden = {"mlp": 64, "mlp-small": 24}.get(name)
-        total = d + c + (4 * hidden if hidden else 0)  # Linear, ReLU per hidden layer
-        return total, 2 * max(d, hidden or 0)
-    if name in ("cnn", "cnn-small", "cnn-bn") and len(shape) == 3:
-        first, second, embedding = (16, 32, 64) if name == "cnn-small" else (32, 64, 128)
-        layers = 3 if name == "cnn-bn" else 2  # conv (+ batch norm) + ReLU
-        full, half = shape[1] * shape[2], (shape[1] // 2) * (shape[2] // 2)
-        total = (
-            first * full * layers  # first convolution
-            + first * half  # max pool
-            + second * half * layers  # second convolution
-            + 2 * 16 * second  # adaptive pool to 4x4, flatten
-            + embedding * layers
-            + c
-        )
-        return total, 2 * first * full
-    if name == "resnet18" and len(shape) == 3:
-        h, w = shape[1], shape[2]
-        stage = [math.ceil(h / 2**i) * math.ceil(w / 2**i) for i in range(4)]
-        # stem conv, bn, relu, identity pool; per BasicBlock conv, bn, relu, conv, bn, relu;
-        # the first block of stages 2-4 adds its downsampling conv and bn
-        total = (
-            64 * stage[0] * (4 + 12)
-            + 128 * stage[1] * 14
-            + 256 * stage[2] * 14
-            + 512 * stage[3] * 14
-            + 2 * 512  # average pool, flatten
-            + c
-        )
-        return total, 2 * 64 * stage[0]
-    if name == "pointnet" and len(shape) == 2:
-        points = shape[0]
-        # shared MLP: Linear, BatchNorm, ReLU per width on every point; FC 512 (Linear,
-        # BatchNorm, ReLU), FC 256 (Linear, Dropout, BatchNorm, ReLU)
-        total = 3 * (64 + 128 + 1024) * points + 3 * 512 + 4 * 256 + c
-        return total, 2 * 1024 * points
-    if name in ("pointnet2", "pointnet2-small") and len(shape) == 2:
-        points = shape[0]
-        if name == "pointnet2":
-            (m1, k1, w1), (m2, k2, w2), (w3, fc) = (512, 32, 256), (128, 64, 512), (1792, 768)
-        else:
-            (m1, k1, w1), (m2, k2, w2), (w3, fc) = (256, 16, 128), (64, 32, 256), (896, 384)
-        m1, k1 = min(m1, points), min(k1, points)
-        m2, k2 = min(m2, m1), min(k2, m1)
-        # each set abstraction: Linear, BatchNorm, ReLU per width of its shared MLP, on every
-        # grouped point; the FC blocks: Linear, BatchNorm, ReLU, Dropout
-        grouped = 3 * (w1 * m1 * k1 + w2 * m2 * k2 + w3 * m2) + 4 * fc + c
-        ball_query = BALL_QUERY_VALUES * m1 * points
-        widest = max((w1 // 2) * m1 * k1, (w2 // 2) * m2 * k2)  # each MLP's last width: half
-        return grouped + ball_query, max(ball_query, 2 * widest)
-    return None
 
 
 def trains_on_cpu(config: RunConfig) -> bool:
@@ -512,20 +477,19 @@ def estimate(config: RunConfig, num_clients: int | None = None) -> Estimate:
                     VQC_KEYS,
                 )
             )
-        counts = activations(config.model, shape, classes)
-        if counts is not None and trains_on_cpu(config):
-            total, largest = counts
+        sample = model_activations(config.model, tuple(shape), classes)
+        if sample is not None and trains_on_cpu(config):
             transient.append(
                 Need(
                     f"training activations ({config.model}, batch-size {config.batch_size})",
-                    int(TRAINING_PEAK * total * config.batch_size * FLOAT),
+                    int(TRAINING_PEAK * sample.kept * config.batch_size * FLOAT),
                     ("model", "batch-size", *sizing),
                 )
             )
             transient.append(
                 Need(
                     f"evaluation batches of {EVALUATION_BATCH} ({config.model})",
-                    largest * EVALUATION_BATCH * FLOAT,
+                    sample.peak_bytes * EVALUATION_BATCH,
                     ("model", *sizing),
                 )
             )
