@@ -16,8 +16,9 @@ from flowerbed.client_app import app as client_app
 from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
 from flowerbed.models import MODELS, vqc
-from flowerbed.runtime import preflight
-from flowerbed.runtime.preflight import GIB, check_resources, estimate
+from flowerbed.runtime import needs, preflight
+from flowerbed.runtime.needs import GIB, estimate
+from flowerbed.runtime.preflight import check_resources
 from flowerbed.server_app import run_protocol
 from flowerbed.settings import ConfigError
 from flowerbed.training.loops import predict
@@ -30,34 +31,34 @@ def config(**overrides):
 def test_the_activations_are_the_models_own(monkeypatch):
     """cnn on digits: what it keeps for backward and its peak (``tests/test_footprint.py``),
     times the batch sizes; the larger part is the one counted."""
-    monkeypatch.setattr(preflight, "trains_on_cpu", lambda config: True)
+    monkeypatch.setattr(needs, "trains_on_cpu", lambda config: True)
     found = estimate(config(model="cnn", dataset="digits", **{"batch-size": 2048}))
     (training,) = [need for need in found.memory if need.what.startswith("training")]
-    assert training.bytes == int(preflight.TRAINING_PEAK * 8970 * 2048 * 4)
+    assert training.bytes == int(needs.TRAINING_PEAK * 8970 * 2048 * 4)
     found = estimate(config(model="cnn", dataset="digits", **{"batch-size": 32}))
     (evaluation,) = [need for need in found.memory if need.what.startswith("evaluation")]
-    assert evaluation.bytes == (256 + 2 * 32 * 64 * 4) * preflight.EVALUATION_BATCH
+    assert evaluation.bytes == (256 + 2 * 32 * 64 * 4) * needs.EVALUATION_BATCH
 
 
 def test_the_data_sets_sizes_are_the_real_ones():
     for name in ("digits", "breast-cancer"):
         data = load_splits(config(dataset=name))
-        train, test, shape, classes = preflight.FIXED_SIZES[name]
+        train, test, shape, classes = needs.FIXED_SIZES[name]
         assert (len(data.y_train), len(data.y_test), data.input_shape, data.num_classes) == (
             train,
             test,
             shape,
             classes,
         )
-    size = preflight.data_size(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
+    size = needs.data_size(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
     data = load_splits(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
     assert (size.train, size.test) == (len(data.y_train), len(data.y_test))
     medmnist = pytest.importorskip("medmnist")
-    for flag, (train, test, channels, classes) in preflight.MEDMNIST_SPLITS.items():
+    for flag, (train, test, channels, classes) in needs.MEDMNIST_SPLITS.items():
         info = medmnist.INFO[flag]
         assert (train, test) == (info["n_samples"]["train"], info["n_samples"]["test"])
         assert (channels, classes) == (info["n_channels"], len(info["label"]))
-    assert preflight.EVALUATION_BATCH == inspect.signature(predict).parameters["batch_size"].default
+    assert needs.EVALUATION_BATCH == inspect.signature(predict).parameters["batch_size"].default
 
 
 def test_a_default_run_is_estimated_small_and_runs_unchanged(fast_run, monkeypatch, one_thread):
@@ -164,7 +165,7 @@ def test_the_vqc_parameters_are_the_built_models():
         run_config = config(model="vqc", **overrides)
         built = MODELS["vqc"](shape, classes, config=run_config)
         expected = sum(parameter.numel() for parameter in built.parameters())
-        assert preflight.parameter_count("vqc", shape, classes, run_config) == expected
+        assert needs.parameter_count("vqc", shape, classes, run_config) == expected
 
 
 @pytest.mark.parametrize(

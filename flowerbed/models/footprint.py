@@ -1,6 +1,6 @@
 """What a model takes in memory, read off the model itself on torch's meta device.
 
-The pre-flight (``runtime.preflight``) sizes a run before anything is built; these functions
+The pre-flight's estimate (``runtime.needs``) sizes a run before anything is built; these functions
 give it the model's part without a second description of each architecture, so a new model
 needs no pre-flight edit. Each takes a model built on the meta device (shapes only: nothing
 is computed or allocated) and one sample's input shape:

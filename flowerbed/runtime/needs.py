@@ -1,0 +1,431 @@
+"""What a run will need of this machine, estimated from its run config before anything is built:
+the memory of one process and the disk of the data cache, part by part (``Need``), for the
+pre-flight (``runtime.preflight``) to compare with what the machine has.
+
+Two numbers are estimated:
+
+* **memory of one process** (the ServerApp, and every ClientApp process or Ray actor, each of
+  which loads the same data set; the parts of both counted together): Python with torch and
+  Flower loaded, the data set held in the process, the partition, one client's local split,
+  the model's state, and the larger of two transient peaks: loading or generating the data
+  set, and the model's activations;
+* **disk of the data cache** (``cache-dir``; only what is not built yet).
+
+Every part but the model's activations is a simple formula, written next to it below, of
+sizes the run config fixes (the data sets' sample counts and shapes are tabled here: no file is
+read, no data set loaded). The activations come from the model itself: one sample through it on
+torch's meta device (``models.footprint.activations``), the values of every leaf module's
+output (what training keeps for backward, times ``batch-size``) and the most bytes alive at
+once without gradients (an evaluation batch: the widest layer, or PointNet++'s ball query),
+so a new model needs no edit here. Not counted: memory-mapped rows (MedMNIST, CIFAR-10, MNIST
+and the ``synthetic`` sets are files that the operating system pages in and out, shared by
+every process; only their disk is checked), the GPU (activations are counted against the host
+only when the run trains on the CPU), a site's own data (``partitioner='site'``: the nodes'
+data, on their machines), extra models of some protocols (distillation students, teachers,
+translators), and how many processes a simulation runs side by side (each must fit: the limit
+is per process). The numbers are estimates, not guarantees: the peaks measured here (resident
+memory of a training step, an evaluation batch, a ball query, a ``synthetic`` partition) came
+within 10 % of them, except training, which took 1.07 to 1.53 times the saved activations
+(counted as 1.5), and PointNet++'s, which took half of an estimate that also counted its first
+ball query in training (its distances are freed before the outputs of that set abstraction are
+made: they now count in evaluation only).
+
+The VQC is sized from its plan (``models.vqc.plan_vqc``, what its builder builds): its
+parameters (``vqc-layers`` x ``vqc-qubits`` x 2 angles, and the classical parts), and a
+training step, which grows with its gates (``vqc-layers`` x (3 ``vqc-qubits`` - 1)): PennyLane's
+tape and torch's autograd graph per gate, and state vectors per gate and sample
+(``models.vqc.training_bytes``, measured); the pre-flight refuses a circuit that would not
+fit with the most layers that would. ``vqc-qubits`` has its own check too, when the run config is read
+(``models.vqc.register_too_large``: the state vectors of one batch against half the physical
+memory).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..data.datasets import (
+    CACHE_SUBFOLDER,
+    TORCHVISION_DATASETS,
+    medmnist_file,
+)
+from ..data.federation import SITE
+from ..data.fedprox_synthetic import (
+    MIN_SAMPLES,
+    NUM_CLASSES,
+    NUM_FEATURES,
+    SIZE_LOG_MEAN,
+    SIZE_LOG_STD,
+    train_size,
+)
+from ..data.simulations import (
+    FEDPROX_DATASETS,
+    SimulationOptions,
+    node_test_size,
+    synthetic_cache_folder,
+)
+from ..models import MODELS, footprint
+from ..models.vqc import VQCPlan, gates_per_layer, plan_vqc, training_bytes
+from ..settings import RunConfig
+
+GIB = 2**30
+FLOAT = 4  # bytes of a float32 value
+INDEX = 8  # bytes of an int64 label or index
+RUNTIME_BYTES = GIB // 2  # a Python process with torch, numpy and Flower imported (~0.5 GB)
+MODEL_COPIES = 6  # weights, gradients, two optimiser moments, the global model, an algorithm state
+TRAINING_PEAK = 1.5  # training's peak over the saved activations (measured: 1.07 to 1.53)
+EVALUATION_BATCH = 512  # ``training.loops.predict``'s batch size (evaluation, no gradients)
+# the partition in every process: pool indices, the pool mask, its labels, every client's
+# indices and those mapped back to the training pool (``federation._partition_cached``)
+PARTITION_BYTES_PER_ROW = 3 * INDEX + 1 + 2 * INDEX
+GENERATION_BYTES_PER_VALUE = 26  # breast-cancer-shifted, ctl-gaussian: float64 draws, measured 25
+POINT_LOAD_COPIES = 4  # a point-cloud split, its centred and scaled copies, the float32 copy
+KMEANS_COPIES = 3  # kmeans-pca: the pool's float32 features, scaled, centred by the PCA
+SYNTHETIC_ROW_BYTES = NUM_FEATURES * FLOAT + 2 * INDEX  # features, label, node (the cache)
+# the builder of a synthetic set: per client its random stream and its labelling model
+SYNTHETIC_BUILD_BYTES_PER_CLIENT = 6_500
+# E[n_k] = E[floor(lognormal(4, 2))] + 50 ~ exp(4 + 2^2 / 2) - 1/2 + 50
+SYNTHETIC_MEAN_SAMPLES = math.exp(SIZE_LOG_MEAN + SIZE_LOG_STD**2 / 2) - 0.5 + MIN_SAMPLES
+VQC_KEYS = ("vqc-layers", "vqc-qubits", "batch-size")  # what sizes a VQC's training step
+
+# (train, test) samples, input shape, classes of the data sets with fixed sizes
+FIXED_SIZES = {
+    "digits": (1437, 360, (1, 8, 8), 10),
+    "breast-cancer": (455, 114, (30,), 2),
+    "cifar10": (50_000, 10_000, (3, 32, 32), 10),
+    "mnist": (60_000, 10_000, (1, 28, 28), 10),
+    "mnist-5k": (4_000, 1_000, (1, 28, 28), 10),  # held in memory (counted as float32)
+}
+# MedMNIST 2D: (train, test, channels, classes) of each flag (medmnist.INFO; the val split is
+# not used); tests/test_preflight.py checks them against the package
+MEDMNIST_SPLITS = {
+    "pathmnist": (89_996, 7_180, 3, 9),
+    "dermamnist": (7_007, 2_005, 3, 7),
+    "octmnist": (97_477, 1_000, 1, 4),
+    "pneumoniamnist": (4_708, 624, 1, 2),
+    "retinamnist": (1_080, 400, 3, 5),
+    "breastmnist": (546, 156, 1, 2),
+    "bloodmnist": (11_959, 3_421, 3, 8),
+    "tissuemnist": (165_466, 47_280, 1, 8),
+    "organamnist": (34_561, 17_778, 1, 11),
+    "organcmnist": (12_975, 8_216, 1, 11),
+    "organsmnist": (13_932, 8_827, 1, 11),
+}
+POINT_CLOUD_SIZES = {  # (train, test, classes)
+    "shapes": (600, 150, 6),
+    "modelnet40": (9_843, 2_468, 40),
+    "modelnet10": (3_991, 908, 10),
+}
+
+
+@dataclass(frozen=True)
+class Need:
+    """One part of an estimate: what, how many bytes, and the keys that size it."""
+
+    what: str
+    bytes: int
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DataSize:
+    """A data set's size as the run config fixes it."""
+
+    train: int
+    test: int
+    shape: tuple[int, ...]  # one sample
+    num_classes: int
+    keys: tuple[str, ...]  # the run-config keys that size it
+    mapped: bool = False  # rows memory-mapped from cache-dir, not held by the process
+    nodes: bool = False  # the node of every sample is kept too (int64)
+    load_bytes: int = 0  # transient while loading or generating it
+    cache_bytes: int = 0  # written into cache-dir once
+    cached: bool = True  # already in cache-dir (nothing to write)
+
+    @property
+    def values(self) -> int:
+        return (self.train + self.test) * math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    memory: tuple[Need, ...]  # one process
+    disk: tuple[Need, ...]  # cache-dir
+    cache_dir: Path
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum(need.bytes for need in self.memory)
+
+    @property
+    def disk_bytes(self) -> int:
+        return sum(need.bytes for need in self.disk)
+
+
+def cache_folder(config: RunConfig) -> Path:
+    """``cache-dir`` as the data loaders resolve it (``data.federation._dataset_key``)."""
+    return Path(config.cache_dir or config.data_path / CACHE_SUBFOLDER).expanduser().resolve()
+
+
+# --- the data -------------------------------------------------------------------------------
+def _image_cache_built(cache_dir: Path, key: str) -> bool:
+    """Whether the image cache holds a finished folder of ``key`` (``image_cache``): a changed
+    source is rebuilt beside it, but the space of one version is then already in use."""
+    pattern = re.compile(re.escape(key) + r"-[0-9a-f]{16}")
+    return cache_dir.is_dir() and any(
+        pattern.fullmatch(folder.name) and (folder / "meta.json").is_file()
+        for folder in cache_dir.iterdir()
+    )
+
+
+def data_size(config: RunConfig) -> DataSize | None:
+    """The run's data set's size, or ``None`` when only the nodes know it (a site's own data)."""
+    name, cache_dir = config.dataset, cache_folder(config)
+    if name in FIXED_SIZES:
+        train, test, shape, classes = FIXED_SIZES[name]
+        if name not in TORCHVISION_DATASETS:
+            return DataSize(train, test, shape, classes, ())
+        images = (train + test) * math.prod(shape)
+        return DataSize(
+            train,
+            test,
+            shape,
+            classes,
+            (),
+            mapped=True,
+            load_bytes=2 * images,  # torchvision's uint8 arrays and a contiguous copy
+            cache_bytes=images + (train + test) * INDEX,
+            cached=_image_cache_built(cache_dir, name),
+        )
+    if name in MEDMNIST_SPLITS:
+        train, test, channels, classes = MEDMNIST_SPLITS[name]
+        shape = (channels, config.image_size, config.image_size)
+        images = (train + test) * math.prod(shape)
+        key = medmnist_file(name, config.data_path, config.image_size).stem
+        return DataSize(
+            train,
+            test,
+            shape,
+            classes,
+            ("image-size",),
+            mapped=True,
+            cache_bytes=images + (train + test) * INDEX,
+            cached=_image_cache_built(cache_dir, key),
+        )
+    if name in POINT_CLOUD_SIZES:
+        train, test, classes = POINT_CLOUD_SIZES[name]
+        shape = (config.num_points, 3)
+        return DataSize(
+            train,
+            test,
+            shape,
+            classes,
+            ("num-points",),
+            load_bytes=(POINT_LOAD_COPIES - 1) * train * math.prod(shape) * FLOAT,
+        )
+    if name == "breast-cancer-shifted":
+        rows = config.sim_shifts * 569
+        test = int(0.2 * rows)
+        size = DataSize(rows - test, test, (30,), 2, ("sim-shifts",))
+        return _generated(size)
+    if name == "ctl-gaussian":
+        test = config.sim_nodes * node_test_size(config.sim_samples_per_node)
+        train = config.sim_nodes * config.sim_samples_per_node - test
+        keys = ("sim-nodes", "sim-samples-per-node")
+        return _generated(DataSize(train, test, (30,), 2, keys, nodes=True))
+    if name in FEDPROX_DATASETS:
+        nodes = config.sim_nodes
+        rows = round(nodes * SYNTHETIC_MEAN_SAMPLES)
+        train = round(nodes * train_size(round(SYNTHETIC_MEAN_SAMPLES)))
+        options = SimulationOptions.from_config(config).for_dataset(name)
+        folder = synthetic_cache_folder(name, config.seed, options, cache_dir)
+        cached = folder.is_dir()
+        return DataSize(
+            train,
+            rows - train,
+            (NUM_FEATURES,),
+            NUM_CLASSES,
+            ("sim-nodes",),
+            mapped=True,
+            nodes=True,
+            load_bytes=0 if cached else nodes * SYNTHETIC_BUILD_BYTES_PER_CLIENT,
+            cache_bytes=rows * SYNTHETIC_ROW_BYTES,
+            cached=cached,
+        )
+    return None  # site: the nodes' own folders
+
+
+def _generated(size: DataSize) -> DataSize:
+    """A set generated in float64 and standardised: its peak (measured) beyond what is kept."""
+    extra = (GENERATION_BYTES_PER_VALUE - FLOAT) * size.values
+    return DataSize(**{**size.__dict__, "load_bytes": extra})
+
+
+def input_of(config: RunConfig, size: DataSize | None) -> tuple[tuple[int, ...], int] | None:
+    """The model's input shape and classes, when the run config fixes them."""
+    if size is not None:
+        return size.shape, size.num_classes
+    if config.input_shape and config.num_classes:
+        return tuple(int(n) for n in str(config.input_shape).split(",")), config.num_classes
+    return None
+
+
+# --- the model ------------------------------------------------------------------------------
+def vqc_plan(shape: tuple[int, ...], num_classes: int, config: RunConfig | None) -> VQCPlan | None:
+    """The VQC the run config asks for (``models.vqc.plan_vqc``, what its builder builds), or
+    ``None`` when its settings do not fit the data (``start_run`` reports that when it builds
+    it)."""
+    try:
+        return plan_vqc(shape, num_classes, config)
+    except ValueError:
+        return None
+
+
+def meta_model(name: str, shape: tuple[int, ...], num_classes: int) -> nn.Module | None:
+    """Model ``name`` for this input built on torch's meta device (shapes only, nothing
+    allocated), or ``None``: the VQC (PennyLane allocates even on the meta device: its plan
+    sizes it), a model not registered, or one whose builder refuses the input."""
+    if name == "vqc" or name not in MODELS:
+        return None
+    try:
+        with torch.device("meta"):
+            return MODELS[name](shape, num_classes)
+    except ValueError:
+        return None
+
+
+def parameter_count(
+    name: str, shape: tuple[int, ...], num_classes: int, config: RunConfig | None = None
+) -> int | None:
+    """Parameters of model ``name`` for this input, built on torch's meta device; the VQC's
+    from its plan for the run ``config`` (``VQCPlan.parameter_count``). ``None`` for a model
+    that does not fit the data (``start_run`` reports that when it builds it)."""
+    if name == "vqc":
+        plan = vqc_plan(shape, num_classes, config)
+        return plan.parameter_count() if plan else None
+    model = meta_model(name, shape, num_classes)
+    return footprint.parameter_count(model) if model is not None else None
+
+
+@functools.lru_cache(maxsize=32)
+def model_activations(
+    name: str, shape: tuple[int, ...], num_classes: int
+) -> footprint.Activations | None:
+    """One sample's activations of model ``name`` (``models.footprint.activations``, a pass on
+    the meta device: seconds for PointNet++, whose sampling loops op by op, so kept for the
+    next check of this process), or ``None`` where there is no such pass: the VQC (its plan
+    sizes its training step), a model that does not fit the data, and one whose forward pass
+    cannot run on the meta device (its activations are then not counted)."""
+    model = meta_model(name, shape, num_classes)
+    if model is None:
+        return None
+    try:
+        return footprint.activations(model, shape)
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def trains_on_cpu(config: RunConfig) -> bool:
+    return config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
+
+
+# --- the estimate ---------------------------------------------------------------------------
+def estimate(config: RunConfig, num_clients: int | None = None) -> Estimate:
+    """The run's memory per process and cache disk (module docstring); the parts that need the
+    number of clients (a client's split, ``dirichlet-sized``'s partition) only when given."""
+    table = data_size(config)
+    size = table if config.partitioner != SITE else None  # site: the nodes' own data
+    memory = [Need("Python, torch and Flower", RUNTIME_BYTES, ())]
+    disk = []
+    transient = []
+    if size is not None:
+        row_values = math.prod(size.shape)
+        row_bytes = row_values * (1 if size.mapped else FLOAT)
+        held = (size.train + size.test) * (
+            (0 if size.mapped else row_values * FLOAT) + INDEX * (1 + size.nodes)
+        )
+        memory.append(Need(f"the data set ({config.dataset})", held, ("dataset", *size.keys)))
+        if size.load_bytes:
+            transient.append(
+                Need(f"loading {config.dataset}", size.load_bytes, ("dataset", *size.keys))
+            )
+        if not size.cached and size.cache_bytes:
+            disk.append(
+                Need(
+                    f"the data cache of {config.dataset}", size.cache_bytes, ("dataset", *size.keys)
+                )
+            )
+        partition = size.train * PARTITION_BYTES_PER_ROW
+        keys = ("dataset", *size.keys)
+        if config.partitioner == "kmeans-pca":
+            partition += KMEANS_COPIES * size.values * FLOAT
+            keys += ("partitioner",)
+        share = None
+        if config.partitioner == "dirichlet-sized":
+            keys += ("samples-per-client",)
+            share = config.samples_per_client
+            if num_clients is not None:
+                partition += 2 * INDEX * num_clients * config.samples_per_client
+        elif num_clients is not None:
+            share = math.ceil(size.train / num_clients)
+        memory.append(Need("the partition", partition, keys))
+        if share is not None and not size.mapped:  # mapped rows: a view, no copy
+            memory.append(
+                Need(
+                    f"a client's split ({share:,} samples)",
+                    share * (row_bytes + INDEX),
+                    ("samples-per-client",) if config.partitioner == "dirichlet-sized" else (),
+                )
+            )
+    model_input = input_of(config, table)
+    if model_input is not None:
+        shape, classes = model_input
+        sizing = table.keys if table is not None else ("input-shape",)
+        plan = vqc_plan(shape, classes, config) if config.model == "vqc" else None
+        parameters = parameter_count(config.model, shape, classes, config)
+        if parameters:
+            memory.append(
+                Need(
+                    f"the model's state ({config.model}, {parameters:,} parameters)",
+                    parameters * FLOAT * MODEL_COPIES,
+                    ("model", *(VQC_KEYS[:2] if plan else ())),
+                )
+            )
+        if plan is not None:
+            gates = plan.layers * gates_per_layer(plan.qubits)
+            transient.append(
+                Need(
+                    f"a training step of the VQC ({plan.layers:,} layers, {gates:,} gates on"
+                    f" {plan.qubits} qubits, batch-size {config.batch_size})",
+                    training_bytes(
+                        plan.qubits, plan.layers, config.batch_size, trains_on_cpu(config)
+                    ),
+                    VQC_KEYS,
+                )
+            )
+        sample = model_activations(config.model, tuple(shape), classes)
+        if sample is not None and trains_on_cpu(config):
+            transient.append(
+                Need(
+                    f"training activations ({config.model}, batch-size {config.batch_size})",
+                    int(TRAINING_PEAK * sample.kept * config.batch_size * FLOAT),
+                    ("model", "batch-size", *sizing),
+                )
+            )
+            transient.append(
+                Need(
+                    f"evaluation batches of {EVALUATION_BATCH} ({config.model})",
+                    sample.peak_bytes * EVALUATION_BATCH,
+                    ("model", *sizing),
+                )
+            )
+    if transient:
+        memory.append(max(transient, key=lambda need: need.bytes))
+    return Estimate(tuple(memory), tuple(disk), cache_folder(config))
