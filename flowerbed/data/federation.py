@@ -35,7 +35,7 @@ from .splits import DatasetSplits
 
 SITE = "site"  # partitioner: every node's own whole data set; dataset: a site folder's files
 # more than any data set here holds per client (the largest training split, TissueMNIST's, has
-# 165,466 images); the memory it takes is checked too (``runtime.resources``)
+# 165,466 images); the memory it takes is checked too (``runtime.preflight``)
 MAX_SAMPLES_PER_CLIENT = 1_000_000
 
 

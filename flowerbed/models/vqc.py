@@ -315,7 +315,7 @@ def resolve_readout(readout: str, num_qubits: int, num_classes: int) -> str:
 @dataclass(frozen=True)
 class VQCPlan:
     """The VQC a run config asks for, resolved and checked before anything is built: what
-    ``build_vqc`` builds, and what the pre-flight (``runtime.resources``) sizes."""
+    ``build_vqc`` builds, and what the pre-flight's estimate (``runtime.needs``) sizes."""
 
     input_shape: tuple[int, ...]
     num_classes: int

@@ -5,7 +5,7 @@
 0. check that the packages of the chosen trackers are installed (``runtime.trackers``); with
    ``resume`` set, check the run folder to resume (``runtime.resume``): nothing is written
    before it passes; estimate the memory per process and the cache's disk
-   (``runtime.resources``): a run that cannot fit this machine stops here;
+   (``runtime.preflight``): a run that cannot fit this machine stops here;
 1. load the data set (a missing file stops here, naming the path) and build the protocol's
    global model once, seeded (a model that does not fit the data stops here); a server
    without data (``server-data``) does this after step 2, with what the nodes reported;
@@ -64,9 +64,9 @@ from .checkpoint import ServerCheckpoint
 from .environment import write_environment
 from .history import History
 from .outcome import RunFailed
+from .preflight import check_resources
 from .recording_grid import RecordingGrid
 from .reply_checks import NodeSizes
-from .resources import check_resources
 from .resume import (
     FEDERATION_KEY,
     PROTOCOL_DEFAULTS_KEY,

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import SETTINGS, check_model, parse_run_config
-from ..runtime.resources import check_data_files
+from ..runtime.preflight import check_data_files
 from ..settings import ConfigError, Value
 
 SEED_KEY = "seed"  # the axis the summary averages over

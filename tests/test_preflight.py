@@ -1,5 +1,5 @@
-"""The up-front estimate of a run's memory and cache disk: its formulas against torch's own
-count of a forward pass and the data sets' real sizes, an oversized run refused in one line
+"""The up-front estimate of a run's memory and cache disk: the model's activations as its own
+meta-device pass gives them, the data sets' real sizes, an oversized run refused in one line
 with its numbers (the machine's memory and disk monkeypatched, nothing allocated), a default
 run unchanged."""
 
@@ -10,15 +10,15 @@ import math
 import re
 
 import pytest
-import torch
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
 from flowerbed.data.federation import load_splits
 from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
 from flowerbed.models import MODELS, vqc
-from flowerbed.runtime import resources
-from flowerbed.runtime.resources import GIB, activations, check_resources, estimate
+from flowerbed.runtime import needs, preflight
+from flowerbed.runtime.needs import GIB, estimate
+from flowerbed.runtime.preflight import check_resources
 from flowerbed.server_app import run_protocol
 from flowerbed.settings import ConfigError
 from flowerbed.training.loops import predict
@@ -28,70 +28,37 @@ def config(**overrides):
     return parse_run_config(resolve_run_config(overrides))
 
 
-def forward_outputs(name: str, shape: tuple[int, ...], classes: int) -> int:
-    """Values of every leaf module's output for one sample, by a forward pass on torch's meta
-    device (shapes only, nothing computed or allocated)."""
-    with torch.device("meta"):
-        model = MODELS[name](shape, classes)
-    total = 0
-
-    def count(module, inputs, output):
-        nonlocal total
-        total += output.numel()
-
-    for module in model.modules():
-        if not list(module.children()):
-            module.register_forward_hook(count)
-    model.eval()
-    model(torch.empty((2, *shape), device="meta"))
-    return total // 2
-
-
-@pytest.mark.parametrize(
-    "name, shape",
-    [
-        ("logreg", (60,)),
-        ("mlp", (3, 28, 28)),
-        ("mlp-small", (30,)),
-        ("cnn", (1, 8, 8)),
-        ("cnn", (3, 224, 224)),
-        ("cnn-small", (3, 31, 29)),
-        ("cnn-bn", (1, 28, 28)),
-        ("resnet18", (3, 32, 32)),
-        ("resnet18", (1, 28, 28)),
-        ("pointnet", (1024, 3)),
-        ("pointnet2", (1024, 3)),
-        ("pointnet2", (100, 3)),
-        ("pointnet2-small", (2048, 3)),
-    ],
-)
-def test_activation_counts_are_every_layers_output(name, shape):
-    total, _ = activations(name, shape, 10)
-    if name.startswith("pointnet2"):  # plus the ball query's transient distances and ranks
-        first = min(512 if name == "pointnet2" else 256, shape[0])
-        total -= resources.BALL_QUERY_VALUES * first * shape[0]
-    assert total == forward_outputs(name, shape, 10)
+def test_the_activations_are_the_models_own(monkeypatch):
+    """cnn on digits: what it keeps for backward and its peak (``tests/test_footprint.py``),
+    times the batch sizes; the larger part is the one counted."""
+    monkeypatch.setattr(needs, "trains_on_cpu", lambda config: True)
+    found = estimate(config(model="cnn", dataset="digits", **{"batch-size": 2048}))
+    (training,) = [need for need in found.memory if need.what.startswith("training")]
+    assert training.bytes == int(needs.TRAINING_PEAK * 8970 * 2048 * 4)
+    found = estimate(config(model="cnn", dataset="digits", **{"batch-size": 32}))
+    (evaluation,) = [need for need in found.memory if need.what.startswith("evaluation")]
+    assert evaluation.bytes == (256 + 2 * 32 * 64 * 4) * needs.EVALUATION_BATCH
 
 
 def test_the_data_sets_sizes_are_the_real_ones():
     for name in ("digits", "breast-cancer"):
         data = load_splits(config(dataset=name))
-        train, test, shape, classes = resources.FIXED_SIZES[name]
+        train, test, shape, classes = needs.FIXED_SIZES[name]
         assert (len(data.y_train), len(data.y_test), data.input_shape, data.num_classes) == (
             train,
             test,
             shape,
             classes,
         )
-    size = resources.data_size(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
+    size = needs.data_size(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
     data = load_splits(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
     assert (size.train, size.test) == (len(data.y_train), len(data.y_test))
     medmnist = pytest.importorskip("medmnist")
-    for flag, (train, test, channels, classes) in resources.MEDMNIST_SPLITS.items():
+    for flag, (train, test, channels, classes) in needs.MEDMNIST_SPLITS.items():
         info = medmnist.INFO[flag]
         assert (train, test) == (info["n_samples"]["train"], info["n_samples"]["test"])
         assert (channels, classes) == (info["n_channels"], len(info["label"]))
-    assert resources.EVALUATION_BATCH == inspect.signature(predict).parameters["batch_size"].default
+    assert needs.EVALUATION_BATCH == inspect.signature(predict).parameters["batch_size"].default
 
 
 def test_a_default_run_is_estimated_small_and_runs_unchanged(fast_run, monkeypatch, one_thread):
@@ -102,7 +69,7 @@ def test_a_default_run_is_estimated_small_and_runs_unchanged(fast_run, monkeypat
         "the data set (digits)",
     ]
     # a 1 GiB machine still takes it, and the run's results are what they were
-    monkeypatch.setattr(resources, "available_memory", lambda: GIB)
+    monkeypatch.setattr(preflight, "available_memory", lambda: GIB)
     run_dir = run_in_process({**fast_run, "num-server-rounds": 1}, num_clients=2)
     assert (run_dir / "history.json").is_file()
 
@@ -116,7 +83,7 @@ def test_a_synthetic_set_too_large_for_the_cache_disk_stops_before_the_handshake
         calls.append(message.metadata.message_type)
         return client_app(message, context)
 
-    monkeypatch.setattr(resources, "free_disk", lambda folder: GIB)
+    monkeypatch.setattr(preflight, "free_disk", lambda folder: GIB)
     overrides = {
         **fast_run,
         "dataset": "synthetic",
@@ -136,7 +103,7 @@ def test_a_synthetic_set_too_large_for_the_cache_disk_stops_before_the_handshake
 
 
 def test_point_clouds_too_large_for_this_machine_are_refused_with_the_keys(monkeypatch):
-    monkeypatch.setattr(resources, "available_memory", lambda: 2 * GIB)
+    monkeypatch.setattr(preflight, "available_memory", lambda: 2 * GIB)
     big = config(dataset="modelnet40", model="logreg", **{"num-points": 10_000})
     # 12,311 clouds x 10,000 points x 3 x 4 bytes = 1.48e9 bytes in every process
     data = next(need for need in estimate(big).memory if need.what.startswith("the data set"))
@@ -152,7 +119,7 @@ def test_point_clouds_too_large_for_this_machine_are_refused_with_the_keys(monke
 def test_the_clients_parts_are_checked_after_the_handshake(fast_run, monkeypatch):
     sized = {**fast_run, "partitioner": "dirichlet-sized", "samples-per-client": 100_000}
     before = estimate(config(**sized)).memory_bytes
-    monkeypatch.setattr(resources, "available_memory", lambda: before + 1)
+    monkeypatch.setattr(preflight, "available_memory", lambda: before + 1)
     with pytest.raises(ConfigError, match="this run with 40 clients needs .* samples-per-client"):
         run_in_process(sized, num_clients=40)
 
@@ -173,7 +140,7 @@ def test_a_vqc_too_deep_is_refused_before_anything_is_built(fast_run, monkeypatc
 
     monkeypatch.setitem(MODELS, "vqc", refuse)
     monkeypatch.setattr(vqc, "QuantumCircuit", refuse)
-    monkeypatch.setattr(resources, "available_memory", lambda: 16 * GIB)
+    monkeypatch.setattr(preflight, "available_memory", lambda: 16 * GIB)
     deep = {**fast_run, "model": "vqc", "vqc-layers": 100_000_000}
     with pytest.raises(ConfigError) as caught:
         run_in_process(deep, num_clients=2)
@@ -198,7 +165,7 @@ def test_the_vqc_parameters_are_the_built_models():
         run_config = config(model="vqc", **overrides)
         built = MODELS["vqc"](shape, classes, config=run_config)
         expected = sum(parameter.numel() for parameter in built.parameters())
-        assert resources.parameter_count("vqc", shape, classes, run_config) == expected
+        assert needs.parameter_count("vqc", shape, classes, run_config) == expected
 
 
 @pytest.mark.parametrize(
@@ -211,7 +178,7 @@ def test_the_vqc_parameters_are_the_built_models():
     ],
 )
 def test_the_vqcs_usual_settings_pass_with_room(overrides, monkeypatch):
-    monkeypatch.setattr(resources, "available_memory", lambda: 4 * GIB)
+    monkeypatch.setattr(preflight, "available_memory", lambda: 4 * GIB)
     found = check_resources(config(model="vqc", **{"batch-size": 32, **overrides}), 100)
     assert found.memory_bytes < 2 * GIB
     assert any(need.what.startswith("a training step of the VQC") for need in found.memory)

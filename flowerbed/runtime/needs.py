@@ -1,64 +1,60 @@
-"""What a run will need of this machine, estimated from its run config before anything is built.
+"""What a run will need of this machine, estimated from its run config before anything is built:
+the memory of one process and the disk of the data cache, part by part (``Need``), for the
+pre-flight (``runtime.preflight``) to compare with what the machine has.
 
-``check_resources(config)`` runs in ``start_run`` before any data set is loaded or model built,
-and again with the number of clients right after the handshake, before the partition is
-computed. A run whose estimate does not fit stops with one ``ConfigError`` line: what it
-needs, what is available, and the run-config keys that size the largest parts, instead of
-dying later by the kernel's out-of-memory killer, a full disk, or a SIGBUS.
-
-Two numbers are compared:
+Two numbers are estimated:
 
 * **memory of one process** (the ServerApp, and every ClientApp process or Ray actor, each of
-  which loads the same data set; the parts of both counted together) against this machine's available memory (``/proc/meminfo``'s
-  MemAvailable, else ``os.sysconf``'s available pages): Python with torch and Flower loaded,
-  the data set held in the process, the partition, one client's local split, the model's state,
-  and the larger of two transient peaks: loading or generating the data set, and the model's
-  activations;
-* **disk of the data cache** (``cache-dir``; only what is not built yet) against the free space
-  of its file system (``shutil.disk_usage``).
+  which loads the same data set; the parts of both counted together): Python with torch and
+  Flower loaded, the data set held in the process, the partition, one client's local split,
+  the model's state, and the larger of two transient peaks: loading or generating the data
+  set, and the model's activations;
+* **disk of the data cache** (``cache-dir``; only what is not built yet).
 
-Every part is a simple formula, written next to it below, of sizes the run config fixes (the
-data sets' sample counts and shapes are tabled here: no file is read, no data set loaded). Not
-counted: memory-mapped rows (MedMNIST, CIFAR-10, MNIST and the ``synthetic`` sets are files
-that the operating system pages in and out, shared by every process; only their disk is
-checked), the GPU (activations are counted against the host only when the run trains on the
-CPU), a site's own data (``partitioner='site'``: the nodes' data, on their machines), extra
-models of some protocols (distillation students, teachers, translators), and how many
-processes a simulation runs side by side (each must fit: the limit is per process). The
-numbers are estimates, not guarantees: the activation counts equal torch's own count of a
-forward pass (``tests/test_resources.py``), and the peaks measured here (resident memory of a
-training step, an evaluation batch, a ball query, a ``synthetic`` partition) came within 10 %
-of them, except training, which took 1.07 to 1.53 times the saved activations (counted as 1.5)
-and PointNet++'s, which took half the estimate.
+Every part but the model's activations is a simple formula, written next to it below, of
+sizes the run config fixes (the data sets' sample counts and shapes are tabled here: no file is
+read, no data set loaded). The activations come from the model itself: one sample through it on
+torch's meta device (``models.footprint.activations``), the values of every leaf module's
+output (what training keeps for backward, times ``batch-size``) and the most bytes alive at
+once without gradients (an evaluation batch: the widest layer, or PointNet++'s ball query),
+so a new model needs no edit here. Not counted: memory-mapped rows (MedMNIST, CIFAR-10, MNIST
+and the ``synthetic`` sets are files that the operating system pages in and out, shared by
+every process; only their disk is checked), the GPU (activations are counted against the host
+only when the run trains on the CPU), a site's own data (``partitioner='site'``: the nodes'
+data, on their machines), extra models of some protocols (distillation students, teachers,
+translators), and how many processes a simulation runs side by side (each must fit: the limit
+is per process). The numbers are estimates, not guarantees: the peaks measured here (resident
+memory of a training step, an evaluation batch, a ball query, a ``synthetic`` partition) came
+within 10 % of them, except training, which took 1.07 to 1.53 times the saved activations
+(counted as 1.5), and PointNet++'s, which took half of an estimate that also counted its first
+ball query in training (its distances are freed before the outputs of that set abstraction are
+made: they now count in evaluation only).
 
 The VQC is sized from its plan (``models.vqc.plan_vqc``, what its builder builds): its
 parameters (``vqc-layers`` x ``vqc-qubits`` x 2 angles, and the classical parts), and a
 training step, which grows with its gates (``vqc-layers`` x (3 ``vqc-qubits`` - 1)): PennyLane's
 tape and torch's autograd graph per gate, and state vectors per gate and sample
-(``models.vqc.training_bytes``, measured); a run whose circuit would not fit is refused with
-the most layers that would. ``vqc-qubits`` has its own check too, when the run config is read
+(``models.vqc.training_bytes``, measured); the pre-flight refuses a circuit that would not
+fit with the most layers that would. ``vqc-qubits`` has its own check too, when the run config is read
 (``models.vqc.register_too_large``: the state vectors of one batch against half the physical
 memory).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from ..data.datasets import (
     CACHE_SUBFOLDER,
     TORCHVISION_DATASETS,
-    downloadable_datasets,
-    fitting_model,
     medmnist_file,
-    missing_data,
 )
 from ..data.federation import SITE
 from ..data.fedprox_synthetic import (
@@ -75,9 +71,9 @@ from ..data.simulations import (
     node_test_size,
     synthetic_cache_folder,
 )
-from ..models import MODELS
+from ..models import MODELS, footprint
 from ..models.vqc import VQCPlan, gates_per_layer, plan_vqc, training_bytes
-from ..settings import ConfigError, RunConfig
+from ..settings import RunConfig
 
 GIB = 2**30
 FLOAT = 4  # bytes of a float32 value
@@ -97,9 +93,6 @@ SYNTHETIC_ROW_BYTES = NUM_FEATURES * FLOAT + 2 * INDEX  # features, label, node 
 SYNTHETIC_BUILD_BYTES_PER_CLIENT = 6_500
 # E[n_k] = E[floor(lognormal(4, 2))] + 50 ~ exp(4 + 2^2 / 2) - 1/2 + 50
 SYNTHETIC_MEAN_SAMPLES = math.exp(SIZE_LOG_MEAN + SIZE_LOG_STD**2 / 2) - 0.5 + MIN_SAMPLES
-# ball query (``models.point_ops.ball_query``): distances, masks and int64 ranks live at once
-# for every (centroid, point) pair of the first set abstraction: 31 bytes, ~8 float32 values
-BALL_QUERY_VALUES = 8
 VQC_KEYS = ("vqc-layers", "vqc-qubits", "batch-size")  # what sizes a VQC's training step
 
 # (train, test) samples, input shape, classes of the data sets with fixed sizes
@@ -111,7 +104,7 @@ FIXED_SIZES = {
     "mnist-5k": (4_000, 1_000, (1, 28, 28), 10),  # held in memory (counted as float32)
 }
 # MedMNIST 2D: (train, test, channels, classes) of each flag (medmnist.INFO; the val split is
-# not used); tests/test_resources.py checks them against the package
+# not used); tests/test_preflight.py checks them against the package
 MEDMNIST_SPLITS = {
     "pathmnist": (89_996, 7_180, 3, 9),
     "dermamnist": (7_007, 2_005, 3, 7),
@@ -174,28 +167,6 @@ class Estimate:
     @property
     def disk_bytes(self) -> int:
         return sum(need.bytes for need in self.disk)
-
-
-# --- the machine ----------------------------------------------------------------------------
-def available_memory() -> int:
-    """Bytes this machine can give a new process now: MemAvailable of ``/proc/meminfo`` (free
-    memory plus what the kernel can reclaim), else the available pages of ``os.sysconf``."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def free_disk(folder: Path) -> int:
-    """Free bytes of the file system ``folder`` is (or will be made) on."""
-    for candidate in (folder, *folder.parents):
-        if candidate.exists():
-            return shutil.disk_usage(candidate).free
-    return shutil.disk_usage("/").free
 
 
 def cache_folder(config: RunConfig) -> Path:
@@ -317,121 +288,48 @@ def vqc_plan(shape: tuple[int, ...], num_classes: int, config: RunConfig | None)
         return None
 
 
+def meta_model(name: str, shape: tuple[int, ...], num_classes: int) -> nn.Module | None:
+    """Model ``name`` for this input built on torch's meta device (shapes only, nothing
+    allocated), or ``None``: the VQC (PennyLane allocates even on the meta device: its plan
+    sizes it), a model not registered, or one whose builder refuses the input."""
+    if name == "vqc" or name not in MODELS:
+        return None
+    try:
+        with torch.device("meta"):
+            return MODELS[name](shape, num_classes)
+    except ValueError:
+        return None
+
+
 def parameter_count(
     name: str, shape: tuple[int, ...], num_classes: int, config: RunConfig | None = None
 ) -> int | None:
-    """Parameters of model ``name`` for this input, built on torch's meta device (shapes only,
-    nothing allocated); the VQC's from its plan for the run ``config``
-    (``VQCPlan.parameter_count``: PennyLane allocates even on the meta device). ``None`` for a
-    model that does not fit the data (``start_run`` reports that when it builds it)."""
+    """Parameters of model ``name`` for this input, built on torch's meta device; the VQC's
+    from its plan for the run ``config`` (``VQCPlan.parameter_count``). ``None`` for a model
+    that does not fit the data (``start_run`` reports that when it builds it)."""
     if name == "vqc":
         plan = vqc_plan(shape, num_classes, config)
         return plan.parameter_count() if plan else None
-    if name not in MODELS:
+    model = meta_model(name, shape, num_classes)
+    return footprint.parameter_count(model) if model is not None else None
+
+
+@functools.lru_cache(maxsize=32)
+def model_activations(
+    name: str, shape: tuple[int, ...], num_classes: int
+) -> footprint.Activations | None:
+    """One sample's activations of model ``name`` (``models.footprint.activations``, a pass on
+    the meta device: seconds for PointNet++, whose sampling loops op by op, so kept for the
+    next check of this process), or ``None`` where there is no such pass: the VQC (its plan
+    sizes its training step), a model that does not fit the data, and one whose forward pass
+    cannot run on the meta device (its activations are then not counted)."""
+    model = meta_model(name, shape, num_classes)
+    if model is None:
         return None
     try:
-        with torch.device("meta"):
-            model = MODELS[name](shape, num_classes)
-    except ValueError:
+        return footprint.activations(model, shape)
+    except (RuntimeError, NotImplementedError):
         return None
-    return sum(parameter.numel() for parameter in model.parameters())
-
-
-def check_model_fits(config: RunConfig) -> None:
-    """``ConfigError`` when ``model`` cannot take the data set's samples (its builder refuses
-    the input shape: a CNN given tabular rows, PointNet given images), found by building it on
-    torch's meta device before anything is loaded; the message names the model that fits."""
-    model_input = input_of(config, data_size(config))
-    if model_input is None or config.model == "vqc" or config.model not in MODELS:
-        return
-    shape, classes = model_input
-    try:
-        with torch.device("meta"):
-            MODELS[config.model](shape, classes)
-    except ValueError as error:
-        fits = fitting_model(config.dataset)
-        hint = f"; dataset={config.dataset!r} takes model={fits!r}" if fits else ""
-        raise ConfigError(
-            f"model={config.model!r} cannot take dataset={config.dataset!r}: {error}{hint}"
-        ) from None
-
-
-def check_data_files(config: RunConfig) -> None:
-    """``ConfigError`` when the data set's files are not in ``data-dir`` and not to be
-    downloaded (a site's own data is on its nodes: not checked), in the syntax of the
-    ``flowerbed`` commands (``--set download=true``): ``flowerbed run`` and ``flowerbed
-    sweep`` ask before anything starts (the loaders say the same, for ``flwr run``)."""
-    if config.partitioner == SITE:
-        return
-    missing = missing_data(config.dataset, config.data_path, config.image_size)
-    if missing is None or (config.download and config.dataset in downloadable_datasets()):
-        return
-    if config.dataset in downloadable_datasets():
-        missing += ", or add --set download=true on a machine with internet"
-    raise ConfigError(f"dataset={config.dataset!r}: {missing}")
-
-
-def activations(name: str, shape: tuple[int, ...], num_classes: int) -> tuple[int, int] | None:
-    """Per sample: the values of every layer's output in one forward pass (what training keeps
-    for the backward pass), and the most values alive at once in evaluation (no gradients: the
-    input and output of the widest layer, or PointNet++'s ball query). Counted layer by layer
-    for each architecture;
-    ``tests/test_resources.py`` compares the first number with a forward pass on torch's meta
-    device. ``None`` for the VQC."""
-    c = num_classes
-    if name in ("logreg", "mlp", "mlp-small"):
-        d = math.prod(shape)
-        hidden = {"mlp": 64, "mlp-small": 24}.get(name)
-        total = d + c + (4 * hidden if hidden else 0)  # Linear, ReLU per hidden layer
-        return total, 2 * max(d, hidden or 0)
-    if name in ("cnn", "cnn-small", "cnn-bn") and len(shape) == 3:
-        first, second, embedding = (16, 32, 64) if name == "cnn-small" else (32, 64, 128)
-        layers = 3 if name == "cnn-bn" else 2  # conv (+ batch norm) + ReLU
-        full, half = shape[1] * shape[2], (shape[1] // 2) * (shape[2] // 2)
-        total = (
-            first * full * layers  # first convolution
-            + first * half  # max pool
-            + second * half * layers  # second convolution
-            + 2 * 16 * second  # adaptive pool to 4x4, flatten
-            + embedding * layers
-            + c
-        )
-        return total, 2 * first * full
-    if name == "resnet18" and len(shape) == 3:
-        h, w = shape[1], shape[2]
-        stage = [math.ceil(h / 2**i) * math.ceil(w / 2**i) for i in range(4)]
-        # stem conv, bn, relu, identity pool; per BasicBlock conv, bn, relu, conv, bn, relu;
-        # the first block of stages 2-4 adds its downsampling conv and bn
-        total = (
-            64 * stage[0] * (4 + 12)
-            + 128 * stage[1] * 14
-            + 256 * stage[2] * 14
-            + 512 * stage[3] * 14
-            + 2 * 512  # average pool, flatten
-            + c
-        )
-        return total, 2 * 64 * stage[0]
-    if name == "pointnet" and len(shape) == 2:
-        points = shape[0]
-        # shared MLP: Linear, BatchNorm, ReLU per width on every point; FC 512 (Linear,
-        # BatchNorm, ReLU), FC 256 (Linear, Dropout, BatchNorm, ReLU)
-        total = 3 * (64 + 128 + 1024) * points + 3 * 512 + 4 * 256 + c
-        return total, 2 * 1024 * points
-    if name in ("pointnet2", "pointnet2-small") and len(shape) == 2:
-        points = shape[0]
-        if name == "pointnet2":
-            (m1, k1, w1), (m2, k2, w2), (w3, fc) = (512, 32, 256), (128, 64, 512), (1792, 768)
-        else:
-            (m1, k1, w1), (m2, k2, w2), (w3, fc) = (256, 16, 128), (64, 32, 256), (896, 384)
-        m1, k1 = min(m1, points), min(k1, points)
-        m2, k2 = min(m2, m1), min(k2, m1)
-        # each set abstraction: Linear, BatchNorm, ReLU per width of its shared MLP, on every
-        # grouped point; the FC blocks: Linear, BatchNorm, ReLU, Dropout
-        grouped = 3 * (w1 * m1 * k1 + w2 * m2 * k2 + w3 * m2) + 4 * fc + c
-        ball_query = BALL_QUERY_VALUES * m1 * points
-        widest = max((w1 // 2) * m1 * k1, (w2 // 2) * m2 * k2)  # each MLP's last width: half
-        return grouped + ball_query, max(ball_query, 2 * widest)
-    return None
 
 
 def trains_on_cpu(config: RunConfig) -> bool:
@@ -512,84 +410,22 @@ def estimate(config: RunConfig, num_clients: int | None = None) -> Estimate:
                     VQC_KEYS,
                 )
             )
-        counts = activations(config.model, shape, classes)
-        if counts is not None and trains_on_cpu(config):
-            total, largest = counts
+        sample = model_activations(config.model, tuple(shape), classes)
+        if sample is not None and trains_on_cpu(config):
             transient.append(
                 Need(
                     f"training activations ({config.model}, batch-size {config.batch_size})",
-                    int(TRAINING_PEAK * total * config.batch_size * FLOAT),
+                    int(TRAINING_PEAK * sample.kept * config.batch_size * FLOAT),
                     ("model", "batch-size", *sizing),
                 )
             )
             transient.append(
                 Need(
                     f"evaluation batches of {EVALUATION_BATCH} ({config.model})",
-                    largest * EVALUATION_BATCH * FLOAT,
+                    sample.peak_bytes * EVALUATION_BATCH,
                     ("model", *sizing),
                 )
             )
     if transient:
         memory.append(max(transient, key=lambda need: need.bytes))
     return Estimate(tuple(memory), tuple(disk), cache_folder(config))
-
-
-def _gib(size: int) -> str:
-    return f"{size / GIB:.3g} GiB"
-
-
-def _largest(needs: tuple[Need, ...]) -> tuple[list[Need], list[str]]:
-    """The two largest parts and the keys that size them (in that order, each once)."""
-    top = sorted((need for need in needs if need.keys), key=lambda need: -need.bytes)[:2]
-    keys = list(dict.fromkeys(key for need in top for key in need.keys))
-    return top, keys
-
-
-def _most_layers(config: RunConfig, num_clients: int | None, room: int) -> int | None:
-    """The most ``vqc-layers`` with which this run's estimate fits in ``room`` bytes (the
-    estimate grows with the layers: a bisection), or ``None`` when even one layer does not."""
-
-    def fits(layers: int) -> bool:
-        return estimate(config.replace(vqc_layers=layers), num_clients).memory_bytes <= room
-
-    low, high = 1, config.vqc_layers  # fits(low), not fits(high)
-    if not fits(low) or fits(high):
-        return None
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if fits(middle) else (low, middle)
-    return low
-
-
-def check_resources(config: RunConfig, num_clients: int | None = None) -> Estimate:
-    """The estimate, or a ``ConfigError`` (one line: needed, available, the keys to change)
-    when one process would not fit this machine's available memory or the cache would not fit
-    its disk."""
-    found = estimate(config, num_clients)
-    clients = f" with {num_clients} clients" if num_clients is not None else ""
-    memory, room = found.memory_bytes, available_memory()
-    if memory > room:
-        top, keys = _largest(found.memory)
-        parts = "; ".join(f"{need.what}: {_gib(need.bytes)}" for need in top)
-        most = _most_layers(config, num_clients, room) if "vqc-layers" in keys else None
-        if most is not None:
-            keys[keys.index("vqc-layers")] = (
-                f"vqc-layers={config.vqc_layers} (at most {most:,} fit)"
-            )
-        raise ConfigError(
-            f"this run{clients} needs about {_gib(memory)} of memory per process ({parts}), more"
-            f" than the {_gib(room)} available on this machine; change"
-            f" {', '.join(keys) or 'the number of clients'}"
-        )
-    if found.disk:
-        free = free_disk(found.cache_dir)
-        if found.disk_bytes > free:
-            top, keys = _largest(found.disk)
-            parts = "; ".join(f"{need.what}: {_gib(need.bytes)}" for need in top)
-            raise ConfigError(
-                f"this run needs about {_gib(found.disk_bytes)} of disk in"
-                f" cache-dir={str(found.cache_dir)!r} ({parts}), more than the {_gib(free)}"
-                f" free there; free space, set cache-dir to another disk, or change"
-                f" {', '.join(keys)}"
-            )
-    return found
