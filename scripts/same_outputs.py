@@ -5,8 +5,9 @@ Used to prove that a restructuring changed no behaviour. Each job runs in proces
 ServerApp job and ClientApp handlers, no Ray, one torch thread, no HTML report), 4 clients,
 two rounds, the protocol's smallest settings. Its outputs without wall-clock fields (``seconds``,
 ``time``, ``cpu_latency_ms``) are saved as one JSON file per job: ``history.json``, the JSON
-files a protocol or feature adds (``kt_metrics.json``, ``distill.json``, ``privacy.json``, ...)
-and a digest of every tensor of every ``*.pt`` the run writes. Run it with the flowerbed of the
+files a protocol or feature adds (``kt_metrics.json``, ``distill.json``, ``privacy.json``,
+``ctl_metrics.json``, ``clinical.json``, ...: ``OUTPUT_FILES``) and a digest of every tensor of
+every ``*.pt`` and array of every ``*.npz`` the run writes. Run it with the flowerbed of the
 checkout to record (its cwd first on ``sys.path``, or ``PYTHONPATH``)::
 
     cd <old checkout> && PYTHONPATH=$PWD python /path/to/scripts/same_outputs.py record /tmp/before
@@ -102,13 +103,18 @@ DP = {"dp-noise-multiplier": 0.01, "dp-clipping-norm": 10.0}
 PINNED_ENTROPY = 1234  # what np.random.seed() without a seed seeds inside a DP job
 # keys whose values are wall-clock measurements, dropped from every recorded file
 WALL_CLOCK = frozenset({"seconds", "time", "cpu_latency_ms"})
-# the JSON files of a run folder that hold its outputs (those a run writes)
+# the JSON (and JSON-lines) files of a run folder that hold its outputs (those a run writes)
 OUTPUT_FILES = (
     "history.json",
     "kt_metrics.json",
     "distill.json",
     "distill_history.json",
     "privacy.json",
+    "ctl_metrics.json",
+    "fedsa_selection.json",
+    "clinical.json",
+    "client_table.jsonl",
+    "classes.json",
     "partitions.json",
     "model_best.json",
     "status.json",
@@ -224,15 +230,29 @@ def tensor_digests(path: Path) -> dict[str, str]:
     return out
 
 
+def array_digests(path: Path) -> dict[str, str]:
+    """A digest of every array of an ``.npz`` file (saved predictions)."""
+    with np.load(path) as arrays:
+        return {k: hashlib.sha256(arrays[k].tobytes()).hexdigest()[:16] for k in arrays.files}
+
+
+def read_json(path: Path):
+    """A JSON file, or a JSON-lines file as the list of its lines."""
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(path.read_text())
+
+
 def outputs(run_dir: Path) -> dict:
     """What a run folder holds that a refactor must not change (``OUTPUT_FILES`` present, the
-    tensors of every ``*.pt``)."""
+    tensors of every ``*.pt``, the arrays of every ``*.npz``)."""
     files = {
-        name: without_wall_clock(json.loads((run_dir / name).read_text()))
+        name: without_wall_clock(read_json(run_dir / name))
         for name in OUTPUT_FILES
         if (run_dir / name).is_file()
     }
     models = {path.name: tensor_digests(path) for path in sorted(run_dir.glob("*.pt"))}
+    models |= {path.name: array_digests(path) for path in sorted(run_dir.glob("*.npz"))}
     return {"files": files, "models": models}
 
 
@@ -325,7 +345,7 @@ def differences(old: dict, new: dict) -> list[str]:
         a, b = old["models"].get(name, {}), new["models"].get(name, {})
         changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         if changed:
-            out.append(f"{name}: {len(changed)} tensors differ ({', '.join(changed[:4])}...)")
+            out.append(f"{name}: {len(changed)} entries differ ({', '.join(changed[:4])}...)")
     return out
 
 

@@ -52,7 +52,7 @@ def test_a_changed_value_or_tensor_or_status_is_a_difference():
         "history.json round 1 central_accuracy: 0.5 -> 0.6"
     ]
     other_model = {**job, "models": {"model.pt": {"w": "cd"}}}
-    assert same_outputs.differences(job, other_model) == ["model.pt: 1 tensors differ (w...)"]
+    assert same_outputs.differences(job, other_model) == ["model.pt: 1 entries differ (w...)"]
     failed = {"status": "failed", "error": "RunFailed: x"}
     assert same_outputs.differences(job, failed) == ["ok -> failed: RunFailed: x"]
     assert same_outputs.differences(failed, dict(failed)) == []
