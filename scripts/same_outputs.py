@@ -338,7 +338,10 @@ def differences(old: dict, new: dict) -> list[str]:
             return []
         return [f"{old['status']} -> {new['status']}: {new.get('error', old.get('error', ''))}"]
     out: list[str] = []
-    for name in sorted(set(old["files"]) | set(new["files"])):
+    order = {name: i for i, name in enumerate(OUTPUT_FILES)}  # history first
+    for name in sorted(
+        set(old["files"]) | set(new["files"]), key=lambda n: order.get(n, len(order))
+    ):
         a, b = old["files"].get(name, "<absent>"), new["files"].get(name, "<absent>")
         diff(name, keyed(name, a), keyed(name, b), out)
     for name in sorted(set(old["models"]) | set(new["models"])):
