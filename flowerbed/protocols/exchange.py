@@ -53,7 +53,10 @@ from ..metrics import (
 )
 from ..models import Classifier, build_model
 from ..runtime.context import RunContext
-from ..runtime.reply_checks import (
+from ..settings import ConfigError, RunConfig
+from ..training.local_client import LocalClient
+from ..training.loops import build_optimizer
+from ..trust.reply_checks import (
     TRAIN,
     Metric,
     NodeSizes,
@@ -61,9 +64,6 @@ from ..runtime.reply_checks import (
     ReplyRules,
     no_arrays,
 )
-from ..settings import ConfigError, RunConfig
-from ..training.local_client import LocalClient
-from ..training.loops import build_optimizer
 from .local_fit import (
     CLIENT_MODEL_METRICS,
     NUM_ROUNDS,

@@ -48,7 +48,10 @@ from ..runtime.context import RunContext
 from ..runtime.history import round_row, unweighted_client_accuracy
 from ..runtime.outcome import RunFailed
 from ..runtime.recording_grid import RecordingGrid
-from ..runtime.reply_checks import (
+from ..settings import RunConfig, Setting, comma_list
+from ..training.local_client import LocalClient
+from ..training.loops import build_optimizer, evaluate, train_local
+from ..trust.reply_checks import (
     FRACTION,
     LOSS,
     TRAIN,
@@ -61,9 +64,6 @@ from ..runtime.reply_checks import (
     no_arrays,
     schema_of,
 )
-from ..settings import RunConfig, Setting, comma_list
-from ..training.local_client import LocalClient
-from ..training.loops import build_optimizer, evaluate, train_local
 from .messaging import send_to_nodes
 from .phase import Handoff, Phase
 

@@ -64,7 +64,7 @@ DP_MODES = {
 }
 
 # what an attacker replies instead of its honest model w, g the global model it received
-# (flowerbed.attacks' module docstring)
+# (flowerbed.trust.attacks' module docstring)
 ATTACK_RULES = {
     "sign-flip": "replies g - (w - g): its honest update negated",
     "scale": "replies g + s (w - g): its honest update boosted by s = attack-scale",
