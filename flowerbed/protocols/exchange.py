@@ -18,7 +18,7 @@ of ``kt_metric_schema``; a reply that fails is dropped (that student is missing 
 average); a run with none left stops there, with one line saying so.
 
 Client half: the student takes its local model (``local_fit.local_model``), draws its query
-(``flowerbed.queries``), runs its method's transfer step (a ``TransferFn``, see
+(``query_draw``), runs its method's transfer step (a ``TransferFn``, see
 ``flowerbed.methods``) when it has a query, and replies with both per-class vectors.
 
 A "communication round" in the paper's sense (each client sends its model, then receives the
