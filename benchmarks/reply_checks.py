@@ -2,7 +2,7 @@
 
 For three models (``mlp`` and ``cnn`` on digits' 8x8 inputs, ``resnet18`` on CIFAR-10's 32x32x3),
 one FL training reply (the model the server sent plus a small update) is checked with the FL
-rounds' rules (``runtime.reply_checks.check_reply``: decoding, keys, shapes and dtypes,
+rounds' rules (``trust.reply_checks.check_reply``: decoding, keys, shapes and dtypes,
 finiteness, the update's norm in float32, metric types, num-examples), and clipped
 (``clip_update``, run-config ``max-update-norm``). Each is timed ``--repeats`` times (median,
 one thread); beside them, the median time of one local training step of that model on one
@@ -35,7 +35,7 @@ from result_tables import provenance_line, read_runs, record_provenance, write_t
 from flowerbed.core.clipping import clip_update
 from flowerbed.core.results import write_csv
 from flowerbed.models import build_model
-from flowerbed.runtime.reply_checks import (
+from flowerbed.trust.reply_checks import (
     TRAIN,
     NodeSizes,
     ReplyRules,

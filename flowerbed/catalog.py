@@ -29,13 +29,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import attacks, docs_tables, privacy
+from . import docs_tables, privacy
 from .core.device import SETTINGS as DEVICE_SETTINGS
 from .data import classes, federation, site_reports
 from .data.registry import fitting_model
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
-from .mods import SETTINGS as MOD_SETTINGS
 from .protocols import distill, fl_rounds, kt_metrics
 from .protocols.distill import OFF, Distill
 from .protocols.fl_rounds import FLRounds
@@ -48,6 +47,8 @@ from .runtime.trackers import SETTINGS as TRACKER_SETTINGS
 from .settings import ConfigError, RunConfig, Setting, index_settings
 from .strategies import STRATEGIES, StrategySpec
 from .training.loops import SETTINGS as TRAINING_SETTINGS
+from .trust import attacks
+from .trust.fault_injection import SETTINGS as FAULT_INJECTION_SETTINGS
 
 
 def fl_protocol(spec: StrategySpec) -> ProtocolSpec:
@@ -107,7 +108,7 @@ SETTING_GROUPS: dict[str, tuple[Setting, ...]] = {
     "Local training": TRAINING_SETTINGS,
     "Device": DEVICE_SETTINGS,
     "Trackers": TRACKER_SETTINGS,
-    "Fault injection": MOD_SETTINGS,
+    "Fault injection": FAULT_INJECTION_SETTINGS,
     "Attacks": attacks.SETTINGS,
     "Differential privacy": privacy.SETTINGS,
     **{f"Protocol `{name}`": protocol.settings for name, protocol in PROTOCOLS.items()},

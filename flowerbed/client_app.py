@@ -29,15 +29,15 @@ from flwr.app import Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.clientapp.typing import Mod
 
-from .attacks import attack_update
 from .catalog import get_protocol, parse_run_config
 from .client_state import keep_client_state
 from .data.federation import table_labels
 from .data.site_reports import NodeDataError, data_report, nodes_report_data
-from .mods import fail_on_purpose
 from .privacy import privacy_mod
 from .protocols.phase import Phase
 from .training.local_client import LocalClient
+from .trust.attacks import attack_update
+from .trust.fault_injection import fail_on_purpose
 
 app = ClientApp()
 

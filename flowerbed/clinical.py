@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 # the evaluation reply's per-class counts of the local test split (lists, checked by
-# runtime.reply_checks) and its training split's size: what the per-site table is made of
+# trust.reply_checks) and its training split's size: what the per-site table is made of
 TEST_CLASS_COUNTS, TEST_CLASS_CORRECT = "test-class-counts", "test-class-correct"
 TRAIN_EXAMPLES = "train-examples"
 CLASS_COUNT_METRICS = frozenset({TEST_CLASS_COUNTS, TEST_CLASS_CORRECT})

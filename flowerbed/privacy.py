@@ -103,8 +103,8 @@ from .adaptive_clipping import (
 )
 from .client_state import RECORD
 from .runtime.outcome import RunFailed
-from .runtime.reply_checks import model_like_sent
 from .settings import ConfigError, RunConfig, Setting
+from .trust.reply_checks import model_like_sent
 
 NONE = "none"
 SERVER_FIXED, SERVER_ADAPTIVE = "central-server-fixed", "central-server-adaptive"

@@ -19,19 +19,19 @@ from flwr.app import (
     RecordDict,
 )
 
-from flowerbed.attacks import (
-    ATTACKS,
-    MODEL_POISONING,
-    NOISE_TAG,
-    attack_update,
-    flip_labels,
-)
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.seeding import seed_for
 from flowerbed.data.federation import node_split
 from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
 from flowerbed.settings import ConfigError
 from flowerbed.training.local_client import LocalClient
+from flowerbed.trust.attacks import (
+    ATTACKS,
+    MODEL_POISONING,
+    NOISE_TAG,
+    attack_update,
+    flip_labels,
+)
 
 SEED, ROUND, NUM_EXAMPLES = 7, 3, 40
 G = {  # the global arrays sent: two float dtypes and an integer buffer

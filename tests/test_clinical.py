@@ -29,8 +29,8 @@ from flowerbed.data.registry import DATASETS
 from flowerbed.inprocess import run_in_process
 from flowerbed.metrics import auroc, clinical_metrics
 from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table, read_client_tables
-from flowerbed.runtime.reply_checks import LENIENT, RejectedReply, check_reply
 from flowerbed.settings import ConfigError
+from flowerbed.trust.reply_checks import LENIENT, RejectedReply, check_reply
 
 
 def breast_cancer_predictions(seed: int = 0):

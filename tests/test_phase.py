@@ -12,8 +12,8 @@ from flowerbed.protocols.fl_rounds import FLRounds
 from flowerbed.protocols.kt_metrics import KTMetrics
 from flowerbed.protocols.local_fit import LocalFit
 from flowerbed.protocols.phase import Phase, Protocol
-from flowerbed.runtime.reply_checks import ReplyRules
 from flowerbed.settings import ConfigError
+from flowerbed.trust.reply_checks import ReplyRules
 
 
 class Recorder(Phase):

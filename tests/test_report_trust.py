@@ -15,14 +15,11 @@ from flowerbed.catalog import SETTINGS
 from flowerbed.clinical import site_estimates
 from flowerbed.core.results import write_json
 from flowerbed.report import write_run_report
+from flowerbed.report.environment_section import environment_section
 from flowerbed.report.markup import fmt, setting_text
+from flowerbed.report.privacy_section import privacy_section, recorded_norms
+from flowerbed.report.robustness_section import robustness_section
 from flowerbed.report.run_folder import RunFolder
-from flowerbed.report.trust_sections import (
-    environment_section,
-    privacy_section,
-    recorded_norms,
-    robustness_section,
-)
 from flowerbed.runtime.environment import environment
 from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table
 from flowerbed.runtime.outcome import write_status

@@ -34,7 +34,7 @@ RAY_TRACEBACK = f"""{RED}ERROR {RESET}:     Traceback (most recent call last):
 ray.exceptions.RayTaskError(ClientAppException): ray::ClientAppActor.run() (pid=7132, ip=192.0.2.2, repr=<flwr.simulation.ray_transport.ray_actor.ClientAppActor object at 0x7f05>)
   File "/venv/lib/python3.11/site-packages/flwr/clientapp/client_app.py", line 161, in __call__
     return self._registered_funcs[full_name](message, context)
-  File "/home/me/flowerbed/flowerbed/mods.py", line 70, in fail_on_purpose
+  File "/home/me/flowerbed/flowerbed/trust/fault_injection.py", line 70, in fail_on_purpose
     raise RuntimeError(f"partition {{partition_id}} fails on purpose (run-config failing-partitions)")
 RuntimeError: partition 1 fails on purpose (run-config failing-partitions)
 
@@ -147,7 +147,7 @@ def test_the_first_error_is_the_clients_exception_and_where_it_was_raised():
     log = "".join(RUN[:10]) + RAY_TRACEBACK + RAY_TRACEBACK.replace("partition 1", "partition 2")
     assert first_error(log) == (
         "RuntimeError: partition 1 fails on purpose (run-config failing-partitions)"
-        " (flowerbed/mods.py:70 in fail_on_purpose)"
+        " (flowerbed/trust/fault_injection.py:70 in fail_on_purpose)"
     )
 
 
@@ -176,7 +176,7 @@ def test_an_error_replys_reason_is_the_clients_exception_without_flowers_debris(
     )
     assert short_reason(reply) == (
         "RuntimeError: partition 1 fails on purpose (run-config failing-partitions)"
-        " (flowerbed/mods.py:70 in fail_on_purpose)"
+        " (flowerbed/trust/fault_injection.py:70 in fail_on_purpose)"
     )
     bare = SimpleNamespace(
         error=SimpleNamespace(reason="Exception ClientAppException occurred. Message: boom'>")

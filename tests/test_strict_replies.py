@@ -1,6 +1,6 @@
 """Strict replies in every phase: each message type a phase sends declares what its replies hold
 (``Phase.reply_rules``), and a malformed reply is dropped with a one-line reason, like a
-training reply of FL rounds (``runtime.reply_checks``), while the run goes on with the others.
+training reply of FL rounds (``trust.reply_checks``), while the run goes on with the others.
 
 Unit tests feed forged replies through ``check_reply`` with each phase's own rules; two
 in-process runs check the whole path for the QKT family (an upload without its model) and CTL
@@ -25,8 +25,8 @@ from flowerbed.protocols.exchange import Exchange
 from flowerbed.protocols.kt_metrics import KTMetrics
 from flowerbed.protocols.local_fit import LocalFit, architecture_schemas
 from flowerbed.runtime.outcome import RunFailed
-from flowerbed.runtime.reply_checks import NodeSizes, RejectedReply, check_reply
 from flowerbed.settings import ConfigError
+from flowerbed.trust.reply_checks import NodeSizes, RejectedReply, check_reply
 
 # --- every message type declares its schema ---------------------------------------------------
 

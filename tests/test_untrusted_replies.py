@@ -15,14 +15,14 @@ from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
 from flowerbed.core.clipping import clip_update
 from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
-from flowerbed.runtime.reply_checks import (
+from flowerbed.server_app import run_protocol
+from flowerbed.trust.reply_checks import (
     DATA,
     NodeSizes,
     RejectedReply,
     ReplyRules,
     check_reply,
 )
-from flowerbed.server_app import run_protocol
 
 BAD = 1  # the partition whose reply is corrupted
 COMMON = {"num-server-rounds": 1, "local-epochs": 1, "model": "mlp", "seed": 3}

@@ -11,7 +11,7 @@ from ..protocols.exchange import Exchange, TransferFn
 from ..protocols.local_fit import SETTINGS as LOCAL_FIT_SETTINGS
 from ..protocols.local_fit import LocalFit
 from ..protocols.phase import ProtocolSpec
-from ..queries import SETTINGS as QUERY_SETTINGS
+from ..protocols.query_draw import SETTINGS as QUERY_SETTINGS
 from ..settings import Setting
 
 BASE_SETTINGS = (*QUERY_SETTINGS, *LOCAL_FIT_SETTINGS)

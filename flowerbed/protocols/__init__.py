@@ -9,4 +9,7 @@ through the phase's Flower message types.
 * ``local_fit``: every client trains alone and optionally uploads (``train.local_fit``);
 * ``exchange``: the one-shot broadcast and transfer step (``train.exchange``);
 * ``kt_metrics``: clients measure their knowledge-transfer metrics (``query.kt_metrics``).
+
+``query_draw`` is QKT's seeded query draw (+ its ``kt-query*`` keys): ``local_fit.client_query``
+draws a client's query with it for the exchange and knowledge-transfer metrics phases.
 """

@@ -18,7 +18,7 @@ of ``kt_metric_schema``; a reply that fails is dropped (that student is missing 
 average); a run with none left stops there, with one line saying so.
 
 Client half: the student takes its local model (``local_fit.local_model``), draws its query
-(``flowerbed.queries``), runs its method's transfer step (a ``TransferFn``, see
+(``query_draw``), runs its method's transfer step (a ``TransferFn``, see
 ``flowerbed.methods``) when it has a query, and replies with both per-class vectors.
 
 A "communication round" in the paper's sense (each client sends its model, then receives the
@@ -53,7 +53,10 @@ from ..metrics import (
 )
 from ..models import Classifier, build_model
 from ..runtime.context import RunContext
-from ..runtime.reply_checks import (
+from ..settings import ConfigError, RunConfig
+from ..training.local_client import LocalClient
+from ..training.loops import build_optimizer
+from ..trust.reply_checks import (
     TRAIN,
     Metric,
     NodeSizes,
@@ -61,9 +64,6 @@ from ..runtime.reply_checks import (
     ReplyRules,
     no_arrays,
 )
-from ..settings import ConfigError, RunConfig
-from ..training.local_client import LocalClient
-from ..training.loops import build_optimizer
 from .local_fit import (
     CLIENT_MODEL_METRICS,
     NUM_ROUNDS,

@@ -61,12 +61,12 @@ from ..runtime.checkpoint import (
 )
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
-from ..runtime.reply_checks import TEST, TRAIN, ReplyRules, no_arrays
 from ..runtime.resume import checkpoint_stamp
 from ..settings import ConfigError, RunConfig, Setting
 from ..strategies.common import StrategySpec, flower_kwargs
 from ..training.local_client import LocalClient
 from ..training.loops import evaluate_clinical
+from ..trust.reply_checks import TEST, TRAIN, ReplyRules, no_arrays
 from .phase import Handoff, Phase
 from .rounds_strategy import RoundsStrategy, resumed_evaluate_fn
 

@@ -17,9 +17,9 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
 from ..metrics import eval_scores, test_accuracies, write_kt_metrics
 from ..runtime.context import ModelBuilder, RunContext
-from ..runtime.reply_checks import ReplyRules, client_metrics
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
+from ..trust.reply_checks import ReplyRules, client_metrics
 from .exchange import kt_reply_rules, kt_row, log_kt_summary
 from .local_fit import client_query, train_counts, train_local_model
 from .messaging import send_to_nodes

@@ -43,12 +43,14 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 from ..core.seeding import seed_for
 from ..metrics import eval_scores, local_test_accuracy, test_accuracies
 from ..models import MODELS, Classifier, build_model
-from ..queries import draw_query
 from ..runtime.context import RunContext
 from ..runtime.history import round_row, unweighted_client_accuracy
 from ..runtime.outcome import RunFailed
 from ..runtime.recording_grid import RecordingGrid
-from ..runtime.reply_checks import (
+from ..settings import RunConfig, Setting, comma_list
+from ..training.local_client import LocalClient
+from ..training.loops import build_optimizer, evaluate, train_local
+from ..trust.reply_checks import (
     FRACTION,
     LOSS,
     TRAIN,
@@ -61,11 +63,9 @@ from ..runtime.reply_checks import (
     no_arrays,
     schema_of,
 )
-from ..settings import RunConfig, Setting, comma_list
-from ..training.local_client import LocalClient
-from ..training.loops import build_optimizer, evaluate, train_local
 from .messaging import send_to_nodes
 from .phase import Handoff, Phase
+from .query_draw import draw_query
 
 
 def _check_client_models(value: str, config: RunConfig) -> str | None:
@@ -220,7 +220,7 @@ def train_counts(client: LocalClient) -> np.ndarray:
 
 
 def client_query(client: LocalClient) -> list[int]:
-    """The client's seeded query (``flowerbed.queries.draw_query``)."""
+    """The client's seeded query (``query_draw.draw_query``)."""
     config = client.config
     return draw_query(
         train_counts(client),

@@ -19,7 +19,7 @@ before the handshake when the server holds no data (``server-data``).
 ``reply_rules(config)`` declares what the replies to each of the phase's message types hold
 (array records, metric and config records, what bounds ``num-examples``, the phase's own
 check): the recording grid checks every reply against it before the server half sees it
-(``runtime.reply_checks``), and a reply that fails reaches the server half as an error reply,
+(``trust.reply_checks``), and a reply that fails reaches the server half as an error reply,
 which it leaves out like a failed client. It is called after ``check``, so that it may use
 what ``check`` learnt of the run (the architectures' shapes, the number of classes).
 
@@ -44,9 +44,9 @@ from flwr.app import ArrayRecord, Message
 from ..data.site_reports import server_has_data
 from ..models import Classifier, run_model
 from ..runtime.context import RunContext
-from ..runtime.reply_checks import ReplyRules
 from ..settings import ConfigError, RunConfig, Setting, Value
 from ..training.local_client import LocalClient
+from ..trust.reply_checks import ReplyRules
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Phase:
 
     def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
         """What the replies to this phase's messages hold, by message type
-        (``runtime.reply_checks``). Every message type of ``MESSAGE_TYPES`` must be listed,
+        (``trust.reply_checks``). Every message type of ``MESSAGE_TYPES`` must be listed,
         with its ``arrays`` declared (``no_arrays`` for a reply of metrics only): strict by
         default, as tests/test_strict_replies.py checks for every registered protocol."""
         return {}

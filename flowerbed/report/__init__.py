@@ -21,7 +21,9 @@ ServerApp's environment skips it (the test suite does: a report costs about a se
 
 The package: ``run_folder`` (the files, read once), ``markup`` (HTML: tables, sections, the
 page), ``plots`` (matplotlib, embedded as PNG), ``sections`` (what every run report has),
-``protocol_sections`` (what a protocol adds); this module puts a run's sections together.
+``protocol_sections`` (what a protocol adds), ``privacy_section``, ``robustness_section`` and
+``environment_section`` (what a reader must trust: the privacy spent, attacks and dropped
+replies, the versions and machine); this module puts a run's sections together.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ from flwr.common.logger import log
 from ..core.results import atomic_write
 from .clinical_sections import clinical_reading_section, sites_section
 from .configuration import config_section
+from .environment_section import environment_section
 from .markup import Section, page
+from .privacy_section import privacy_section
 from .protocol_sections import ctl_section, distill_section, fedsa_section, qkt_section
+from .robustness_section import robustness_section
 from .run_folder import PARTITIONS_PNG, REPORT_FILE, RunFolder
 from .sections import (
     clinical_section,
@@ -48,7 +53,6 @@ from .sections import (
     partition_section,
     status_section,
 )
-from .trust_sections import environment_section, privacy_section, robustness_section
 
 __all__ = [
     "ENV_SWITCH",

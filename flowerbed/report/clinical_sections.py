@@ -13,8 +13,8 @@ from ..data.classes import POSITIVE_REASONS
 from ..runtime.history import CLIENT_TABLE_FILE, read_client_tables
 from .markup import Section, absent, esc, fmt, img, shown, table
 from .plots import png_bytes, pyplot
+from .robustness_section import attacker_ids
 from .run_folder import RunFolder
-from .trust_sections import attacker_ids
 
 METRIC_LABELS = (
     ("accuracy", "accuracy"),

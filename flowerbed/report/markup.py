@@ -1,4 +1,5 @@
-"""The HTML of a report page: escaping, number formats, tables, sections, the page."""
+"""The HTML of a report page: escaping, number formats, counted words, tables, sections, the
+page."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ def img(png: bytes, alt: str) -> str:
 
 def esc(value) -> str:
     return html.escape(str(value))
+
+
+def plural(count: int, word: str, many: str = "") -> str:
+    """``count`` and ``word``, with ``many`` (``word`` + s unless given) when it is not 1."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
 
 
 FIXED_RANGE = (0.01, 1e6)  # floats in it print with fixed decimals; others keep their magnitude

@@ -43,7 +43,6 @@ import torch
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
-from ..attacks import announce_attack
 from ..core.results import make_run_dir, write_json, write_partition_table
 from ..data import DatasetSplits, label_counts
 from ..data.classes import CLASSES_FILE, run_classes
@@ -58,15 +57,16 @@ from ..data.site_reports import (
     server_has_data,
 )
 from ..models import Classifier
-from ..mods import failing_partition_ids
 from ..settings import ConfigError, RunConfig, Setting
+from ..trust.attacks import announce_attack
+from ..trust.fault_injection import failing_partition_ids
+from ..trust.reply_checks import NodeSizes
 from .checkpoint import ServerCheckpoint
 from .environment import write_environment
 from .history import History
 from .outcome import RunFailed
 from .preflight import check_resources
 from .recording_grid import RecordingGrid
-from .reply_checks import NodeSizes
 from .resume import (
     FEDERATION_KEY,
     PROTOCOL_DEFAULTS_KEY,

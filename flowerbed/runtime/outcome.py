@@ -122,8 +122,8 @@ FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in (.+)$')
 
 
 def where(path: str, line: str, function: str) -> str:
-    """``.../flowerbed/mods.py``, 70, ``f`` -> ``flowerbed/mods.py:70 in f`` (else the file's
-    last two parts)."""
+    """``.../flowerbed/trust/fault_injection.py``, 70, ``f`` ->
+    ``flowerbed/trust/fault_injection.py:70 in f`` (else the file's last two parts)."""
     parts = Path(path).parts
     if "flowerbed" in parts:
         short = "/".join(parts[len(parts) - parts[::-1].index("flowerbed") - 1 :])
@@ -134,8 +134,8 @@ def where(path: str, line: str, function: str) -> str:
 
 def first_error(log: str) -> str | None:
     """The first exception in ``log`` that is not a wrapper (Ray's, Flower's), with where it
-    was raised (its traceback's last frame): ``"RuntimeError: ... (flowerbed/mods.py:70 in
-    fail_on_purpose)"``; None when the log holds none."""
+    was raised (its traceback's last frame): ``"RuntimeError: ...
+    (flowerbed/trust/fault_injection.py:70 in fail_on_purpose)"``; None when the log holds none."""
     frame = None  # the last frame of the traceback being read
     for raw in log.splitlines():
         line = clean(raw)

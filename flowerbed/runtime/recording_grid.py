@@ -7,7 +7,7 @@ without touching it: bytes sent and received (the records' payload, as Flower's
 accuracy, and the wall time of the round.
 
 Untrusted replies: every reply is checked before any strategy sees it
-(``runtime.reply_checks``: arrays like the ones sent, finite, an update that cannot overflow
+(``trust.reply_checks``: arrays like the ones sent, finite, an update that cannot overflow
 the model's dtype, metrics of the declared types, ``num-examples`` a positive integer within
 the node's data as it reported it in the handshake, ``partition-id`` the node's own). A reply
 that fails is turned into an error reply with the reason: counted as a failed client, its
@@ -52,8 +52,7 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.logger import log
 
 from ..core.clipping import clip_update
-from .outcome import first_error
-from .reply_checks import (
+from ..trust.reply_checks import (
     LENIENT,
     NodeSizes,
     RejectedReply,
@@ -61,6 +60,7 @@ from .reply_checks import (
     check_reply,
     rejection,
 )
+from .outcome import first_error
 
 WRAPPED = re.compile(r"^Exception \w+ occurred\. Message: ")  # Flower's ClientAppException
 

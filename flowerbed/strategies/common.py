@@ -32,9 +32,9 @@ from ..clinical import SITE_COUNTS
 from ..data.site_reports import data_shape
 from ..models import Classifier, build_model, run_model
 from ..runtime.history import CLIENT_CLINICAL, weighted_mean
-from ..runtime.reply_checks import Schema, model_like_sent
 from ..settings import RunConfig, Setting, Value
 from ..training.local_client import LocalClient
+from ..trust.reply_checks import Schema, model_like_sent
 
 
 def evaluate_global_model(client: LocalClient, msg: Message) -> Message:
@@ -59,7 +59,7 @@ class StrategySpec:
     # on); False where it is something else (FedNova's normalised direction, SCAFFOLD's
     # update and control-variate deltas).
     replies_model: bool = True
-    # What a training reply holds, exactly (``runtime.reply_checks``): given the run config,
+    # What a training reply holds, exactly (``trust.reply_checks``): given the run config,
     # a function from the content the server sent to the array records, keys, shapes and
     # dtypes of the reply. By default the ``arrays`` the server sent; algorithms that send
     # more back declare it (SCAFFOLD's control-variate deltas, QFedFisher's Fisher values).

@@ -67,10 +67,10 @@ from ..core.device import to_device_of
 from ..core.seeding import seed_for
 from ..data.site_reports import data_shape
 from ..models import build_model
-from ..runtime.reply_checks import Schema, schema_of
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from ..training.loops import cross_entropy, minibatches
+from ..trust.reply_checks import Schema, schema_of
 from .common import StrategySpec, trainable_keys
 
 FISHER_KEY = "fisher"

@@ -36,10 +36,10 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from ..runtime.reply_checks import Schema, schema_of
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient
 from ..training.terms import effective_steps, require_sgd
+from ..trust.reply_checks import Schema, schema_of
 from .common import ParameterRuleStrategy, StrategySpec, mean_of_replies, trainable_keys
 
 C_KEY = "scaffold-c"  # the server's c, in training messages

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
-from ..attacks import poisoned_labels
 from ..clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS, TRAIN_EXAMPLES
 from ..core.device import run_device
 from ..core.seeding import seed_for
@@ -28,6 +27,7 @@ from ..data.mapped_images import MappedImages
 from ..data.splits import DataNotFoundError
 from ..models import Classifier, build_model
 from ..settings import ConfigError, RunConfig
+from ..trust.attacks import poisoned_labels
 from .loops import TrainResult, build_optimizer, evaluate_clinical, train_local
 
 NODE_DATA_DIR_KEY = "data-dir"  # node-config key: a real site's own data folder

@@ -128,8 +128,8 @@ def test_flowerbed_run_completes_names_its_run_folder_and_stops_its_superlink(tm
 
 
 def test_a_run_that_fails_exits_1_and_says_what_its_status_json_says(tmp_path):
-    """Every client fails on purpose (the test-only fault injection of ``flowerbed.mods``): the
-    config parses, the run fails in its first round."""
+    """Every client fails on purpose (the test-only fault injection of
+    ``flowerbed.trust.fault_injection``): the config parses, the run fails in its first round."""
     failing = ["--set", "failing-partitions=0,1,2", "--set", f"output-dir={tmp_path / 'runs'}"]
     run = Run([*FLOWERBED, "run", *ONE_ROUND, *failing, "--clients", "3"], tmp_path)
     assert run.finish() == 1
@@ -141,7 +141,7 @@ def test_a_run_that_fails_exits_1_and_says_what_its_status_json_says(tmp_path):
     assert run.last.startswith(f"flowerbed run: failed: {status['reason']} [")
     # the last lines say why, where it was raised, and where the whole log is
     ending = [line for _, line in run.lines[-6:]]
-    cause = "fails on purpose (run-config failing-partitions) (flowerbed/mods.py:"
+    cause = "fails on purpose (run-config failing-partitions) (flowerbed/trust/fault_injection.py:"
     assert any(
         line.startswith("flowerbed run: first error: RuntimeError: partition") and cause in line
         for line in ending

@@ -75,9 +75,9 @@ from ...protocols.phase import Handoff, Phase, ProtocolSpec
 from ...runtime.context import RunContext
 from ...runtime.history import round_row, unweighted_client_accuracy
 from ...runtime.outcome import RunFailed
-from ...runtime.reply_checks import ReplyRules
 from ...settings import ConfigError, RunConfig, Setting
 from ...training.local_client import LocalClient
+from ...trust.reply_checks import ReplyRules
 from .node import round_step, share_step
 from .replies import round_rules, share_rules
 from .rules import GUEST_RULES, NUM_CLASSES, missing_classes, task_assignment

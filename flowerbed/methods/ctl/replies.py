@@ -1,4 +1,4 @@
-"""What CTL's replies must hold (``runtime.reply_checks``): every node is untrusted, and a
+"""What CTL's replies must hold (``trust.reply_checks``): every node is untrusted, and a
 share or a round reply that fails is dropped like a failed client, with the reason.
 
 * A share (``query.ctl_share``): the array record ``share`` only, float64: ``centroids``
@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 from flwr.app import RecordDict
 
-from ...runtime.reply_checks import (
+from ...settings import RunConfig
+from ...trust.reply_checks import (
     COUNT,
     FRACTION,
     LOSS,
@@ -36,7 +37,6 @@ from ...runtime.reply_checks import (
     Schema,
     client_metrics,
 )
-from ...settings import RunConfig
 from .rules import NUM_CLASSES
 
 FLOAT = "float64"

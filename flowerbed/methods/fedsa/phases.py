@@ -25,11 +25,11 @@ from ...protocols.phase import Handoff, Phase
 from ...runtime.context import RunContext
 from ...runtime.history import round_row, traffic_columns, unweighted_client_accuracy
 from ...runtime.outcome import RunFailed
-from ...runtime.reply_checks import ReplyRules
 from ...settings import ConfigError, RunConfig
 from ...strategies.common import as_arrayrecord, mean_of_replies
 from ...training.local_client import LocalClient
 from ...training.loops import evaluate
+from ...trust.reply_checks import ReplyRules
 from . import owner
 from .replies import amalgamate_rules, pretrain_rules, saliency_rules
 from .rules import (

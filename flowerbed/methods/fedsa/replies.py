@@ -1,4 +1,4 @@
-"""What FedSA's replies must hold (``runtime.reply_checks``): a reply that fails is dropped like
+"""What FedSA's replies must hold (``trust.reply_checks``): a reply that fails is dropped like
 a failed owner, with the reason, and the round goes on with the others.
 
 * Teacher pre-training (``train.fedsa_pretrain``): no array record; the ``metrics`` record:
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from flwr.app import RecordDict
 
-from ...runtime.reply_checks import (
+from ...settings import RunConfig
+from ...trust.reply_checks import (
     FRACTION,
     LOSS,
     TRAIN,
@@ -32,7 +33,6 @@ from ...runtime.reply_checks import (
     model_like_sent,
     no_arrays,
 )
-from ...settings import RunConfig
 
 
 def pretrain_rules(config: RunConfig) -> ReplyRules:

@@ -1,6 +1,6 @@
-"""Flower client mods of flowerbed.
+"""Test-only fault injection: chosen partitions fail their training on purpose.
 
-``fail_on_purpose``: test-only fault injection. The run-config key ``failing-partitions``
+``fail_on_purpose`` is a Flower client mod. The run-config key ``failing-partitions``
 lists partition ids whose training messages fail, so that tests and demonstrations can watch
 a round go on without them (the failure is counted in the history); ``failure-mode`` says how:
 ``raise`` (the handler raises instead of training) or ``nonfinite`` (the client trains and
@@ -14,7 +14,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 
-from .settings import RunConfig, Setting, comma_list
+from ..settings import RunConfig, Setting, comma_list
 
 
 def _check_partition_ids(value: str, config: RunConfig) -> str | None:

@@ -1,4 +1,5 @@
-"""Seeded choice of a client's query classes (QKT paper, Sec. 4.1 "Learning objectives").
+"""QKT's query draw: the seeded choice of a client's query classes (QKT paper, Sec. 4.1
+"Learning objectives"). Not Flower's ``query`` messages: a query here is a set of classes.
 
 A class is *under-represented* at a client when the client holds fewer than ``threshold``
 local training samples of it (50 in the paper; a class it lacks entirely counts too). The
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .settings import Setting
+from ..settings import Setting
 
 QUERY_MODES = ("single", "multi")
 SETTINGS = (

@@ -2,7 +2,7 @@
 
 import pytest
 
-from flowerbed.queries import draw_query, under_represented
+from flowerbed.protocols.query_draw import draw_query, under_represented
 
 
 def test_queries_come_from_under_represented_classes_seeded():

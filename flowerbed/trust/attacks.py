@@ -53,8 +53,8 @@ from flwr.app import Array, ArrayRecord, Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.common.logger import log
 
-from .core.seeding import seed_for
-from .settings import ConfigError, RunConfig, Setting, comma_list
+from ..core.seeding import seed_for
+from ..settings import ConfigError, RunConfig, Setting, comma_list
 
 NO_ATTACK = "none"
 LABEL_FLIP = "label-flip"
@@ -85,7 +85,7 @@ SETTINGS = (
         "attack",
         NO_ATTACK,
         "declared attack of the `attackers` (robustness studies; rules and papers in"
-        " `flowerbed/attacks.py`): `sign-flip`, `scale`, `noise`, `label-flip`,"
+        " `flowerbed/trust/attacks.py`): `sign-flip`, `scale`, `noise`, `label-flip`,"
         " `inflate-examples`, `free-rider`",
         choices=ATTACKS,
         check=_check_attack,

@@ -6,7 +6,7 @@ import pytest
 from flwr.app import Context, Message, MessageType, RecordDict
 
 from flowerbed.inprocess import run_in_process, use_server_identity
-from flowerbed.mods import fail_on_purpose, failing_partition_ids
+from flowerbed.trust.fault_injection import fail_on_purpose, failing_partition_ids
 
 
 def context(partition_id: int, failing: str) -> Context:
