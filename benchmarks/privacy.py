@@ -255,8 +255,8 @@ def simulate(implementation: str, start: float) -> list[dict]:
     from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
     from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping, FedAvg
 
-    from flowerbed.adaptive_clipping import AdaptiveClippingServerSide
     from flowerbed.inprocess import use_server_identity
+    from flowerbed.privacy.adaptive_clipping import AdaptiveClippingServerSide
 
     n, dim, norm = SIMULATION["clients"], SIMULATION["entries"], SIMULATION["norm"]
 

@@ -34,14 +34,14 @@ from flwr.serverapp.strategy import (
 from scipy import stats
 
 from flowerbed import privacy
-from flowerbed.adaptive_clipping import (
+from flowerbed.catalog import parse_run_config
+from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
+from flowerbed.privacy.adaptive_clipping import (
     KEY_UNCLIPPED,
     AdaptiveClippingClientSide,
     AdaptiveClippingServerSide,
     adaptive_clipping_mod,
 )
-from flowerbed.catalog import parse_run_config
-from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
 from flowerbed.strategies.common import flower_kwargs
 
 DELTA = 1e-5

@@ -96,15 +96,15 @@ from flwr.serverapp.strategy import (
     Strategy,
 )
 
+from ..client_state import RECORD
+from ..runtime.outcome import RunFailed
+from ..runtime.reply_checks import model_like_sent
+from ..settings import ConfigError, RunConfig, Setting
 from .adaptive_clipping import (
     AdaptiveClippingClientSide,
     AdaptiveClippingServerSide,
     adaptive_clipping_mod,
 )
-from .client_state import RECORD
-from .runtime.outcome import RunFailed
-from .runtime.reply_checks import model_like_sent
-from .settings import ConfigError, RunConfig, Setting
 
 NONE = "none"
 SERVER_FIXED, SERVER_ADAPTIVE = "central-server-fixed", "central-server-adaptive"
