@@ -29,13 +29,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import attacks, docs_tables, privacy
+from . import attacks, docs_tables
 from .core.device import SETTINGS as DEVICE_SETTINGS
 from .data import classes, federation, site_reports
 from .data.datasets import fitting_model
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
+from .privacy import modes as privacy_modes
 from .protocols import distill, fl_rounds, kt_metrics
 from .protocols.distill import OFF, Distill
 from .protocols.fl_rounds import FLRounds
@@ -109,7 +110,7 @@ SETTING_GROUPS: dict[str, tuple[Setting, ...]] = {
     "Trackers": TRACKER_SETTINGS,
     "Fault injection": MOD_SETTINGS,
     "Attacks": attacks.SETTINGS,
-    "Differential privacy": privacy.SETTINGS,
+    "Differential privacy": privacy_modes.SETTINGS,
     **{f"Protocol `{name}`": protocol.settings for name, protocol in PROTOCOLS.items()},
     "Knowledge-transfer metrics": kt_metrics.SETTINGS,
     "Distillation": distill.SETTINGS,
@@ -132,7 +133,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
             f" {', '.join(STRATEGIES)})"
         )
     check_model_replies(config)
-    privacy.check_run_config(config, STRATEGIES)
+    privacy_modes.check_run_config(config, STRATEGIES)
     if config.resume and not PROTOCOLS[config.strategy].protocol(config).resumable:
         raise ConfigError(
             f"resume={config.resume!r}: strategy={config.strategy!r} cannot resume; only runs"

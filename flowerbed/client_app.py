@@ -35,7 +35,7 @@ from .client_state import keep_client_state
 from .data.federation import table_labels
 from .data.site_reports import NodeDataError, data_report, nodes_report_data
 from .mods import fail_on_purpose
-from .privacy import privacy_mod
+from .privacy.client import privacy_mod
 from .protocols.phase import Phase
 from .training.local_client import LocalClient
 

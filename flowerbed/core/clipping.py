@@ -1,6 +1,6 @@
 """Clipping a client's model update to a norm bound: the server's ``max-update-norm`` (the
 recording grid, for replies that passed their checks) and adaptive differential privacy
-(``adaptive_clipping``) apply the same rule. Written by hand: Flower's DP wrappers clip inside
+(``privacy.adaptive_clipping``) apply the same rule. Written by hand: Flower's DP wrappers clip inside
 their own aggregation and offer no function for one reply."""
 
 from __future__ import annotations

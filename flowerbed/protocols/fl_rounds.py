@@ -29,7 +29,7 @@ rounds through Flower's own loop with true round numbers (``rounds_strategy``, w
 seeds every round's client sampling).
 
 Differential privacy (run-config ``dp``, ``flowerbed.privacy``): ``check`` wraps the strategy
-in Flower's DP wrapper and flowerbed's accounting (``privacy.wrap``); every row then has
+in Flower's DP wrapper and flowerbed's accounting (``privacy.server.wrap``); every row then has
 ``dp_epsilon``, the checkpoint keeps the accounting, and a round that would exceed
 ``dp-epsilon-budget`` is never started: the run ends cleanly after the rounds it allowed.
 """
@@ -46,11 +46,13 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Strategy
 
-from .. import privacy
 from ..client_state import RECORD, RUN_DIR_KEY
 from ..clinical import CLASS_COUNT_METRICS, clinical_summary
 from ..core.results import atomic_write, save_model, write_json
 from ..metrics import BINARY, CLINICAL
+from ..privacy.accounting import BudgetSpent
+from ..privacy.rounds import STATE_KEY, PrivateRounds
+from ..privacy.server import wrap
 from ..runtime.checkpoint import (
     ServerCheckpoint,
     restore_rng_states,
@@ -164,7 +166,7 @@ class FLRounds(Phase):
     def __init__(self, spec: StrategySpec) -> None:
         self.spec = spec
         self.strategy: Strategy | None = None
-        self.private: privacy.PrivateRounds | None = None  # the strategy with `dp` (privacy)
+        self.private: PrivateRounds | None = None  # the strategy with `dp` (privacy)
 
     def check(self, run: RunContext) -> None:
         if run.data is None and run.config.fraction_evaluate == 0:
@@ -190,7 +192,7 @@ class FLRounds(Phase):
             )
         self.strategy = self.spec.build_server(run.config, **flower_kwargs(run.config))
         nodes = len(run.grid.get_node_ids())
-        self.private = privacy.wrap(self.strategy, run.config, run.model.state_dict(), nodes)
+        self.private = wrap(self.strategy, run.config, run.model.state_dict(), nodes)
 
     def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
         """Training replies: exactly the arrays the algorithm declares (by default the model
@@ -281,7 +283,7 @@ class FLRounds(Phase):
                 timeout=config.round_timeout,
                 evaluate_fn=evaluate_fn,
             )
-        except privacy.BudgetSpent as stop:  # a clean end: the rounds the budget allowed
+        except BudgetSpent as stop:  # a clean end: the rounds the budget allowed
             stopped, result = str(stop), None
             run.ended_early = stopped  # the completed run's status says why
             log(WARNING, "flowerbed: %s", stopped)
@@ -335,7 +337,7 @@ class FLRounds(Phase):
         """Everything of the checkpoint but the arrays and the best accuracy (which ``run``
         takes): the strategy's attributes, the history, the grid's round, the random states."""
         state = dict(resumed.strategy)
-        private = state.pop(privacy.STATE_KEY, None)
+        private = state.pop(STATE_KEY, None)
         restore_strategy_state(self.strategy, state)
         if self.private is not None:
             self.private.restore(private)
@@ -348,10 +350,10 @@ class FLRounds(Phase):
 
     def strategy_state(self) -> dict:
         """The strategy's attributes (``runtime.checkpoint.strategy_state``) and, with ``dp``,
-        the privacy accounting (plain numbers) under ``privacy.STATE_KEY``."""
+        the privacy accounting (plain numbers) under ``privacy.rounds.STATE_KEY``."""
         state = strategy_state(self.strategy)
         if self.private is not None:
-            state[privacy.STATE_KEY] = self.private.state()
+            state[STATE_KEY] = self.private.state()
         return state
 
     def server_metrics(self) -> dict[str, float]:
