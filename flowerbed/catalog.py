@@ -25,7 +25,7 @@ a ``ProtocolSpec``) and list it below; docs/architecture.md has the checklists.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +37,13 @@ from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .mods import SETTINGS as MOD_SETTINGS
 from .privacy import modes as privacy_modes
+from .privacy.server import PrivacyHook
 from .protocols import distill, fl_rounds, kt_metrics
 from .protocols.distill import OFF, Distill
 from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
+from .protocols.rounds_hook import RoundsHook
 from .runtime.context import SETTINGS as RUN_SETTINGS
 from .runtime.resources import check_model_fits
 from .runtime.resume import SETTINGS as RESUME_SETTINGS
@@ -50,15 +52,19 @@ from .settings import ConfigError, RunConfig, Setting, index_settings
 from .strategies import STRATEGIES, StrategySpec
 from .training.loops import SETTINGS as TRAINING_SETTINGS
 
+# what every FL-rounds phase runs with around its strategy (protocols.rounds_hook), in order:
+# one fresh hook of each per phase
+ROUNDS_HOOKS: tuple[Callable[[], RoundsHook], ...] = (PrivacyHook,)
+
 
 def fl_protocol(spec: StrategySpec) -> ProtocolSpec:
-    """A Flower strategy as a protocol: FL rounds, then the metrics phase and the
-    distillation phase if asked for."""
+    """A Flower strategy as a protocol: FL rounds (with ``ROUNDS_HOOKS``: differential
+    privacy), then the metrics phase and the distillation phase if asked for."""
 
     def phases(config: RunConfig):
         metrics = (KTMetrics(spec.build_model),) if config["kt-metrics"] else ()
         distill = (Distill(spec.build_model),) if config.distill_objective != OFF else ()
-        return (FLRounds(spec), *metrics, *distill)
+        return (FLRounds(spec, [make() for make in ROUNDS_HOOKS]), *metrics, *distill)
 
     return ProtocolSpec(
         name=spec.name,

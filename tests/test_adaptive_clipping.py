@@ -42,8 +42,9 @@ from flowerbed.privacy.adaptive_clipping import (
     adaptive_clipping_mod,
 )
 from flowerbed.privacy.modes import SERVER_FIXED
-from flowerbed.privacy.rounds import CLIPPING_NORM, UNCLIPPED_FRACTION, Delegating
+from flowerbed.privacy.rounds import CLIPPING_NORM, UNCLIPPED_FRACTION
 from flowerbed.privacy.server import wrap
+from flowerbed.protocols.rounds_hook import Delegating
 from flowerbed.strategies.common import flower_kwargs
 
 DELTA = 1e-5

@@ -37,7 +37,8 @@ The modules, one concern each (importers import them, not this package):
 * ``accounting``: epsilon (Renyi DP with Google's ``dp-accounting``, client-level replace-one
   adjacency), the run's ``Plan`` and ``BudgetSpent``;
 * ``server``: the server half, ``wrap`` (Flower's DP wrapper around the algorithm's strategy,
-  ``EqualWeights``), called by FL rounds;
+  ``EqualWeights``) and ``PrivacyHook``, the hook through which FL rounds run it
+  (``protocols.rounds_hook``);
 * ``rounds``: ``PrivateRounds``, the accounting around the wrapped strategy: releases counted,
   the budget, complete rounds only, the checkpoint's state, ``privacy.json``;
 * ``guards``: a zero update nudged, the noise drawn from the operating system's entropy;

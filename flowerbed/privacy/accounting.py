@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from ..protocols.rounds_hook import StopRounds
 from .modes import LOCAL
 
 
@@ -57,7 +58,7 @@ def local_epsilon(noise_multiplier: float, releases: int, delta: float) -> float
     return central_epsilon(noise_multiplier, releases, 1, 1, delta)
 
 
-class BudgetSpent(Exception):
+class BudgetSpent(StopRounds):
     """The next round would exceed ``dp-epsilon-budget``: FL rounds stop cleanly before it."""
 
 

@@ -25,6 +25,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from ..protocols.rounds_hook import Delegating
 from ..runtime.outcome import RunFailed
 from ..settings import ConfigError
 from .accounting import BudgetSpent, Plan
@@ -36,29 +37,6 @@ EPSILON = "dp_epsilon"  # the history column
 # adaptive clipping's history columns: the C the round's updates were clipped with (round 0: the
 # initial C), and the noised fraction of them left unclipped (rows of rounds that released it)
 CLIPPING_NORM, UNCLIPPED_FRACTION = "dp_clipping_norm", "dp_unclipped_fraction"
-
-
-class Delegating(Strategy):
-    """A strategy that hands every step to ``strategy``; subclasses change the steps they
-    must (Flower's ``Strategy`` has no such base)."""
-
-    def __init__(self, strategy: Strategy) -> None:
-        self.strategy = strategy
-
-    def configure_train(self, server_round, arrays, config, grid):
-        return self.strategy.configure_train(server_round, arrays, config, grid)
-
-    def aggregate_train(self, server_round, replies):
-        return self.strategy.aggregate_train(server_round, replies)
-
-    def configure_evaluate(self, server_round, arrays, config, grid):
-        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
-
-    def aggregate_evaluate(self, server_round, replies):
-        return self.strategy.aggregate_evaluate(server_round, replies)
-
-    def summary(self) -> None:
-        self.strategy.summary()
 
 
 class PrivateRounds(Delegating):

@@ -1,7 +1,8 @@
 """The server half of differential privacy: the strategy FL rounds run with ``dp`` set
-(``wrap``).
+(``wrap``) and the hook through which they run it (``PrivacyHook``).
 
-``wrap`` is called by FL rounds' ``check`` when the strategy is built: ``PrivateRounds(Flower's DP wrapper(EqualWeights(algorithm's
+``wrap`` is called by FL rounds' ``check`` when the strategy is built (through
+``PrivacyHook.wrap``): ``PrivateRounds(Flower's DP wrapper(EqualWeights(algorithm's
 strategy)))`` for central modes, ``PrivateRounds(algorithm's strategy)`` for local DP.
 ``EqualWeights`` sets every reply's ``num-examples`` to 1 before the mean, because the noise
 z C / n is calibrated to the unweighted mean of n clipped updates: a sample-weighted mean moves
@@ -10,13 +11,17 @@ than the average. Flower's wrappers: ``DifferentialPrivacyServerSideFixedClippin
 ``DifferentialPrivacyClientSideFixedClipping``, and for adaptive clipping flowerbed's subclasses
 of Flower's (``adaptive_clipping``), with the noise multiplier z split between the update
 (z_update, with z^-2 = z_update^-2 + (2 sigma_count)^-2, Flower's
-``compute_adaptive_noise_params``) and the count.
+``compute_adaptive_noise_params``) and the count. ``PrivacyHook`` gives FL rounds
+``PrivateRounds``' history columns, checkpoint state (``rounds.STATE_KEY``), resume check and
+``privacy.json``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from logging import INFO
+from pathlib import Path
+from typing import Any
 
 from flwr.app import Message
 from flwr.common.logger import log
@@ -27,11 +32,14 @@ from flwr.serverapp.strategy import (
     Strategy,
 )
 
+from ..core.results import write_json
+from ..protocols.rounds_hook import Delegating, RoundsHook
+from ..runtime.context import RunContext
 from ..settings import ConfigError, RunConfig
 from .accounting import Plan
 from .adaptive_clipping import AdaptiveClippingClientSide, AdaptiveClippingServerSide
 from .modes import CLIENT_FIXED, LOCAL, NONE, SERVER_ADAPTIVE, SERVER_FIXED
-from .rounds import Delegating, PrivateRounds
+from .rounds import STATE_KEY, PrivateRounds
 
 
 class EqualWeights(Delegating):
@@ -132,3 +140,34 @@ def _flower_wrapper(strategy: FedAvg, config: RunConfig, sampled: int) -> Strate
         target_clipped_quantile=config.dp_clipped_quantile,
         clipped_count_stddev=count_stddev,
     )
+
+
+class PrivacyHook(RoundsHook):
+    """Differential privacy (run-config ``dp``) as one of FL rounds' hooks: the strategy
+    wrapped in ``PrivateRounds`` (``wrap``), ``dp_epsilon`` in every row, the accounting in the
+    checkpoint, ``privacy.json`` at the end; nothing with ``dp='none'``."""
+
+    STATE_KEY = STATE_KEY
+
+    def __init__(self) -> None:
+        self.private: PrivateRounds | None = None  # the strategy with `dp`, once wrapped
+
+    def wrap(self, strategy: Strategy, run: RunContext) -> Strategy:
+        nodes = len(run.grid.get_node_ids())
+        self.private = wrap(strategy, run.config, run.model.state_dict(), nodes)
+        return strategy if self.private is None else self.private
+
+    def columns(self) -> dict[str, float]:
+        return {} if self.private is None else self.private.columns()
+
+    def state(self) -> dict[str, Any] | None:
+        return None if self.private is None else self.private.state()
+
+    def restore(self, state: Mapping[str, Any] | None, where: str) -> None:
+        if self.private is not None:
+            self.private.restore(state)
+            self.private.check_resumable(where)
+
+    def finish(self, run_dir: Path, stopped: str) -> None:
+        if self.private is not None:
+            write_json(run_dir / "privacy.json", self.private.record(stopped))
