@@ -166,7 +166,7 @@ def setting_epsilon(runs, setting: str) -> float:
     complete = [r for r in runs if r["privacy"] == setting and not r["stopped"]]
     if complete:
         return max(r["epsilon"] for r in complete)
-    from flowerbed.privacy import central_epsilon
+    from flowerbed.privacy.accounting import central_epsilon
 
     z = float(setting.split("=")[1])
     rounds = max(r["rounds"] for r in runs if not r["stopped"])
@@ -255,8 +255,8 @@ def simulate(implementation: str, start: float) -> list[dict]:
     from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
     from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping, FedAvg
 
-    from flowerbed.adaptive_clipping import AdaptiveClippingServerSide
     from flowerbed.inprocess import use_server_identity
+    from flowerbed.privacy.adaptive_clipping import AdaptiveClippingServerSide
 
     n, dim, norm = SIMULATION["clients"], SIMULATION["entries"], SIMULATION["norm"]
 
@@ -352,7 +352,7 @@ def applied_epsilon(ratios: list[float]) -> float:
 def adaptive_table(data: Path) -> str:
     """C by round, Flower's wrapper against flowerbed's, and the noise each added against the
     noise the accounting assumes (``adaptive_clipping.csv``)."""
-    from flowerbed.privacy import central_epsilon
+    from flowerbed.privacy.accounting import central_epsilon
 
     rows = read_runs(data, ("start", "clipping_norm", "next", "noise_ratio"), ("round",))
     starts = sorted({r["start"] for r in rows})

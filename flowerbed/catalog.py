@@ -25,21 +25,24 @@ a ``ProtocolSpec``) and list it below; docs/architecture.md has the checklists.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import docs_tables, privacy
+from . import docs_tables
 from .core.device import SETTINGS as DEVICE_SETTINGS
 from .data import classes, federation, site_reports
 from .data.registry import fitting_model
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
+from .privacy import modes as privacy_modes
+from .privacy.server import PrivacyHook
 from .protocols import distill, fl_rounds, kt_metrics
 from .protocols.distill import OFF, Distill
 from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
+from .protocols.rounds_hook import RoundsHook
 from .runtime.context import SETTINGS as RUN_SETTINGS
 from .runtime.preflight import check_model_fits
 from .runtime.resume import SETTINGS as RESUME_SETTINGS
@@ -50,15 +53,19 @@ from .training.loops import SETTINGS as TRAINING_SETTINGS
 from .trust import attacks
 from .trust.fault_injection import SETTINGS as FAULT_INJECTION_SETTINGS
 
+# what every FL-rounds phase runs with around its strategy (protocols.rounds_hook), in order:
+# one fresh hook of each per phase
+ROUNDS_HOOKS: tuple[Callable[[], RoundsHook], ...] = (PrivacyHook,)
+
 
 def fl_protocol(spec: StrategySpec) -> ProtocolSpec:
-    """A Flower strategy as a protocol: FL rounds, then the metrics phase and the
-    distillation phase if asked for."""
+    """A Flower strategy as a protocol: FL rounds (with ``ROUNDS_HOOKS``: differential
+    privacy), then the metrics phase and the distillation phase if asked for."""
 
     def phases(config: RunConfig):
         metrics = (KTMetrics(spec.build_model),) if config["kt-metrics"] else ()
         distill = (Distill(spec.build_model),) if config.distill_objective != OFF else ()
-        return (FLRounds(spec), *metrics, *distill)
+        return (FLRounds(spec, [make() for make in ROUNDS_HOOKS]), *metrics, *distill)
 
     return ProtocolSpec(
         name=spec.name,
@@ -110,7 +117,7 @@ SETTING_GROUPS: dict[str, tuple[Setting, ...]] = {
     "Trackers": TRACKER_SETTINGS,
     "Fault injection": FAULT_INJECTION_SETTINGS,
     "Attacks": attacks.SETTINGS,
-    "Differential privacy": privacy.SETTINGS,
+    "Differential privacy": privacy_modes.SETTINGS,
     **{f"Protocol `{name}`": protocol.settings for name, protocol in PROTOCOLS.items()},
     "Knowledge-transfer metrics": kt_metrics.SETTINGS,
     "Distillation": distill.SETTINGS,
@@ -133,7 +140,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
             f" {', '.join(STRATEGIES)})"
         )
     check_model_replies(config)
-    privacy.check_run_config(config, STRATEGIES)
+    privacy_modes.check_run_config(config, STRATEGIES)
     if config.resume and not PROTOCOLS[config.strategy].protocol(config).resumable:
         raise ConfigError(
             f"resume={config.resume!r}: strategy={config.strategy!r} cannot resume; only runs"

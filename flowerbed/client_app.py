@@ -33,7 +33,7 @@ from .catalog import get_protocol, parse_run_config
 from .client_state import keep_client_state
 from .data.federation import table_labels
 from .data.site_reports import NodeDataError, data_report, nodes_report_data
-from .privacy import privacy_mod
+from .privacy.client import privacy_mod
 from .protocols.phase import Phase
 from .training.local_client import LocalClient
 from .trust.attacks import attack_update

@@ -1,4 +1,4 @@
-"""Adaptive clipping (flowerbed/adaptive_clipping.py) against Andrew et al., "Differentially
+"""Adaptive clipping (flowerbed/privacy/adaptive_clipping.py) against Andrew et al., "Differentially
 Private Learning with Adaptive Clipping" (NeurIPS 2021), Algorithm 1: C moves toward the target
 quantile of the update norms, the noise is z_update times the C the updates were clipped with,
 and the epsilon reported bounds the one spent. The same checks run against Flower 1.42's
@@ -33,15 +33,18 @@ from flwr.serverapp.strategy import (
 )
 from scipy import stats
 
-from flowerbed import privacy
-from flowerbed.adaptive_clipping import (
+from flowerbed.catalog import parse_run_config
+from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
+from flowerbed.privacy.adaptive_clipping import (
     KEY_UNCLIPPED,
     AdaptiveClippingClientSide,
     AdaptiveClippingServerSide,
     adaptive_clipping_mod,
 )
-from flowerbed.catalog import parse_run_config
-from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
+from flowerbed.privacy.modes import SERVER_FIXED
+from flowerbed.privacy.rounds import CLIPPING_NORM, UNCLIPPED_FRACTION
+from flowerbed.privacy.server import wrap
+from flowerbed.protocols.rounds_hook import Delegating
 from flowerbed.strategies.common import flower_kwargs
 
 DELTA = 1e-5
@@ -225,7 +228,7 @@ def test_the_noise_is_z_update_times_the_c_the_updates_were_clipped_with(
 # --- epsilon --------------------------------------------------------------------------------
 
 
-class Recorder(privacy.Delegating):
+class Recorder(Delegating):
     """The inner strategy, recording what the DP wrapper hands it (the clipped updates) and its
     mean before the noise."""
 
@@ -256,10 +259,10 @@ def private_rounds(implementation: str, population: int, sampled: int, z: float,
         dp_clipped_count_stddev=stddev,
         fraction_train=sampled / population,
     )
-    private = privacy.wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=population)
+    private = wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=population)
     if implementation == "flower":  # the same accounting around Flower's wrapper (mode: only
         # which steps PrivateRounds takes; Flower's wrapper has no round_clipping_norm to log)
-        private.plan = dataclasses.replace(private.plan, mode=privacy.SERVER_FIXED)
+        private.plan = dataclasses.replace(private.plan, mode=SERVER_FIXED)
         mine = private.strategy
         private.strategy = DifferentialPrivacyServerSideAdaptiveClipping(
             mine.strategy,
@@ -361,7 +364,7 @@ def test_the_history_reports_the_c_each_round_clipped_with_and_resume_restores_c
     n, z, stddev = 4, 0.5, 0.5
     private, recorder = private_rounds("flowerbed", n, n, z, stddev)
     rows = [private.columns()]
-    assert rows[0][privacy.CLIPPING_NORM] == 1.0 and privacy.UNCLIPPED_FRACTION not in rows[0]
+    assert rows[0][CLIPPING_NORM] == 1.0 and UNCLIPPED_FRACTION not in rows[0]
     sent = np.zeros(8, np.float32)
 
     def round_of(rounds, r):
@@ -375,18 +378,16 @@ def test_the_history_reports_the_c_each_round_clipped_with_and_resume_restores_c
 
     for r in range(1, 4):
         rows.append(round_of(private, r))
-        assert rows[r][privacy.CLIPPING_NORM] == pytest.approx(recorder.clipped_norms[0], rel=1e-6)
+        assert rows[r][CLIPPING_NORM] == pytest.approx(recorder.clipped_norms[0], rel=1e-6)
     for before, after in itertools.pairwise(rows[1:]):
-        b = before[privacy.UNCLIPPED_FRACTION]
-        assert after[privacy.CLIPPING_NORM] == pytest.approx(
-            before[privacy.CLIPPING_NORM] * math.exp(-ETA * (b - 0.5)), rel=1e-12
+        b = before[UNCLIPPED_FRACTION]
+        assert after[CLIPPING_NORM] == pytest.approx(
+            before[CLIPPING_NORM] * math.exp(-ETA * (b - 0.5)), rel=1e-12
         )
     record = private.record()
     assert record["rounds"] == [1, 2, 3]
-    assert record["clipping_norm_per_round"] == [row[privacy.CLIPPING_NORM] for row in rows[1:]]
-    assert record["unclipped_fraction_per_round"] == [
-        row[privacy.UNCLIPPED_FRACTION] for row in rows[1:]
-    ]
+    assert record["clipping_norm_per_round"] == [row[CLIPPING_NORM] for row in rows[1:]]
+    assert record["unclipped_fraction_per_round"] == [row[UNCLIPPED_FRACTION] for row in rows[1:]]
     assert record["target_unclipped_quantile"] == 0.5 and record["clip_norm_lr"] == ETA
     state = json.loads(json.dumps(private.state()))  # plain data
     resumed, resumed_recorder = private_rounds("flowerbed", n, n, z, stddev)
@@ -394,8 +395,8 @@ def test_the_history_reports_the_c_each_round_clipped_with_and_resume_restores_c
     assert resumed.record()["clipping_norm_per_round"] == record["clipping_norm_per_round"]
     assert resumed.strategy.clipping_norm == private.strategy.clipping_norm  # exactly
     row = round_of(resumed, 4)
-    assert row[privacy.CLIPPING_NORM] == record["next_clipping_norm"]
-    assert resumed_recorder.clipped_norms[0] == pytest.approx(row[privacy.CLIPPING_NORM], rel=1e-6)
+    assert row[CLIPPING_NORM] == record["next_clipping_norm"]
+    assert resumed_recorder.clipped_norms[0] == pytest.approx(row[CLIPPING_NORM], rel=1e-6)
     assert resumed.record()["rounds"] == [1, 2, 3, 4]
 
 
@@ -458,8 +459,8 @@ def test_a_run_records_the_clipping_norm_it_used_each_round(tmp_path, one_thread
     }
     run_dir = run_in_process(overrides, num_clients=3)
     rows = json.loads((run_dir / "history.json").read_text())
-    norms = [row[privacy.CLIPPING_NORM] for row in rows]
-    fractions = [row.get(privacy.UNCLIPPED_FRACTION) for row in rows]
+    norms = [row[CLIPPING_NORM] for row in rows]
+    fractions = [row.get(UNCLIPPED_FRACTION) for row in rows]
     assert norms[0] == norms[1] == 0.05 and fractions[0] is None
     for t in (1, 2):
         assert norms[t + 1] == pytest.approx(norms[t] * math.exp(-ETA * (fractions[t] - 0.5)))

@@ -1,4 +1,4 @@
-"""Differential privacy (flowerbed/privacy.py): the epsilon reported against a hand computation,
+"""Differential privacy (flowerbed/privacy/): the epsilon reported against a hand computation,
 the noise and clipping Flower's wrappers and mods apply against what the accounting assumes,
 the budget, the sampling, resume, and what composes. Bad values: tests/test_bad_inputs.py;
 adaptive clipping against Andrew et al.: tests/test_adaptive_clipping.py."""
@@ -23,14 +23,19 @@ from flwr.app import (
 )
 from flwr.serverapp.strategy import FedAvg
 
-from flowerbed import privacy
 from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
 from flowerbed.client_state import RECORD, RUN_DIR_KEY
 from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
+from flowerbed.privacy.accounting import central_epsilon, local_epsilon
+from flowerbed.privacy.client import privacy_mod
+from flowerbed.privacy.modes import check_run_config
+from flowerbed.privacy.rounds import STATE_KEY
+from flowerbed.privacy.server import averages_models, wrap
 from flowerbed.protocols.rounds_strategy import RoundsStrategy
 from flowerbed.runtime.checkpoint import read_checkpoint
 from flowerbed.runtime.recording_grid import RecordingGrid
+from flowerbed.settings import ConfigError
 from flowerbed.strategies.common import flower_kwargs
 
 DELTA = 1e-5
@@ -58,18 +63,18 @@ def test_epsilon_without_sampling_is_t_compositions_of_the_gaussian_mechanism():
     tighter = min(
         r + math.log1p(-1 / a) - math.log(DELTA * a) / (a - 1) for r, a in zip(rdp, ORDERS)
     )
-    epsilon = privacy.central_epsilon(z, rounds, 10, 10, DELTA)
+    epsilon = central_epsilon(z, rounds, 10, 10, DELTA)
     assert epsilon == pytest.approx(tighter, rel=1e-9)
     assert epsilon < classic < 1.1 * epsilon  # the classic conversion: 5 % looser here
     # local DP: one client's T releases are the same mechanism
-    assert privacy.local_epsilon(z, rounds, DELTA) == pytest.approx(epsilon, rel=1e-12)
-    assert privacy.central_epsilon(z, 0, 10, 10, DELTA) == 0.0
+    assert local_epsilon(z, rounds, DELTA) == pytest.approx(epsilon, rel=1e-12)
+    assert central_epsilon(z, 0, 10, 10, DELTA) == 0.0
 
 
 def test_sampling_without_replacement_amplifies_and_composition_adds():
-    one_round = privacy.central_epsilon(1.0, 1, 5, 10, DELTA)
-    assert 0 < one_round < privacy.central_epsilon(1.0, 1, 10, 10, DELTA)
-    assert one_round < privacy.central_epsilon(1.0, 2, 5, 10, DELTA)
+    one_round = central_epsilon(1.0, 1, 5, 10, DELTA)
+    assert 0 < one_round < central_epsilon(1.0, 1, 10, 10, DELTA)
+    assert one_round < central_epsilon(1.0, 2, 5, 10, DELTA)
 
 
 def test_adaptive_clipping_splits_the_accounted_noise_as_andrew_et_al():
@@ -78,7 +83,7 @@ def test_adaptive_clipping_splits_the_accounted_noise_as_andrew_et_al():
     z^-2 = z_update^-2 + (2 sigma_count)^-2: the pair is as private as z."""
     run = config(dp="central-server-adaptive", dp_noise_multiplier=0.5)
     strategy = FedAvg(**flower_kwargs(run))
-    private = privacy.wrap(strategy, run, {}, num_nodes=10)
+    private = wrap(strategy, run, {}, num_nodes=10)
     flower = private.strategy
     assert flower.clipped_count_stddev == pytest.approx(10 / 20)  # Flower's default, n/20
     assert 0.5**-2 == pytest.approx(flower.noise_multiplier**-2 + (2 * 0.5) ** -2)
@@ -107,7 +112,7 @@ def test_central_dp_noises_the_unweighted_mean_of_clipped_updates(fl):
     or its unclipped size. Two aggregations from the same NumPy seed draw different noise."""
     z, clip, n = 0.2, 1.0, 4
     run = config(dp="central-server-fixed", dp_noise_multiplier=z, dp_clipping_norm=clip)
-    private = privacy.wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=n)
+    private = wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=n)
     v = directions(n)
     sizes, counts = (10.0, 0.5, 3.0, 0.2), (1, 100, 5, 50)
     expected = sum(min(s, clip) * u for s, u in zip(sizes, v)) / n
@@ -129,7 +134,7 @@ def test_a_client_whose_update_is_exactly_zero_does_not_stop_the_round(fl):
     """Flower's clipping divides by the update's norm: a reply equal to the model sent gets
     one ulp (``avoid_zero_update``), and the round aggregates."""
     run = config(dp="central-server-fixed", dp_noise_multiplier=0.1)
-    private = privacy.wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=2)
+    private = wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=2)
     sent = {"w": np.full(4, 0.5, np.float32)}
     fl.configure(private, sent, 2)
     moved = {"w": sent["w"] + 0.1}
@@ -182,7 +187,7 @@ def test_local_dp_clips_each_update_to_c_and_adds_noise_of_z_c_from_fresh_entrop
     noises = []
     for _ in range(2):
         np.random.seed(0)
-        reply = privacy.privacy_mod(training(sent), context, trained_to(7 * u))
+        reply = privacy_mod(training(sent), context, trained_to(7 * u))
         after = np.random.rand()
         noises.append(reply.content["arrays"]["w"].numpy() - sent - clip * u)
         np.random.seed(0)
@@ -196,13 +201,13 @@ def test_client_side_clipping_runs_despite_the_bookkeeping_record_and_none_passe
     (u,) = directions(1)
     sent = np.zeros(D, dtype=np.float32)
     context = client_context(dp="central-client-fixed")
-    reply = privacy.privacy_mod(training(sent, clipping_norm=0.5), context, trained_to(4 * u))
+    reply = privacy_mod(training(sent, clipping_norm=0.5), context, trained_to(4 * u))
     assert not reply.has_error()
     update = reply.content["arrays"]["w"].numpy() - sent
     assert np.linalg.norm(update) == pytest.approx(0.5, rel=1e-5)
     message = training(sent)
     untouched = trained_to(4 * u)(message, context)
-    passed = privacy.privacy_mod(message, client_context(), lambda m, c: untouched)
+    passed = privacy_mod(message, client_context(), lambda m, c: untouched)
     assert passed is untouched and RECORD in message.content
 
 
@@ -229,9 +234,7 @@ def test_the_budget_stops_the_run_cleanly_before_the_round_that_would_exceed_it(
     tmp_path, one_thread
 ):
     z = 4.0
-    budget = (
-        privacy.central_epsilon(z, 2, 2, 2, DELTA) + privacy.central_epsilon(z, 3, 2, 2, DELTA)
-    ) / 2
+    budget = (central_epsilon(z, 2, 2, 2, DELTA) + central_epsilon(z, 3, 2, 2, DELTA)) / 2
     overrides = run_config(
         tmp_path,
         dp="central-server-fixed",
@@ -243,7 +246,7 @@ def test_the_budget_stops_the_run_cleanly_before_the_round_that_would_exceed_it(
     rows = history(run_dir)
     assert [row["round"] for row in rows] == [0, 1, 2]
     assert [row["dp_epsilon"] for row in rows] == pytest.approx(
-        [privacy.central_epsilon(z, r, 2, 2, DELTA) for r in range(3)]
+        [central_epsilon(z, r, 2, 2, DELTA) for r in range(3)]
     )
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "completed"
@@ -273,7 +276,7 @@ def test_local_dp_reports_the_worst_clients_releases(tmp_path, one_thread):
         max([sum(1 for r, p in trained if r <= t and p == q) for q in range(4)]) for t in range(4)
     ]
     assert [row["dp_epsilon"] for row in history(run_dir)] == pytest.approx(
-        [privacy.local_epsilon(z, k, DELTA) for k in worst]
+        [local_epsilon(z, k, DELTA) for k in worst]
     )
     assert json.loads((run_dir / "privacy.json").read_text())["releases"] == worst[-1]
 
@@ -301,10 +304,10 @@ def test_central_dp_samples_clients_from_entropy_and_accounts_for_the_sampling(f
 
     run = config(dp="central-server-fixed", fraction_train=0.5)
     assert draws(FedAvg(**flower_kwargs(run))) == draws(FedAvg(**flower_kwargs(run)))
-    private = [privacy.wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=10) for _ in range(2)]
+    private = [wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=10) for _ in range(2)]
     first, second = draws(private[0]), draws(private[1])
     assert first != second and all(len(s) == 5 for s in first)
-    assert private[0].epsilon() == pytest.approx(privacy.central_epsilon(1.0, 5, 5, 10, DELTA))
+    assert private[0].epsilon() == pytest.approx(central_epsilon(1.0, 5, 5, 10, DELTA))
 
 
 def test_a_resumed_private_run_goes_on_with_its_accounting(tmp_path, one_thread):
@@ -333,7 +336,7 @@ def test_a_resumed_private_run_goes_on_with_its_accounting(tmp_path, one_thread)
         run_in_process(overrides, num_clients=3, app=interrupted_in_round_3)
     (run_dir,) = Path(overrides["output-dir"]).iterdir()
     checkpoint = read_checkpoint(run_dir)
-    state = checkpoint.strategy[privacy.STATE_KEY]
+    state = checkpoint.strategy[STATE_KEY]
     assert checkpoint.round == 2 and state["releases"] == 2
     round_2 = history(run_dir)[2]
     assert state["clipping_norm"] == pytest.approx(
@@ -342,7 +345,7 @@ def test_a_resumed_private_run_goes_on_with_its_accounting(tmp_path, one_thread)
     resumed = run_in_process({**overrides, "resume": str(run_dir)}, num_clients=3)
     rows = history(resumed)
     assert [row["dp_epsilon"] for row in rows] == pytest.approx(
-        [privacy.central_epsilon(z, r, 3, 3, DELTA) for r in range(5)]
+        [central_epsilon(z, r, 3, 3, DELTA) for r in range(5)]
     )
     assert rows[3]["dp_clipping_norm"] == state["clipping_norm"]  # exactly
     record = json.loads((resumed / "privacy.json").read_text())
@@ -352,10 +355,10 @@ def test_a_resumed_private_run_goes_on_with_its_accounting(tmp_path, one_thread)
 
 def test_a_resume_whose_next_round_exceeds_the_budget_is_refused_in_one_line():
     run = config(dp="central-server-fixed", dp_noise_multiplier=4.0, dp_epsilon_budget=5.0)
-    private = privacy.wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=2)
-    allowed = max(t for t in range(1, 50) if privacy.central_epsilon(4.0, t, 2, 2, DELTA) <= 5.0)
+    private = wrap(FedAvg(**flower_kwargs(run)), run, {}, num_nodes=2)
+    allowed = max(t for t in range(1, 50) if central_epsilon(4.0, t, 2, 2, DELTA) <= 5.0)
     private.restore({"releases": allowed, "client_releases": {}, "unattributed": 0})
-    with pytest.raises(privacy.ConfigError, match="the privacy budget is spent") as caught:
+    with pytest.raises(ConfigError, match="the privacy budget is spent") as caught:
         private.check_resumable("resume='/runs/x'")
     assert "\n" not in str(caught.value)
     private.restore({"releases": allowed - 1, "client_releases": {}, "unattributed": 0})
@@ -372,11 +375,11 @@ def test_which_strategies_compose_is_what_docs_privacy_says(monkeypatch):
     for name, spec in STRATEGIES.items():
         run = config(strategy=name)
         try:
-            privacy.check_run_config(run.replace(dp="local"), STRATEGIES)
-        except privacy.ConfigError:
+            check_run_config(run.replace(dp="local"), STRATEGIES)
+        except ConfigError:
             continue
         local.append(name)
-        if privacy.averages_models(spec.build_server(run, **flower_kwargs(run))):
+        if averages_models(spec.build_server(run, **flower_kwargs(run))):
             central.append(name)
     page = (Path(__file__).resolve().parent.parent / "docs" / "privacy.md").read_text()
     assert f"central DP composes with: {', '.join(f'`{n}`' for n in central)}." in page

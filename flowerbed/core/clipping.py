@@ -1,8 +1,7 @@
-"""Clipping a client's model update to a norm bound, one rule for ``max-update-norm`` and for
-adaptive differential privacy. The server's ``max-update-norm`` (the recording grid, for replies
-that passed their checks) and adaptive DP (``adaptive_clipping``) both apply it. Written by
-hand: Flower's DP wrappers clip inside their own aggregation and offer no function for one
-reply."""
+"""Clipping a client's model update to a norm bound: the server's ``max-update-norm`` (the
+recording grid, for replies that passed their checks) and adaptive differential privacy
+(``privacy.adaptive_clipping``) apply the same rule. Written by hand: Flower's DP wrappers clip inside
+their own aggregation and offer no function for one reply."""
 
 from __future__ import annotations
 

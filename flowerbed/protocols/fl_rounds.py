@@ -28,15 +28,18 @@ state, the history, the best-round bookkeeping and the random states, and runs t
 rounds through Flower's own loop with true round numbers (``rounds_strategy``, which also
 seeds every round's client sampling).
 
-Differential privacy (run-config ``dp``, ``flowerbed.privacy``): ``check`` wraps the strategy
-in Flower's DP wrapper and flowerbed's accounting (``privacy.wrap``); every row then has
-``dp_epsilon``, the checkpoint keeps the accounting, and a round that would exceed
-``dp-epsilon-budget`` is never started: the run ends cleanly after the rounds it allowed.
+Hooks (``rounds_hook.RoundsHook``, given by the catalog, e.g. differential privacy's): ``check``
+lets each wrap the strategy, in order, each around what the one before returned; every row
+gets each hook's columns, the checkpoint each hook's state under its own key (restored, and
+the resume refused if a hook says so, before the rounds go on), and each hook writes what it
+has to say when the rounds end. A hook's ``StopRounds`` before a round (differential privacy's
+``dp-epsilon-budget``) ends the run cleanly after the rounds it allowed.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from logging import INFO, WARNING
 from pathlib import Path
@@ -46,7 +49,6 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Strategy
 
-from .. import privacy
 from ..client_state import RECORD, RUN_DIR_KEY
 from ..clinical import CLASS_COUNT_METRICS, clinical_summary
 from ..core.results import atomic_write, save_model, write_json
@@ -68,6 +70,7 @@ from ..training.local_client import LocalClient
 from ..training.loops import evaluate_clinical
 from ..trust.reply_checks import TEST, TRAIN, ReplyRules, no_arrays
 from .phase import Handoff, Phase
+from .rounds_hook import RoundsHook, StopRounds
 from .rounds_strategy import RoundsStrategy, resumed_evaluate_fn
 
 # what can pick model_best.pt: accuracy and the clinical metrics (metrics.clinical_metrics)
@@ -161,10 +164,11 @@ class FLRounds(Phase):
     MESSAGE_TYPES = (MessageType.TRAIN, MessageType.EVALUATE)
     RESUMABLE = True
 
-    def __init__(self, spec: StrategySpec) -> None:
+    def __init__(self, spec: StrategySpec, hooks: Sequence[RoundsHook] = ()) -> None:
         self.spec = spec
-        self.strategy: Strategy | None = None
-        self.private: privacy.PrivateRounds | None = None  # the strategy with `dp` (privacy)
+        self.hooks = tuple(hooks)
+        self.strategy: Strategy | None = None  # the algorithm's
+        self.rounds: Strategy | None = None  # what Flower's loop runs: wrapped by the hooks
 
     def check(self, run: RunContext) -> None:
         if run.data is None and run.config.fraction_evaluate == 0:
@@ -189,8 +193,9 @@ class FLRounds(Phase):
                 " name or index) or use accuracy, balanced-accuracy or auroc"
             )
         self.strategy = self.spec.build_server(run.config, **flower_kwargs(run.config))
-        nodes = len(run.grid.get_node_ids())
-        self.private = privacy.wrap(self.strategy, run.config, run.model.state_dict(), nodes)
+        self.rounds = self.strategy
+        for hook in self.hooks:
+            self.rounds = hook.wrap(self.rounds, run)
 
     def reply_rules(self, config: RunConfig) -> dict[str, ReplyRules]:
         """Training replies: exactly the arrays the algorithm declares (by default the model
@@ -249,15 +254,14 @@ class FLRounds(Phase):
                     {"round": server_round, column: score, "selected_on": selected_on},
                 )
             row.update(self.server_metrics())
-            if self.private is not None:
-                row.update(self.private.columns())
+            for hook in self.hooks:
+                row.update(hook.columns())
             run.history.add(row, config.num_server_rounds)
             if config.checkpoint:
                 self.save_checkpoint(run, server_round, arrays, best_accuracy, stamp)
             return MetricRecord({"accuracy": accuracy, "loss": loss})
 
-        rounds = self.private or self.strategy  # what Flower's loop runs
-        strategy = RoundsStrategy(rounds, config.seed)
+        strategy = RoundsStrategy(self.rounds, config.seed)
         evaluate_fn, num_rounds = central_evaluate, config.num_server_rounds
         if resumed is None:
             initial = handoff.arrays
@@ -265,7 +269,7 @@ class FLRounds(Phase):
         else:
             initial = resumed.arrays
             self.restore(run, resumed)
-            strategy = RoundsStrategy(rounds, config.seed, done=resumed.round)
+            strategy = RoundsStrategy(self.rounds, config.seed, done=resumed.round)
             evaluate_fn = resumed_evaluate_fn(central_evaluate, resumed.round)
             num_rounds -= resumed.round
         latest = initial  # the global model of the last round evaluated
@@ -281,7 +285,7 @@ class FLRounds(Phase):
                 timeout=config.round_timeout,
                 evaluate_fn=evaluate_fn,
             )
-        except privacy.BudgetSpent as stop:  # a clean end: the rounds the budget allowed
+        except StopRounds as stop:  # a clean end: the rounds a hook allowed
             stopped, result = str(stop), None
             run.ended_early = stopped  # the completed run's status says why
             log(WARNING, "flowerbed: %s", stopped)
@@ -294,8 +298,8 @@ class FLRounds(Phase):
             arrays = latest
         else:
             arrays = result.arrays if len(result.arrays) else initial
-        if self.private is not None:
-            write_json(run.run_dir / "privacy.json", self.private.record(stopped))
+        for hook in self.hooks:
+            hook.finish(run.run_dir, stopped)
         if last_predictions is not None:
             write_clinical_summary(run, last_predictions)
         final = arrays.to_torch_state_dict()
@@ -335,11 +339,10 @@ class FLRounds(Phase):
         """Everything of the checkpoint but the arrays and the best accuracy (which ``run``
         takes): the strategy's attributes, the history, the grid's round, the random states."""
         state = dict(resumed.strategy)
-        private = state.pop(privacy.STATE_KEY, None)
+        saved = [state.pop(hook.STATE_KEY, None) for hook in self.hooks]
         restore_strategy_state(self.strategy, state)
-        if self.private is not None:
-            self.private.restore(private)
-            self.private.check_resumable(f"resume={str(run.config.resume)!r}")
+        for hook, hook_state in zip(self.hooks, saved, strict=True):
+            hook.restore(hook_state, f"resume={str(run.config.resume)!r}")
         run.history.rows = list(resumed.history)
         run.history.failed_rounds = resumed.failed_rounds
         run.grid.continue_after(resumed.round)
@@ -347,11 +350,13 @@ class FLRounds(Phase):
         restore_rng_states(resumed.rng)  # last: nothing draws from them before round r + 1
 
     def strategy_state(self) -> dict:
-        """The strategy's attributes (``runtime.checkpoint.strategy_state``) and, with ``dp``,
-        the privacy accounting (plain numbers) under ``privacy.STATE_KEY``."""
+        """The strategy's attributes (``runtime.checkpoint.strategy_state``) and each hook's
+        state (plain data, e.g. the privacy accounting) under the hook's ``STATE_KEY``."""
         state = strategy_state(self.strategy)
-        if self.private is not None:
-            state[privacy.STATE_KEY] = self.private.state()
+        for hook in self.hooks:
+            hook_state = hook.state()
+            if hook_state is not None:
+                state[hook.STATE_KEY] = hook_state
         return state
 
     def server_metrics(self) -> dict[str, float]:

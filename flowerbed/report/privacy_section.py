@@ -20,7 +20,7 @@ ADAPTIVE_DP = ("central-server-adaptive", "central-client-adaptive")
 EPSILON_COLUMN, CLIPPING_COLUMN = "dp_epsilon", "dp_clipping_norm"
 UNCLIPPED_COLUMN = "dp_unclipped_fraction"  # adaptive clipping: the noised fraction not clipped
 
-# what each dp mode does, for a reader (flowerbed.privacy's module docstring)
+# what each dp mode does, for a reader (flowerbed.privacy's package docstring)
 DP_MODES = {
     "central-server-fixed": (
         "central DP: the server clips every client's update to the norm C and adds Gaussian"
@@ -197,7 +197,7 @@ def privacy_section(run: RunFolder) -> Section | None:
     # the facts
     status = run.status.get("status")
     facts: list[list] = [["dp (mode)", mode], ["noise multiplier z", z]]
-    if "update_noise_multiplier" in record:  # adaptive clipping splits z (privacy.py)
+    if "update_noise_multiplier" in record:  # adaptive clipping splits z (privacy/rounds.py)
         facts.append(["z of the update (z_update)", number(record["update_noise_multiplier"])])
     if "clipped_count_stddev" in record:
         facts.append(["noise on the clipped count (std)", number(record["clipped_count_stddev"])])

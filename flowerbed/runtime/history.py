@@ -49,7 +49,6 @@ from pathlib import Path
 import numpy as np
 from flwr.common.logger import log
 
-from ..adaptive_clipping import KEY_UNCLIPPED
 from ..clinical import (
     SITE_COUNTS,
     TEST_CLASS_CORRECT,
@@ -60,6 +59,7 @@ from ..clinical import (
 from ..core import progress
 from ..core.results import plot_accuracy, write_csv, write_json
 from ..metrics import BINARY, CLINICAL
+from ..privacy.adaptive_clipping import KEY_UNCLIPPED
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid, RoundTraffic
 from .trackers import Trackers

@@ -1,7 +1,7 @@
 """Adaptive clipping as Andrew et al., "Differentially Private Learning with Adaptive
 Clipping" (NeurIPS 2021), Algorithm 1, specifies it: flowerbed's classes for the ``dp`` modes
-``central-server-adaptive`` and ``central-client-adaptive`` (``privacy.wrap`` builds them,
-``privacy.privacy_mod`` runs the client mod). docs/privacy.md says the same for users.
+``central-server-adaptive`` and ``central-client-adaptive`` (``server.wrap`` builds them,
+``client.privacy_mod`` runs the client mod). docs/privacy.md says the same for users.
 
 The algorithm, per round t, with m sampled clients, the clipping norm C_t, the target quantile
 gamma (the share of updates left unclipped), the learning rate eta and the two noise scales:
@@ -81,7 +81,7 @@ from flwr.supercore.differential_privacy import (
     get_norm,
 )
 
-from .core.clipping import clip_update
+from ..core.clipping import clip_update
 
 # The metric flowerbed's client mod adds to a training reply: 1 when the update's norm was at
 # most the C the message carried (left unclipped), else 0. Not Flower's ``norm_bit`` (1 when
