@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +45,14 @@ from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .protocols.rounds_hook import RoundsHook
 from .runtime.context import SETTINGS as RUN_SETTINGS
-from .runtime.preflight import check_model_fits
+from .runtime.preflight import check_model_fits, check_resources
 from .runtime.resume import SETTINGS as RESUME_SETTINGS
 from .runtime.trackers import SETTINGS as TRACKER_SETTINGS
-from .settings import ConfigError, RunConfig, Setting, index_settings
+from .runtime.trackers import check_trackers
+from .settings import Concern, ConfigError, RunConfig, Setting, index_settings
 from .strategies import STRATEGIES, StrategySpec
 from .training.loops import SETTINGS as TRAINING_SETTINGS
-from .trust import attacks
-from .trust.fault_injection import SETTINGS as FAULT_INJECTION_SETTINGS
+from .trust import attacks, fault_injection
 
 # what every FL-rounds phase runs with around its strategy (protocols.rounds_hook), in order:
 # one fresh hook of each per phase
@@ -101,26 +102,61 @@ STRATEGY = Setting(
     choices=tuple(PROTOCOLS),
 )
 
-# The run-config keys by topic, in the order of ``SETTINGS`` (and of pyproject's
+# The concerns of a run, each with its run-config keys and its own checks of them
+# (``settings.Concern``), in the order of ``SETTINGS`` (and of pyproject's
 # ``[tool.flwr.app.config]``); the documentation's run-config reference has one table per
-# topic (``flowerbed.docs_tables``). A protocol's group holds all of its keys: a key several
-# protocols read (``adaptive-eta``, ``kt-query``) is listed under the first of them.
+# concern with keys (``flowerbed.docs_tables``). ``parse_run_config`` runs every ``check``,
+# ``runtime.context.start_run`` every ``check_machine`` and ``check_federation``. A check that
+# must know the FL strategies (``STRATEGIES``) gets them here.
+CONCERNS: tuple[Concern, ...] = (
+    Concern("Protocol", (STRATEGY,)),
+    Concern(
+        "Data and partitions", (*federation.SETTINGS, *site_reports.SETTINGS, *classes.SETTINGS)
+    ),
+    Concern("Model", MODEL_SETTINGS),
+    Concern(
+        "Run",
+        RUN_SETTINGS,
+        check_machine=check_resources,  # memory and disk, before anything is loaded
+        check_federation=check_resources,  # again with the parts the federation sizes
+    ),
+    Concern(
+        "FL rounds",
+        fl_rounds.SETTINGS,
+        check=partial(fl_rounds.check_max_update_norm, strategies=STRATEGIES),
+    ),
+    Concern("Resume", RESUME_SETTINGS),
+    Concern("Local training", TRAINING_SETTINGS),
+    Concern("Device", DEVICE_SETTINGS),
+    Concern("Trackers", TRACKER_SETTINGS, check_machine=check_trackers),
+    Concern(
+        "Fault injection",
+        fault_injection.SETTINGS,
+        check_federation=fault_injection.check_federation,
+    ),
+    Concern(
+        "Attacks",
+        attacks.SETTINGS,
+        check=partial(attacks.check_model_poisoning, strategies=STRATEGIES),
+        check_federation=attacks.announce_attack,
+    ),
+    Concern(
+        "Differential privacy",
+        privacy_modes.SETTINGS,
+        check=partial(privacy_modes.check_run_config, strategies=STRATEGIES),
+    ),
+    *(Concern(f"Protocol `{name}`", protocol.settings) for name, protocol in PROTOCOLS.items()),
+    Concern("Knowledge-transfer metrics", kt_metrics.SETTINGS),
+    Concern(
+        "Distillation",
+        distill.SETTINGS,
+        check=partial(distill.check_distilled_strategy, strategies=STRATEGIES),
+    ),
+)
+
+# the keys by topic, for the run-config reference
 SETTING_GROUPS: dict[str, tuple[Setting, ...]] = {
-    "Protocol": (STRATEGY,),
-    "Data and partitions": (*federation.SETTINGS, *site_reports.SETTINGS, *classes.SETTINGS),
-    "Model": MODEL_SETTINGS,
-    "Run": RUN_SETTINGS,
-    "FL rounds": fl_rounds.SETTINGS,
-    "Resume": RESUME_SETTINGS,
-    "Local training": TRAINING_SETTINGS,
-    "Device": DEVICE_SETTINGS,
-    "Trackers": TRACKER_SETTINGS,
-    "Fault injection": FAULT_INJECTION_SETTINGS,
-    "Attacks": attacks.SETTINGS,
-    "Differential privacy": privacy_modes.SETTINGS,
-    **{f"Protocol `{name}`": protocol.settings for name, protocol in PROTOCOLS.items()},
-    "Knowledge-transfer metrics": kt_metrics.SETTINGS,
-    "Distillation": distill.SETTINGS,
+    concern.title: concern.settings for concern in CONCERNS if concern.settings
 }
 
 SETTINGS: dict[str, Setting] = index_settings(
@@ -133,14 +169,9 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     with the protocol's own defaults applied (``with_protocol_defaults``)."""
     config = with_protocol_defaults(run_config, RunConfig.parse(run_config, SETTINGS))
     config = with_dataset_model(run_config, config)
-    if config.distill_objective != OFF and config.strategy not in STRATEGIES:
-        raise ConfigError(
-            f"distill-objective={config.distill_objective!r} distils the global model of a"
-            f" multi-round strategy; strategy={config.strategy!r} is not one (valid choices:"
-            f" {', '.join(STRATEGIES)})"
-        )
-    check_model_replies(config)
-    privacy_modes.check_run_config(config, STRATEGIES)
+    for concern in CONCERNS:
+        if concern.check is not None:
+            concern.check(config)
     if config.resume and not PROTOCOLS[config.strategy].protocol(config).resumable:
         raise ConfigError(
             f"resume={config.resume!r}: strategy={config.strategy!r} cannot resume; only runs"
@@ -217,39 +248,6 @@ def protocol_defaults_note(config: RunConfig) -> str:
             f"strategy={config.strategy!r} uses its own {default} {values} (set {key} to change it)",
         )
     return "; ".join(notes)
-
-
-def check_model_replies(config: RunConfig) -> None:
-    """Model-poisoning attacks and ``max-update-norm`` act on the update a client replies to
-    FL rounds' ``train`` messages (its trained model minus the global model): refuse
-    protocols that send none and strategies whose reply is no model."""
-    uses = []
-    if config.attack in attacks.MODEL_POISONING:
-        uses.append(f"attack={config.attack!r}")
-    if config.max_update_norm > 0:
-        uses.append(f"max-update-norm={config.max_update_norm}")
-    if not uses:
-        return
-    what = " and ".join(uses)
-    valid = ", ".join(name for name, spec in STRATEGIES.items() if spec.replies_model)
-    label_flip = (
-        f"; or attack='{attacks.LABEL_FLIP}', which every protocol allows"
-        if config.attack in attacks.MODEL_POISONING
-        else ""
-    )
-    spec = STRATEGIES.get(config.strategy)
-    if spec is None:
-        raise ConfigError(
-            f"{what} acts on a client's reply to the `train` messages of FL rounds;"
-            f" strategy={config.strategy!r} sends none (valid strategies: {valid}{label_flip})"
-        )
-    if not spec.replies_model:
-        raise ConfigError(
-            f"{what} acts on a reply that is the client's trained model;"
-            f" strategy={config.strategy!r} replies something else (FedNova a normalised"
-            f" direction, SCAFFOLD an update and control-variate deltas), so its rule would not"
-            f" hold (valid strategies: {valid}{label_flip})"
-        )
 
 
 def get_protocol(name: str) -> ProtocolSpec:

@@ -25,7 +25,13 @@ from flwr.app import Context
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
-from .catalog import check_model, get_protocol, parse_run_config, protocol_defaults_note
+from .catalog import (
+    CONCERNS,
+    check_model,
+    get_protocol,
+    parse_run_config,
+    protocol_defaults_note,
+)
 from .ray_cluster import check_ray_cluster, in_flower_simulation
 from .report import written_report
 from .runtime.context import start_run
@@ -58,7 +64,7 @@ def run_protocol(grid: Grid, config: RunConfig) -> Path:
     check_model(config)
     protocol = spec.protocol(config)
     protocol.check_server_data(config)
-    run = start_run(grid, config, spec.build_model)
+    run = start_run(grid, config, spec.build_model, CONCERNS)
     with (
         run.lock,
         written_report(run.run_dir),  # report.html, after status.json, however the run ended

@@ -148,6 +148,26 @@ def unknown_keys_message(unknown: Iterable[str], declared: Iterable[str]) -> str
     return f"unknown run-config keys {', '.join(named)} ({where})"
 
 
+@dataclass(frozen=True)
+class Concern:
+    """One concern of a run (a feature, or a part of the machinery): its run-config keys and
+    its own checks of them, which ``flowerbed.catalog`` and ``runtime.context.start_run`` call
+    for every concern in turn, so that no check of a concern's keys lives outside it.
+
+    ``check(config)``: what the run config alone can refuse; every process that parses the
+    run config runs it (the ServerApp and each ClientApp), so it must be cheap.
+    ``check_machine(config)``: the ServerApp's look at this machine before anything is loaded
+    (packages, memory, disk). ``check_federation(config, num_partitions)``: the ServerApp's,
+    once the handshake has counted the partitions (ids that name no partition, sizes that
+    follow the federation). Each raises ``ConfigError`` with one line naming the key."""
+
+    title: str  # its table in the run-config reference
+    settings: tuple[Setting, ...] = ()
+    check: Callable[[RunConfig], None] | None = None
+    check_machine: Callable[[RunConfig], None] | None = None
+    check_federation: Callable[[RunConfig, int], None] | None = None
+
+
 def index_settings(settings: Iterable[Setting]) -> dict[str, Setting]:
     """``{key: setting}``; the same key declared twice (by two modules) is an error."""
     out: dict[str, Setting] = {}

@@ -24,7 +24,9 @@ at step (generation - 1) x epochs + epoch.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from logging import INFO
+from typing import Any
 
 import torch
 from flwr.common.logger import log
@@ -102,6 +104,17 @@ SETTINGS = (
     Setting("distill-crd-temperature", 0.07, "CRD: temperature", low=0, low_open=True),
     Setting("distill-crd-dim", 128, "CRD: head width", low=1),
 )
+
+
+def check_distilled_strategy(config: RunConfig, strategies: Mapping[str, Any]) -> None:
+    """``distill-objective`` distils the global model of FL rounds: refuse a protocol that
+    has none (``strategies``: the FL strategies' specs by name)."""
+    if config.distill_objective != OFF and config.strategy not in strategies:
+        raise ConfigError(
+            f"distill-objective={config.distill_objective!r} distils the global model of a"
+            f" multi-round strategy; strategy={config.strategy!r} is not one (valid choices:"
+            f" {', '.join(strategies)})"
+        )
 
 
 def tracked(values: dict) -> dict:

@@ -39,7 +39,7 @@ has to say when the rounds end. A hook's ``StopRounds`` before a round (differen
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from logging import INFO, WARNING
 from pathlib import Path
@@ -68,7 +68,7 @@ from ..settings import ConfigError, RunConfig, Setting
 from ..strategies.common import StrategySpec, flower_kwargs
 from ..training.local_client import LocalClient
 from ..training.loops import evaluate_clinical
-from ..trust.reply_checks import TEST, TRAIN, ReplyRules, no_arrays
+from ..trust.reply_checks import TEST, TRAIN, ReplyRules, no_arrays, refuse_without_model_reply
 from .phase import Handoff, Phase
 from .rounds_hook import RoundsHook, StopRounds
 from .rounds_strategy import RoundsStrategy, resumed_evaluate_fn
@@ -103,6 +103,15 @@ SETTINGS = (
         choices=BEST_MODEL_METRICS,
     ),
 )
+
+
+def check_max_update_norm(config: RunConfig, strategies: Mapping[str, StrategySpec]) -> None:
+    """``max-update-norm`` clips the update a client replies to FL rounds' ``train`` messages
+    (its trained model minus the global model): refuse protocols that send none and
+    strategies whose reply is no model (``strategies``: the FL strategies' specs by name)."""
+    if config.max_update_norm > 0:
+        what = f"max-update-norm={config.max_update_norm}"
+        refuse_without_model_reply(what, config.strategy, strategies)
 
 
 BEST_PREDICTIONS = "predictions_best.npz"  # the best round's predictions on the test set

@@ -2,16 +2,18 @@
 
 ``start_run`` does, in this order, so that bad input fails before any client trains:
 
-0. check that the packages of the chosen trackers are installed (``runtime.trackers``); with
-   ``resume`` set, check the run folder to resume (``runtime.resume``): nothing is written
-   before it passes; estimate the memory per process and the cache's disk
-   (``runtime.preflight``): a run that cannot fit this machine stops here;
+0. run each concern's look at this machine (``settings.Concern.check_machine``; the catalog
+   lists them): the chosen trackers' packages are installed (``runtime.trackers``), the memory
+   per process and the cache's disk fit (``runtime.preflight``); with ``resume`` set, check
+   the run folder to resume (``runtime.resume``): nothing is written before it passes;
 1. load the data set (a missing file stops here, naming the path) and build the protocol's
    global model once, seeded (a model that does not fit the data stops here); a server
    without data (``server-data``) does this after step 2, with what the nodes reported;
 2. handshake with the nodes: each reports its partition id and the number of partitions
    (``handshake='lazy'``: one node does, for large federations); the partition (more clients
-   than samples, impossible minimum sizes...) is computed and its label-count table logged
+   than samples, impossible minimum sizes...) and each concern's check of the federation
+   (``Concern.check_federation``: partition ids that do not exist, the memory the federation
+   sizes) run; the partition is computed and its label-count table logged
    (the first rows) and saved. With site-owned data or a server without data the nodes also
    report their data's shape, classes and label counts (``data.site_reports``): the label
    table is theirs, and nodes that cannot read their data or disagree with the majority are
@@ -34,7 +36,7 @@ import functools
 import random
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
 from pathlib import Path
@@ -57,15 +59,12 @@ from ..data.site_reports import (
     server_has_data,
 )
 from ..models import Classifier
-from ..settings import ConfigError, RunConfig, Setting
-from ..trust.attacks import announce_attack
-from ..trust.fault_injection import failing_partition_ids
+from ..settings import Concern, ConfigError, RunConfig, Setting
 from ..trust.reply_checks import NodeSizes
 from .checkpoint import ServerCheckpoint
 from .environment import write_environment
 from .history import History
 from .outcome import RunFailed
-from .preflight import check_resources
 from .recording_grid import RecordingGrid
 from .resume import (
     FEDERATION_KEY,
@@ -77,7 +76,7 @@ from .resume import (
     open_resume,
 )
 from .run_lock import RunLock
-from .trackers import check_trackers, open_trackers
+from .trackers import open_trackers
 
 # A run folder is named ``<YYYYmmdd-HHMMSS>-<run-name>[-<n>]`` (``results.make_run_dir``: 16
 # bytes of timestamp, up to 4 of suffix); a file name must stay under 255 bytes.
@@ -240,11 +239,16 @@ def federation_size(nodes: dict[int, tuple[int, int]]) -> tuple[int, dict[int, s
     return num_partitions, left_out
 
 
-def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunContext:
-    """Steps 0-4 of the module docstring; returns the context the protocol runs in."""
-    check_trackers(config)
+def start_run(
+    grid: Grid, config: RunConfig, build_model: ModelBuilder, concerns: Sequence[Concern]
+) -> RunContext:
+    """Steps 0-4 of the module docstring; returns the context the protocol runs in.
+    ``concerns``: the run's concerns (``catalog.CONCERNS``), whose ``check_machine`` runs before
+    anything is loaded and ``check_federation`` once the handshake has counted the partitions."""
+    for concern in concerns:
+        if concern.check_machine is not None:
+            concern.check_machine(config)
     resumed = open_resume(config) if config.resume else None
-    check_resources(config)
     data = None
     if server_has_data(config):
         log(INFO, "flowerbed: loading %s (the test set and the model)", config.dataset)
@@ -266,20 +270,15 @@ def start_run(grid: Grid, config: RunConfig, build_model: ModelBuilder) -> RunCo
     num_partitions, strays = federation_size(nodes)
     recording.leave_out(strays)
     recording.num_partitions = num_partitions
-    check_resources(config, num_partitions)  # the parts sized by the clients, before the partition
     if resumed is not None and resumed.stored_config.get(FEDERATION_KEY) != num_partitions:
         raise ConfigError(
             f"resume={str(config.resume)!r}: the run had"
             f" {resumed.stored_config.get(FEDERATION_KEY)}"
             f" partitions, this federation has {num_partitions}; resume with the run's clients"
         )
-    missing = sorted(failing_partition_ids(config) - set(range(num_partitions)))
-    if missing:
-        raise ConfigError(
-            f"failing-partitions={config.failing_partitions!r} names partitions {missing} that"
-            f" do not exist; valid ids: 0 to {num_partitions - 1}"
-        )
-    announce_attack(config, num_partitions)  # attackers checked like failing-partitions; WARNING
+    for concern in concerns:  # ids that name no partition, sizes the federation sets, ...
+        if concern.check_federation is not None:
+            concern.check_federation(config, num_partitions)
     server_view = {}  # run-config values the phases see instead of the given ones
     if nodes_report_data(config):
         agreement = agree_on_node_data(recording, config, data)

@@ -55,6 +55,7 @@ from flwr.common.logger import log
 
 from ..core.seeding import seed_for
 from ..settings import ConfigError, RunConfig, Setting, comma_list
+from .reply_checks import refuse_without_model_reply
 
 NO_ATTACK = "none"
 LABEL_FLIP = "label-flip"
@@ -150,6 +151,15 @@ def describe_attack(config: Mapping[str, Any]) -> str:
     }.get(attack)
     detail = f" ({parameter}={_value(config, parameter)})" if parameter else ""
     return f"attack={attack!r}{detail} by partitions {sorted(attacker_ids(config))}"
+
+
+def check_model_poisoning(config: RunConfig, strategies: Mapping[str, Any]) -> None:
+    """A model-poisoning attack acts on the update a client replies to FL rounds' ``train``
+    messages (its trained model minus the global model): refuse protocols that send none and
+    strategies whose reply is no model (``strategies``: the FL strategies' specs by name)."""
+    if config.attack in MODEL_POISONING:
+        also = f"; or attack='{LABEL_FLIP}', which every protocol allows"
+        refuse_without_model_reply(f"attack={config.attack!r}", config.strategy, strategies, also)
 
 
 def announce_attack(config: RunConfig, num_partitions: int) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 
-from ..settings import RunConfig, Setting, comma_list
+from ..settings import ConfigError, RunConfig, Setting, comma_list
 
 
 def _check_partition_ids(value: str, config: RunConfig) -> str | None:
@@ -46,6 +46,17 @@ SETTINGS = (
 def failing_partition_ids(run_config) -> frozenset[int]:
     """The partition ids of ``failing-partitions`` (raw or parsed run config)."""
     return frozenset(int(token) for token in comma_list(run_config.get("failing-partitions", "")))
+
+
+def check_federation(config: RunConfig, num_partitions: int) -> None:
+    """``failing-partitions`` names partitions of this federation (``ConfigError`` naming the
+    ids that do not exist)."""
+    missing = sorted(failing_partition_ids(config) - set(range(num_partitions)))
+    if missing:
+        raise ConfigError(
+            f"failing-partitions={config.failing_partitions!r} names partitions {missing} that"
+            f" do not exist; valid ids: 0 to {num_partitions - 1}"
+        )
 
 
 def with_nonfinite_arrays(reply: Message) -> Message:

@@ -47,11 +47,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from flwr.app import ArrayRecord, Error, Message, RecordDict
 
 from ..clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS
+from ..settings import ConfigError
 
 REJECTED_ERROR_CODE = 1001  # flowerbed's error code for a reply dropped by these checks
 
@@ -69,6 +71,28 @@ def schema_of(record: ArrayRecord) -> dict[str, tuple[tuple[int, ...], str]]:
 def model_like_sent(sent: RecordDict) -> Schema:
     """A training reply of a FedAvg-family strategy: exactly the ``arrays`` the server sent."""
     return {"arrays": schema_of(sent.array_records["arrays"])}
+
+
+def refuse_without_model_reply(
+    what: str, strategy: str, strategies: Mapping[str, Any], also: str = ""
+) -> None:
+    """``ConfigError`` unless ``strategy`` is one of the FL ``strategies`` (their specs by
+    name) whose training reply is the client's trained model: what ``what`` (a key and its
+    value, such as ``attack='scale'``) acts on. ``also``: another way out, for the message."""
+    valid = ", ".join(name for name, spec in strategies.items() if spec.replies_model)
+    spec = strategies.get(strategy)
+    if spec is None:
+        raise ConfigError(
+            f"{what} acts on a client's reply to the `train` messages of FL rounds;"
+            f" strategy={strategy!r} sends none (valid strategies: {valid}{also})"
+        )
+    if not spec.replies_model:
+        raise ConfigError(
+            f"{what} acts on a reply that is the client's trained model;"
+            f" strategy={strategy!r} replies something else (FedNova a normalised"
+            f" direction, SCAFFOLD an update and control-variate deltas), so its rule would not"
+            f" hold (valid strategies: {valid}{also})"
+        )
 
 
 def no_arrays(sent: RecordDict) -> Schema:
