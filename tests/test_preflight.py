@@ -14,6 +14,7 @@ import pytest
 from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
 from flowerbed.data.federation import load_splits
+from flowerbed.data.registry import family
 from flowerbed.inprocess import InProcessGrid, resolve_run_config, run_in_process
 from flowerbed.models import MODELS, vqc
 from flowerbed.runtime import needs, preflight
@@ -43,21 +44,25 @@ def test_the_activations_are_the_models_own(monkeypatch):
 def test_the_data_sets_sizes_are_the_real_ones():
     for name in ("digits", "breast-cancer"):
         data = load_splits(config(dataset=name))
-        train, test, shape, classes = needs.FIXED_SIZES[name]
+        size = needs.data_size(config(dataset=name))
         assert (len(data.y_train), len(data.y_test), data.input_shape, data.num_classes) == (
-            train,
-            test,
-            shape,
-            classes,
+            size.train,
+            size.test,
+            size.shape,
+            size.num_classes,
         )
     size = needs.data_size(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
     data = load_splits(config(dataset="ctl-gaussian", **{"sim-nodes": 7}))
     assert (size.train, size.test) == (len(data.y_train), len(data.y_test))
     medmnist = pytest.importorskip("medmnist")
-    for flag, (train, test, channels, classes) in needs.MEDMNIST_SPLITS.items():
+    flags = family("medmnist")
+    assert flags and set(flags) <= set(medmnist.INFO)
+    for flag in flags:
         info = medmnist.INFO[flag]
-        assert (train, test) == (info["n_samples"]["train"], info["n_samples"]["test"])
-        assert (channels, classes) == (info["n_channels"], len(info["label"]))
+        size = needs.data_size(config(dataset=flag, **{"image-size": 64}))
+        assert (size.train, size.test) == (info["n_samples"]["train"], info["n_samples"]["test"])
+        assert size.shape == (info["n_channels"], 64, 64)
+        assert size.num_classes == len(info["label"])
     assert needs.EVALUATION_BATCH == inspect.signature(predict).parameters["batch_size"].default
 
 

@@ -46,3 +46,22 @@ def test_image_size_and_num_points_resize_a_declared_sample():
     assert DATASETS["bloodmnist"].input_shape(options) == (3, 64, 64)
     assert DATASETS["modelnet40"].input_shape(options) == (256, 3)
     assert DATASETS["cifar10"].input_shape(options) == (3, 32, 32)
+
+
+def test_the_pre_flight_sizes_every_data_set_from_its_declaration(tmp_path):
+    """Every declaration but a site's sizes itself for the pre-flight (``sizing``), with its
+    own shape, classes and, where fixed, sample counts (nothing read: ``tmp_path`` is empty)."""
+    options = DataOptions(data_dir=str(tmp_path), image_size=64, num_points=256)
+    unsized = [name for name, spec in DATASETS.items() if spec.sizing is None]
+    assert unsized == ["site"]
+    for spec in DATASETS.values():
+        if spec.sizing is None:
+            continue
+        size = spec.sizing(spec, options)
+        assert (size.shape, size.num_classes) == (spec.input_shape(options), spec.num_classes)
+        if spec.train_size is not None:
+            assert (size.train, size.test) == (spec.train_size, spec.test_size)
+        else:
+            assert size.train > 0 and size.test > 0
+        if spec.family != "generated":  # the generated sets: their sim-* keys
+            assert size.keys == ((spec.sized_by,) if spec.sized_by else ())

@@ -13,27 +13,12 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from .medmnist_files import medmnist_file
-from .options import CACHE_SUBFOLDER, DataOptions
+from .options import DataOptions
 from .pointclouds import NUM_POINTS
-from .registry import dataset_spec, downloadable_datasets, family, fitting_model, missing_data
+from .registry import dataset_spec
 from .simulations import SimulationOptions
 from .spec import DatasetSpec
 from .splits import DatasetSplits
-
-TORCHVISION_DATASETS = family("torchvision")
-
-# what runtime.resources (the pre-flight) reads from here until it reads the registry
-__all__ = [
-    "CACHE_SUBFOLDER",
-    "TORCHVISION_DATASETS",
-    "downloadable_datasets",
-    "fitting_model",
-    "load",
-    "load_dataset",
-    "medmnist_file",
-    "missing_data",
-]
 
 
 def load(spec: DatasetSpec, options: DataOptions) -> DatasetSplits:

@@ -26,7 +26,8 @@ Supported names:
 
 A new data set is one more declaration here (or in its family's table, as MedMNIST's), with
 its loader in ``loaders.py``: the ``dataset`` key's choices, the class names and positive class
-(``classes.py``), the model that fits it and the missing-files message follow from it.
+(``classes.py``), the model that fits it, the missing-files message and the pre-flight's
+sizes (its ``sizing``, one of ``sizing.py``'s) follow from it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ from .loaders import (
 )
 from .medmnist_files import MEDMNIST
 from .pointclouds import NUM_POINTS
+from .simulations import FEDPROX_DATASETS
+from .sizing import (
+    fedprox_synthetic,
+    gaussian_nodes,
+    held,
+    medmnist_cached,
+    point_clouds,
+    shifted_copies,
+    torchvision_cached,
+)
 from .spec import IMAGE_SIZE, DatasetSpec
 from .spec import NUM_POINTS as BY_NUM_POINTS
 from .torchvision_files import CIFAR10_CLASSES
@@ -65,6 +76,7 @@ _POINT_CLOUD = {
     "sized_by": BY_NUM_POINTS,
     "model": "pointnet",
     "missing": point_clouds_missing,
+    "sizing": point_clouds,
 }
 
 _DECLARATIONS = (
@@ -77,6 +89,7 @@ _DECLARATIONS = (
         test_size=360,
         num_classes=10,
         class_names=DIGITS,
+        sizing=held,
     ),
     DatasetSpec(
         "breast-cancer",
@@ -89,6 +102,7 @@ _DECLARATIONS = (
         class_names=BREAST_CANCER,
         positive_class=0,
         model="mlp",
+        sizing=held,
     ),
     DatasetSpec(
         "breast-cancer-shifted",
@@ -100,6 +114,7 @@ _DECLARATIONS = (
         class_names=BREAST_CANCER,
         positive_class=0,
         model="mlp",
+        sizing=shifted_copies,
     ),
     DatasetSpec(
         "ctl-gaussian",
@@ -109,6 +124,7 @@ _DECLARATIONS = (
         shape=(30,),
         num_classes=2,
         model="mlp",
+        sizing=gaussian_nodes,
     ),
     *(
         DatasetSpec(
@@ -119,8 +135,9 @@ _DECLARATIONS = (
             shape=(SYNTHETIC_FEATURES,),
             num_classes=SYNTHETIC_CLASSES,
             model="logreg",
+            sizing=fedprox_synthetic,
         )
-        for name in ("synthetic", "synthetic-iid")
+        for name in FEDPROX_DATASETS
     ),
     DatasetSpec("shapes", train_size=600, test_size=150, num_classes=6, **_POINT_CLOUD),
     DatasetSpec("modelnet40", train_size=9_843, test_size=2_468, num_classes=40, **_POINT_CLOUD),
@@ -140,6 +157,7 @@ _DECLARATIONS = (
             positive_class=facts.positive_class,
             downloadable=True,
             missing=medmnist_missing,
+            sizing=medmnist_cached,
         )
         for flag, facts in MEDMNIST.items()
     ),
@@ -155,6 +173,7 @@ _DECLARATIONS = (
         class_names=CIFAR10_CLASSES,
         downloadable=True,
         missing=torchvision_missing,
+        sizing=torchvision_cached,
     ),
     DatasetSpec(
         "mnist",
@@ -168,6 +187,7 @@ _DECLARATIONS = (
         class_names=DIGITS,
         downloadable=True,
         missing=torchvision_missing,
+        sizing=torchvision_cached,
     ),
     DatasetSpec(
         "mnist-5k",
@@ -178,6 +198,7 @@ _DECLARATIONS = (
         test_size=1_000,
         num_classes=10,
         class_names=DIGITS,
+        sizing=held,
     ),
     DatasetSpec(
         "site",

@@ -1,10 +1,11 @@
 """A data set's declaration (``DatasetSpec``): every fact flowerbed keeps about one data set,
 written once, in ``registry.DATASETS``. The loaders, the ``dataset`` key's choices, the class
-names and clinical positive class, the model that fits, the pre-flight's sizes and the
-missing-files message are all read from it."""
+names and clinical positive class, the model that fits, the pre-flight's sizes (``DataSize``,
+what its ``sizing`` returns) and the missing-files message are all read from it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,27 @@ from .splits import DatasetSplits
 
 IMAGE_SIZE = "image-size"  # sized_by: a (C, H, W) image whose side is the run's image-size
 NUM_POINTS = "num-points"  # sized_by: a (num-points, 3) point cloud
+
+
+@dataclass(frozen=True)
+class DataSize:
+    """A data set's size as the run config fixes it, and what it takes of one process's memory
+    and of the data cache (the pre-flight's estimate, ``runtime.needs``)."""
+
+    train: int
+    test: int
+    shape: tuple[int, ...]  # one sample
+    num_classes: int
+    keys: tuple[str, ...]  # the run-config keys that size it
+    mapped: bool = False  # rows memory-mapped from cache-dir, not held by the process
+    nodes: bool = False  # the node of every sample is kept too (int64)
+    load_bytes: int = 0  # transient while loading or generating it
+    cache_bytes: int = 0  # written into cache-dir once
+    cached: bool = True  # already in cache-dir (nothing to write)
+
+    @property
+    def values(self) -> int:
+        return (self.train + self.test) * math.prod(self.shape)
 
 
 @dataclass(frozen=True)
@@ -31,6 +53,8 @@ class DatasetSpec:
     it. ``missing(spec, data_dir, image_size)``: what it lacks under ``data_dir`` and where to
     put it, None when its files are there (no such function: it reads no files of the run's).
     ``family``: which reader loads it (``medmnist``, ``torchvision``, ``sklearn``, ...).
+    ``sizing(spec, options)``: its ``DataSize`` under ``options``, for the pre-flight (one of
+    ``sizing.py``'s); None where only the nodes know (a site's own).
     """
 
     name: str
@@ -47,6 +71,7 @@ class DatasetSpec:
     model: str | None = "cnn"
     downloadable: bool = False
     missing: Callable[[DatasetSpec, Path, int], str | None] | None = None
+    sizing: Callable[[DatasetSpec, DataOptions], DataSize] | None = None
 
     def input_shape(self, options: DataOptions) -> tuple[int, ...] | None:
         """One sample's shape under ``options`` (``image-size``, ``num-points``)."""

@@ -12,8 +12,9 @@ Two numbers are estimated:
 * **disk of the data cache** (``cache-dir``; only what is not built yet).
 
 Every part but the model's activations is a simple formula, written next to it below, of
-sizes the run config fixes (the data sets' sample counts and shapes are tabled here: no file is
-read, no data set loaded). The activations come from the model itself: one sample through it on
+sizes the run config fixes (the data sets' sample counts, shapes and what each holds are
+their declarations', ``data.spec.DatasetSpec.sizing``, ``data.sizing``: no file is read, no
+data set loaded). The activations come from the model itself: one sample through it on
 torch's meta device (``models.footprint.activations``), the values of every leaf module's
 output (what training keeps for backward, times ``batch-size``) and the most bytes alive at
 once without gradients (an evaluation batch: the widest layer, or PointNet++'s ball query),
@@ -44,40 +45,22 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..data.datasets import (
-    CACHE_SUBFOLDER,
-    TORCHVISION_DATASETS,
-    medmnist_file,
-)
 from ..data.federation import SITE
-from ..data.fedprox_synthetic import (
-    MIN_SAMPLES,
-    NUM_CLASSES,
-    NUM_FEATURES,
-    SIZE_LOG_MEAN,
-    SIZE_LOG_STD,
-    train_size,
-)
-from ..data.simulations import (
-    FEDPROX_DATASETS,
-    SimulationOptions,
-    node_test_size,
-    synthetic_cache_folder,
-)
+from ..data.options import DataOptions
+from ..data.registry import DATASETS
+from ..data.sizing import FLOAT, INDEX
+from ..data.spec import DataSize
 from ..models import MODELS, footprint
 from ..models.vqc import VQCPlan, gates_per_layer, plan_vqc, training_bytes
 from ..settings import RunConfig
 
 GIB = 2**30
-FLOAT = 4  # bytes of a float32 value
-INDEX = 8  # bytes of an int64 label or index
 RUNTIME_BYTES = GIB // 2  # a Python process with torch, numpy and Flower imported (~0.5 GB)
 MODEL_COPIES = 6  # weights, gradients, two optimiser moments, the global model, an algorithm state
 TRAINING_PEAK = 1.5  # training's peak over the saved activations (measured: 1.07 to 1.53)
@@ -85,44 +68,8 @@ EVALUATION_BATCH = 512  # ``training.loops.predict``'s batch size (evaluation, n
 # the partition in every process: pool indices, the pool mask, its labels, every client's
 # indices and those mapped back to the training pool (``federation._partition_cached``)
 PARTITION_BYTES_PER_ROW = 3 * INDEX + 1 + 2 * INDEX
-GENERATION_BYTES_PER_VALUE = 26  # breast-cancer-shifted, ctl-gaussian: float64 draws, measured 25
-POINT_LOAD_COPIES = 4  # a point-cloud split, its centred and scaled copies, the float32 copy
 KMEANS_COPIES = 3  # kmeans-pca: the pool's float32 features, scaled, centred by the PCA
-SYNTHETIC_ROW_BYTES = NUM_FEATURES * FLOAT + 2 * INDEX  # features, label, node (the cache)
-# the builder of a synthetic set: per client its random stream and its labelling model
-SYNTHETIC_BUILD_BYTES_PER_CLIENT = 6_500
-# E[n_k] = E[floor(lognormal(4, 2))] + 50 ~ exp(4 + 2^2 / 2) - 1/2 + 50
-SYNTHETIC_MEAN_SAMPLES = math.exp(SIZE_LOG_MEAN + SIZE_LOG_STD**2 / 2) - 0.5 + MIN_SAMPLES
 VQC_KEYS = ("vqc-layers", "vqc-qubits", "batch-size")  # what sizes a VQC's training step
-
-# (train, test) samples, input shape, classes of the data sets with fixed sizes
-FIXED_SIZES = {
-    "digits": (1437, 360, (1, 8, 8), 10),
-    "breast-cancer": (455, 114, (30,), 2),
-    "cifar10": (50_000, 10_000, (3, 32, 32), 10),
-    "mnist": (60_000, 10_000, (1, 28, 28), 10),
-    "mnist-5k": (4_000, 1_000, (1, 28, 28), 10),  # held in memory (counted as float32)
-}
-# MedMNIST 2D: (train, test, channels, classes) of each flag (medmnist.INFO; the val split is
-# not used); tests/test_preflight.py checks them against the package
-MEDMNIST_SPLITS = {
-    "pathmnist": (89_996, 7_180, 3, 9),
-    "dermamnist": (7_007, 2_005, 3, 7),
-    "octmnist": (97_477, 1_000, 1, 4),
-    "pneumoniamnist": (4_708, 624, 1, 2),
-    "retinamnist": (1_080, 400, 3, 5),
-    "breastmnist": (546, 156, 1, 2),
-    "bloodmnist": (11_959, 3_421, 3, 8),
-    "tissuemnist": (165_466, 47_280, 1, 8),
-    "organamnist": (34_561, 17_778, 1, 11),
-    "organcmnist": (12_975, 8_216, 1, 11),
-    "organsmnist": (13_932, 8_827, 1, 11),
-}
-POINT_CLOUD_SIZES = {  # (train, test, classes)
-    "shapes": (600, 150, 6),
-    "modelnet40": (9_843, 2_468, 40),
-    "modelnet10": (3_991, 908, 10),
-}
 
 
 @dataclass(frozen=True)
@@ -132,26 +79,6 @@ class Need:
     what: str
     bytes: int
     keys: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class DataSize:
-    """A data set's size as the run config fixes it."""
-
-    train: int
-    test: int
-    shape: tuple[int, ...]  # one sample
-    num_classes: int
-    keys: tuple[str, ...]  # the run-config keys that size it
-    mapped: bool = False  # rows memory-mapped from cache-dir, not held by the process
-    nodes: bool = False  # the node of every sample is kept too (int64)
-    load_bytes: int = 0  # transient while loading or generating it
-    cache_bytes: int = 0  # written into cache-dir once
-    cached: bool = True  # already in cache-dir (nothing to write)
-
-    @property
-    def values(self) -> int:
-        return (self.train + self.test) * math.prod(self.shape)
 
 
 @dataclass(frozen=True)
@@ -169,103 +96,14 @@ class Estimate:
         return sum(need.bytes for need in self.disk)
 
 
-def cache_folder(config: RunConfig) -> Path:
-    """``cache-dir`` as the data loaders resolve it (``data.federation._dataset_key``)."""
-    return Path(config.cache_dir or config.data_path / CACHE_SUBFOLDER).expanduser().resolve()
-
-
 # --- the data -------------------------------------------------------------------------------
-def _image_cache_built(cache_dir: Path, key: str) -> bool:
-    """Whether the image cache holds a finished folder of ``key`` (``image_cache``): a changed
-    source is rebuilt beside it, but the space of one version is then already in use."""
-    pattern = re.compile(re.escape(key) + r"-[0-9a-f]{16}")
-    return cache_dir.is_dir() and any(
-        pattern.fullmatch(folder.name) and (folder / "meta.json").is_file()
-        for folder in cache_dir.iterdir()
-    )
-
-
 def data_size(config: RunConfig) -> DataSize | None:
-    """The run's data set's size, or ``None`` when only the nodes know it (a site's own data)."""
-    name, cache_dir = config.dataset, cache_folder(config)
-    if name in FIXED_SIZES:
-        train, test, shape, classes = FIXED_SIZES[name]
-        if name not in TORCHVISION_DATASETS:
-            return DataSize(train, test, shape, classes, ())
-        images = (train + test) * math.prod(shape)
-        return DataSize(
-            train,
-            test,
-            shape,
-            classes,
-            (),
-            mapped=True,
-            load_bytes=2 * images,  # torchvision's uint8 arrays and a contiguous copy
-            cache_bytes=images + (train + test) * INDEX,
-            cached=_image_cache_built(cache_dir, name),
-        )
-    if name in MEDMNIST_SPLITS:
-        train, test, channels, classes = MEDMNIST_SPLITS[name]
-        shape = (channels, config.image_size, config.image_size)
-        images = (train + test) * math.prod(shape)
-        key = medmnist_file(name, config.data_path, config.image_size).stem
-        return DataSize(
-            train,
-            test,
-            shape,
-            classes,
-            ("image-size",),
-            mapped=True,
-            cache_bytes=images + (train + test) * INDEX,
-            cached=_image_cache_built(cache_dir, key),
-        )
-    if name in POINT_CLOUD_SIZES:
-        train, test, classes = POINT_CLOUD_SIZES[name]
-        shape = (config.num_points, 3)
-        return DataSize(
-            train,
-            test,
-            shape,
-            classes,
-            ("num-points",),
-            load_bytes=(POINT_LOAD_COPIES - 1) * train * math.prod(shape) * FLOAT,
-        )
-    if name == "breast-cancer-shifted":
-        rows = config.sim_shifts * 569
-        test = int(0.2 * rows)
-        size = DataSize(rows - test, test, (30,), 2, ("sim-shifts",))
-        return _generated(size)
-    if name == "ctl-gaussian":
-        test = config.sim_nodes * node_test_size(config.sim_samples_per_node)
-        train = config.sim_nodes * config.sim_samples_per_node - test
-        keys = ("sim-nodes", "sim-samples-per-node")
-        return _generated(DataSize(train, test, (30,), 2, keys, nodes=True))
-    if name in FEDPROX_DATASETS:
-        nodes = config.sim_nodes
-        rows = round(nodes * SYNTHETIC_MEAN_SAMPLES)
-        train = round(nodes * train_size(round(SYNTHETIC_MEAN_SAMPLES)))
-        options = SimulationOptions.from_config(config).for_dataset(name)
-        folder = synthetic_cache_folder(name, config.seed, options, cache_dir)
-        cached = folder.is_dir()
-        return DataSize(
-            train,
-            rows - train,
-            (NUM_FEATURES,),
-            NUM_CLASSES,
-            ("sim-nodes",),
-            mapped=True,
-            nodes=True,
-            load_bytes=0 if cached else nodes * SYNTHETIC_BUILD_BYTES_PER_CLIENT,
-            cache_bytes=rows * SYNTHETIC_ROW_BYTES,
-            cached=cached,
-        )
-    return None  # site: the nodes' own folders
-
-
-def _generated(size: DataSize) -> DataSize:
-    """A set generated in float64 and standardised: its peak (measured) beyond what is kept."""
-    extra = (GENERATION_BYTES_PER_VALUE - FLOAT) * size.values
-    return DataSize(**{**size.__dict__, "load_bytes": extra})
+    """The run's data set's size, as its declaration sizes it (``DatasetSpec.sizing``), or
+    ``None`` when only the nodes know it (a site's own data)."""
+    spec = DATASETS.get(config.dataset)
+    if spec is None or spec.sizing is None:
+        return None
+    return spec.sizing(spec, DataOptions.from_config(config))
 
 
 def input_of(config: RunConfig, size: DataSize | None) -> tuple[tuple[int, ...], int] | None:
@@ -428,4 +266,4 @@ def estimate(config: RunConfig, num_clients: int | None = None) -> Estimate:
             )
     if transient:
         memory.append(max(transient, key=lambda need: need.bytes))
-    return Estimate(tuple(memory), tuple(disk), cache_folder(config))
+    return Estimate(tuple(memory), tuple(disk), Path(DataOptions.from_config(config).cache_dir))

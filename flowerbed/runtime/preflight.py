@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from ..data.datasets import downloadable_datasets, fitting_model, missing_data
 from ..data.federation import SITE
+from ..data.registry import downloadable_datasets, fitting_model, missing_data
 from ..models import MODELS
 from ..settings import ConfigError, RunConfig
 from .needs import GIB, Estimate, Need, data_size, estimate, input_of
