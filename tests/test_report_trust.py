@@ -200,6 +200,8 @@ def test_an_attacked_run_shows_its_attackers_and_the_replies_dropped_and_clipped
     assert "attack scale (attack-scale = 5.0): each attacker replies g + s (w - g)" in words
     assert "attackers (partition ids) 0, 2 (2 of 4 clients" in words
     assert "(robust aggregation)" in words and "num-malicious-clients 1" in words
+    assert "aggregation multikrum: mean of the m client models" in words
+    assert "`" not in words  # the summary's Markdown code spans read as plain text
     assert "max-update-norm 2.0: every training update is clipped" in words
     assert "failing-partitions (fault injection) 3 (failure-mode nonfinite)" in words
     assert "Over 3 rounds: 4 replies dropped, 3 updates clipped." in words

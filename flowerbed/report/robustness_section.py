@@ -132,7 +132,9 @@ def robustness_section(run: RunFolder) -> Section | None:
         who = f"{ids} ({len(attackers)}{of} clients; config.json's attackers)"
         facts.append(["attackers (partition ids)", who])
     if spec is not None:
-        summary = f"{spec.name}: {spec.summary}" if getattr(spec, "summary", "") else spec.name
+        # the spec's summary is the docs' Markdown: its code spans read as plain text here
+        plain = getattr(spec, "summary", "").replace("`", "")
+        summary = f"{spec.name}: {plain}" if plain else spec.name
         facts.append(["aggregation", summary + (" (robust aggregation)" if robust else "")])
         if robust:
             for setting in spec.settings:
