@@ -1,12 +1,19 @@
 """Clipping a client's model update to a norm bound: the server's ``max-update-norm`` (the
 recording grid, for replies that passed their checks) and adaptive differential privacy
-(``privacy.adaptive_clipping``) apply the same rule. Written by hand: Flower's DP wrappers clip inside
-their own aggregation and offer no function for one reply."""
+(``privacy.adaptive_clipping``) apply the same rule. Written by hand: Flower's DP wrappers
+clip inside their own aggregation and offer no function for one reply."""
 
 from __future__ import annotations
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, RecordDict
+
+# The metric flowerbed's client mod for adaptive clipping adds to a training reply: 1 when the
+# update's norm was at most the C the message carried (left unclipped), else 0. Not Flower's
+# ``norm_bit`` (1 when clipped), so that a reply of Flower's mod is refused instead of read
+# with the opposite sense. Declared here, on the ground floor, because the history leaves it
+# out of the clients' metrics too (``runtime.history``).
+KEY_UNCLIPPED = "dp-unclipped"
 
 
 def clip_update(reply: RecordDict, sent: RecordDict, max_norm: float) -> bool:

@@ -81,12 +81,7 @@ from flwr.supercore.differential_privacy import (
     get_norm,
 )
 
-from ..core.clipping import clip_update
-
-# The metric flowerbed's client mod adds to a training reply: 1 when the update's norm was at
-# most the C the message carried (left unclipped), else 0. Not Flower's ``norm_bit`` (1 when
-# clipped), so that a reply of Flower's mod is refused instead of read with the opposite sense.
-KEY_UNCLIPPED = "dp-unclipped"
+from ..core.clipping import KEY_UNCLIPPED, clip_update
 
 
 class AndrewEtAlAdaptive:

@@ -57,9 +57,9 @@ from ..clinical import (
     site_estimates,
 )
 from ..core import progress
+from ..core.clipping import KEY_UNCLIPPED
 from ..core.results import plot_accuracy, write_csv, write_json
 from ..metrics import BINARY, CLINICAL
-from ..privacy.adaptive_clipping import KEY_UNCLIPPED
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid, RoundTraffic
 from .trackers import Trackers
