@@ -16,7 +16,7 @@ data sets and partitions are cached per process, so a Ray actor reads its files 
 The Flower mods around a handler follow its message type's Flower category (``mods_for``):
 ``train`` and ``evaluate`` without an action are the rounds of a Flower strategy and carry
 ``keep_client_state``, which checkpoints the node's ``context.state`` for resumed runs
-(``client_state``); every ``train`` message carries ``fail_on_purpose`` (test-only fault
+(``runtime.client_state``); every ``train`` message carries ``fail_on_purpose`` (test-only fault
 injection); the rounds' ``train`` also carries ``attack_update`` and ``privacy_mod`` (Flower's
 DP mods when the run config's ``dp`` asks for them), innermost, so that a declared attacker
 rewrites its reply after it, as a malicious client would; ``query`` messages (and actions of
@@ -30,11 +30,11 @@ from flwr.clientapp import ClientApp
 from flwr.clientapp.typing import Mod
 
 from .catalog import get_protocol, parse_run_config
-from .client_state import keep_client_state
 from .data.federation import table_labels
 from .data.site_reports import NodeDataError, data_report, nodes_report_data
 from .privacy.client import privacy_mod
 from .protocols.phase import Phase
+from .runtime.client_state import keep_client_state
 from .training.local_client import LocalClient
 from .trust.attacks import attack_update
 from .trust.fault_injection import fail_on_purpose

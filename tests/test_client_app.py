@@ -5,9 +5,9 @@ from flwr.app import MessageType
 
 from flowerbed.catalog import PROTOCOLS, SETTINGS, parse_run_config
 from flowerbed.client_app import HANDLERS, phase_message_types
-from flowerbed.client_state import keep_client_state
 from flowerbed.inprocess import resolve_run_config
 from flowerbed.protocols.phase import Phase
+from flowerbed.runtime.client_state import keep_client_state
 from flowerbed.settings import ConfigError
 
 

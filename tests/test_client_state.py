@@ -9,7 +9,8 @@ import json
 import pytest
 from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
 
-from flowerbed.client_state import (
+from flowerbed.inprocess import use_server_identity
+from flowerbed.runtime.client_state import (
     RECORD,
     RUN_DIR_KEY,
     RUN_FILE,
@@ -17,7 +18,6 @@ from flowerbed.client_state import (
     saved_rounds,
     state_key,
 )
-from flowerbed.inprocess import use_server_identity
 from flowerbed.settings import ConfigError
 
 

@@ -25,7 +25,6 @@ from flwr.serverapp.strategy import FedAvg
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
-from flowerbed.client_state import RECORD, RUN_DIR_KEY
 from flowerbed.inprocess import resolve_run_config, run_in_process, use_server_identity
 from flowerbed.privacy.accounting import central_epsilon, local_epsilon
 from flowerbed.privacy.client import privacy_mod
@@ -34,6 +33,7 @@ from flowerbed.privacy.rounds import STATE_KEY
 from flowerbed.privacy.server import averages_models, wrap
 from flowerbed.protocols.rounds_strategy import RoundsStrategy
 from flowerbed.runtime.checkpoint import read_checkpoint
+from flowerbed.runtime.client_state import RECORD, RUN_DIR_KEY
 from flowerbed.runtime.recording_grid import RecordingGrid
 from flowerbed.settings import ConfigError
 from flowerbed.strategies.common import flower_kwargs

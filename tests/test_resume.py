@@ -30,15 +30,6 @@ from flwr.app import (
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.client_app import app as client_app
-from flowerbed.client_state import (
-    RECORD,
-    RUN_DIR_KEY,
-    keep_client_state,
-    load_state,
-    save_state,
-    saved_rounds,
-    state_key,
-)
 from flowerbed.core.results import round_seconds
 from flowerbed.inprocess import (
     InProcessGrid,
@@ -58,6 +49,15 @@ from flowerbed.runtime.checkpoint import (
     strategy_state,
     versions,
     write_checkpoint,
+)
+from flowerbed.runtime.client_state import (
+    RECORD,
+    RUN_DIR_KEY,
+    keep_client_state,
+    load_state,
+    save_state,
+    saved_rounds,
+    state_key,
 )
 from flowerbed.runtime.resume import (
     RUN_ID_KEY,

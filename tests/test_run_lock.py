@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from flowerbed.client_app import app as client_app
-from flowerbed.client_state import RECORD, RUN_DIR_KEY
 from flowerbed.inprocess import run_in_process
 from flowerbed.runtime import run_lock
+from flowerbed.runtime.client_state import RECORD, RUN_DIR_KEY
 from flowerbed.runtime.run_lock import (
     LOCK_FILE,
     FolderBusy,

@@ -23,7 +23,7 @@ from flwr.app import ArrayRecord, Context, Message
 from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
 from flwr.clientapp.typing import ClientAppCallable
 
-from ..client_state import RECORD
+from ..runtime.client_state import RECORD
 from .adaptive_clipping import adaptive_clipping_mod
 from .guards import avoid_zero_update
 from .modes import CLIENT_ADAPTIVE, CLIENT_FIXED, LOCAL, NONE

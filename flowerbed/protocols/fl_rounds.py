@@ -22,7 +22,7 @@ client step and evaluation (``StrategySpec.client_train`` / ``client_evaluate``)
 
 Checkpoints and resume (run-config ``checkpoint``, ``resume``): after the history row of every
 round (round 0 included) the server's state is written (``runtime.checkpoint``), and the
-messages carry the run folder so that the clients' mod ``client_state.keep_client_state``
+messages carry the run folder so that the clients' mod ``runtime.client_state.keep_client_state``
 saves their ``context.state``. A resumed run (``run.checkpoint``) restores the strategy's
 state, the history, the best-round bookkeeping and the random states, and runs the remaining
 rounds through Flower's own loop with true round numbers (``rounds_strategy``, which also
@@ -49,7 +49,6 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Strategy
 
-from ..client_state import RECORD, RUN_DIR_KEY
 from ..clinical import CLASS_COUNT_METRICS, clinical_summary
 from ..core.results import atomic_write, save_model, write_json
 from ..metrics import BINARY, CLINICAL
@@ -61,6 +60,7 @@ from ..runtime.checkpoint import (
     strategy_state,
     write_checkpoint,
 )
+from ..runtime.client_state import RECORD, RUN_DIR_KEY
 from ..runtime.context import RunContext
 from ..runtime.history import round_row
 from ..runtime.resume import checkpoint_stamp

@@ -83,8 +83,8 @@ from flwr.app import (
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.common.logger import log
 
-from .core.results import atomic_write
-from .settings import ConfigError
+from ..core.results import atomic_write
+from ..settings import ConfigError
 
 RECORD = "flowerbed-run"  # the bookkeeping ConfigRecord the server adds to FL-rounds messages
 RUN_DIR_KEY = "run-dir"
