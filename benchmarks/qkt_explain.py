@@ -175,9 +175,9 @@ def filter_diagnostics(run_config: dict, num_clients: int) -> dict:
     from flwr.app import Context, RecordDict
 
     from flowerbed.catalog import parse_run_config
+    from flowerbed.evaluation.metrics import eval_scores, test_accuracies
     from flowerbed.kd.teachers import filter_teachers
     from flowerbed.methods.qkt import _NOISE_TAG, _prepare
-    from flowerbed.metrics import eval_scores, test_accuracies
     from flowerbed.protocols.exchange import Transfer
     from flowerbed.protocols.local_fit import client_query, train_counts, train_local_model
     from flowerbed.training.local_client import LocalClient

@@ -1,6 +1,7 @@
-"""The clinical reading (``flowerbed.clinical``, ``flowerbed.data.classes``): the positive class
-is the disease, intervals against hand values and independent computations, the per-site
-estimability rule, the reply check of the per-class counts, and a breast-cancer run's files."""
+"""The clinical reading (``flowerbed.evaluation.clinical``, ``flowerbed.data.classes``): the
+positive class is the disease, intervals against hand values and independent computations, the
+per-site estimability rule, the reply check of the per-class counts, and a breast-cancer run's
+files."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from sklearn.metrics import brier_score_loss, confusion_matrix, recall_score, ro
 from sklearn.metrics import roc_curve as sklearn_roc_curve
 
 from flowerbed.catalog import parse_run_config
-from flowerbed.clinical import (
+from flowerbed.data.classes import class_names, positive_class, run_classes
+from flowerbed.data.registry import DATASETS
+from flowerbed.evaluation.clinical import (
     bootstrap_intervals,
     clinical_summary,
     hanley_mcneil,
@@ -24,10 +27,8 @@ from flowerbed.clinical import (
     weighted_auroc,
     wilson,
 )
-from flowerbed.data.classes import class_names, positive_class, run_classes
-from flowerbed.data.registry import DATASETS
+from flowerbed.evaluation.metrics import auroc, clinical_metrics
 from flowerbed.inprocess import run_in_process
-from flowerbed.metrics import auroc, clinical_metrics
 from flowerbed.runtime.history import CLIENT_TABLE_FILE, append_client_table, read_client_tables
 from flowerbed.settings import ConfigError
 from flowerbed.trust.reply_checks import LENIENT, RejectedReply, check_reply

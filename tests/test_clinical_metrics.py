@@ -1,6 +1,7 @@
-"""The clinical metrics (``metrics.clinical_metrics``, ``training.loops.evaluate_clinical``)
-against scikit-learn on fixed predictions, and their federated columns (sample-weighted over
-the clients where defined). A real run's columns and ``best-model-metric``: test_report.py."""
+"""The clinical metrics (``evaluation.metrics.clinical_metrics``,
+``training.loops.evaluate_clinical``) against scikit-learn on fixed predictions, and their
+federated columns (sample-weighted over the clients where defined). A real run's columns and
+``best-model-metric``: test_report.py."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 import torch
 from sklearn.metrics import balanced_accuracy_score, recall_score, roc_auc_score
 
+from flowerbed.evaluation.metrics import auroc, clinical_metrics
 from flowerbed.inprocess import run_in_process
-from flowerbed.metrics import auroc, clinical_metrics
 from flowerbed.runtime.history import round_row
 from flowerbed.settings import ConfigError
 from flowerbed.strategies.common import aggregate_with_spread

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from flowerbed.metrics import (
+from flowerbed.evaluation.metrics import (
     client_kt_metrics,
     confusion_matrix,
     per_class_accuracy,

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from flowerbed import cli
-from flowerbed.clinical import clinical_summary, site_estimates
 from flowerbed.core.progress import duration, pace
 from flowerbed.core.results import write_json, write_partition_table
 from flowerbed.data import array_cache
+from flowerbed.evaluation.clinical import clinical_summary, site_estimates
 from flowerbed.inprocess import run_in_process
 from flowerbed.kd import student as kd_student
 from flowerbed.report import PARTITIONS_PNG, REPORT_FILE, write_run_report

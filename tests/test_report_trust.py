@@ -12,8 +12,8 @@ from pathlib import Path
 from test_report import Page, assert_self_contained, parsed
 
 from flowerbed.catalog import SETTINGS
-from flowerbed.clinical import site_estimates
 from flowerbed.core.results import write_json
+from flowerbed.evaluation.clinical import site_estimates
 from flowerbed.report import write_run_report
 from flowerbed.report.environment_section import environment_section
 from flowerbed.report.markup import fmt, setting_text

@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..evaluation.metrics import eval_scores
 from ..kd.teachers import teacher_probabilities
-from ..metrics import eval_scores
 from ..protocols.exchange import Transfer
 from .one_shot import one_shot_protocol
 from .qkt import TRANSFER_SETTINGS, naive_kd

@@ -40,9 +40,9 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from ..core.device import to_device_of
+from ..evaluation.metrics import eval_scores
 from ..kd.objectives import KDParams
 from ..kd.teachers import filter_teachers, teacher_probabilities
-from ..metrics import eval_scores
 from ..protocols.exchange import Transfer
 from ..settings import Setting
 from ..training.loops import minibatches, predict

@@ -9,7 +9,7 @@ KD, QKT, QKT Light; teachers are only used through their predictions, so their a
 may differ), their sample-weighted average (``'average'``: FedAvg(1)), or nothing
 (``'none'``: local only). The replies carry each student's per-class accuracy before and after
 the transfer on the held-out test set; the server turns them into the metrics of Appendix A.2
-(``flowerbed.metrics``) and writes ``kt_metrics.json``/``.csv``.
+(``flowerbed.evaluation.metrics``) and writes ``kt_metrics.json``/``.csv``.
 
 What a reply must hold (``Exchange.reply_rules``): no array record, and a ``metrics`` record
 with the client-model metrics (``local_fit.CLIENT_MODEL_METRICS``) and the per-class vectors
@@ -41,9 +41,7 @@ from flwr.common.logger import log
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
 from ..core.seeding import seed_for
-from ..kd.loop import distill
-from ..kd.objectives import KDParams
-from ..metrics import (
+from ..evaluation.metrics import (
     Scores,
     client_kt_metrics,
     eval_scores,
@@ -51,6 +49,8 @@ from ..metrics import (
     test_accuracies,
     write_kt_metrics,
 )
+from ..kd.loop import distill
+from ..kd.objectives import KDParams
 from ..models import Classifier, build_model
 from ..runtime.context import RunContext
 from ..settings import ConfigError, RunConfig

@@ -49,9 +49,9 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.common.logger import log
 from flwr.serverapp.strategy import Strategy
 
-from ..clinical import CLASS_COUNT_METRICS, clinical_summary
 from ..core.results import atomic_write, save_model, write_json
-from ..metrics import BINARY, CLINICAL
+from ..evaluation.clinical import CLASS_COUNT_METRICS, clinical_summary
+from ..evaluation.metrics import BINARY, CLINICAL
 from ..runtime.checkpoint import (
     ServerCheckpoint,
     restore_rng_states,
@@ -73,7 +73,8 @@ from .phase import Handoff, Phase
 from .rounds_hook import RoundsHook, StopRounds
 from .rounds_strategy import RoundsStrategy, resumed_evaluate_fn
 
-# what can pick model_best.pt: accuracy and the clinical metrics (metrics.clinical_metrics)
+# what can pick model_best.pt: accuracy and the clinical metrics
+# (evaluation.metrics.clinical_metrics)
 BEST_MODEL_METRICS = ("accuracy", *(name.replace("_", "-") for name in CLINICAL + BINARY))
 BINARY_ONLY = tuple(name.replace("_", "-") for name in BINARY)
 
@@ -147,11 +148,11 @@ class Predictions:
 
 
 def write_clinical_summary(run: RunContext, last: Predictions) -> None:
-    """``clinical.json``: the global model's clinical reading (``clinical.clinical_summary``,
-    intervals included) at the last round and at the best round (``model_best.pt``'s, read
-    back from ``predictions_best.npz``, so that a resumed run has it too; the last round's
-    summary again, not recomputed, when the best round is the last). The classes are the run's
-    (``run.classes``, what ``classes.json`` holds)."""
+    """``clinical.json``: the global model's clinical reading
+    (``evaluation.clinical.clinical_summary``, intervals included) at the last round and at the
+    best round (``model_best.pt``'s, read back from ``predictions_best.npz``, so that a resumed
+    run has it too; the last round's summary again, not recomputed, when the best round is the
+    last). The classes are the run's (``run.classes``, what ``classes.json`` holds)."""
     names, positive = run.classes["names"], run.classes["positive"]
 
     def summary(predictions: Predictions) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
-from ..metrics import eval_scores, test_accuracies, write_kt_metrics
+from ..evaluation.metrics import eval_scores, test_accuracies, write_kt_metrics
 from ..runtime.context import ModelBuilder, RunContext
 from ..settings import RunConfig, Setting
 from ..training.local_client import LocalClient

@@ -41,7 +41,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
 from ..core.seeding import seed_for
-from ..metrics import eval_scores, local_test_accuracy, test_accuracies
+from ..evaluation.metrics import eval_scores, local_test_accuracy, test_accuracies
 from ..models import MODELS, Classifier, build_model
 from ..runtime.context import RunContext
 from ..runtime.history import round_row, unweighted_client_accuracy

@@ -21,16 +21,16 @@ The per-site table (``CLIENT_TABLE_FILE``, one JSON line per round with client e
 appended, so that a round costs the same however many rounds came before it): each client's
 training and test sizes, test samples per class, and its accuracy, balanced accuracy, AUROC
 (and, binary, sensitivity and specificity) with the estimability rule of
-``clinical.site_estimates``: "not estimable" (null, with the reason) rather than a 1.000 from
-nine samples or a test split without the disease. ``read_client_tables`` reads it back (a
-resumed run may repeat a round: its last line counts).
+``evaluation.clinical.site_estimates``: "not estimable" (null, with the reason) rather than a
+1.000 from nine samples or a test split without the disease. ``read_client_tables`` reads it
+back (a resumed run may repeat a round: its last line counts).
 
-Clinical metrics of the global model (``metrics.clinical_metrics``): ``central_<name>`` on the
-held-out test set, ``federated_<name>`` the sample-weighted mean of the clients' values on their
-local test splits (clients where it is undefined left out), in every round with client
-evaluation, for ``balanced_accuracy``, ``auroc`` (macro one-vs-rest) and, for two classes,
-``sensitivity``, ``specificity``, ``auroc_positive`` (of the positive class,
-``data.classes.positive_class``: the disease).
+Clinical metrics of the global model (``evaluation.metrics.clinical_metrics``):
+``central_<name>`` on the held-out test set, ``federated_<name>`` the sample-weighted mean of
+the clients' values on their local test splits (clients where it is undefined left out), in
+every round with client evaluation, for ``balanced_accuracy``, ``auroc`` (macro one-vs-rest)
+and, for two classes, ``sensitivity``, ``specificity``, ``auroc_positive`` (of the positive
+class, ``data.classes.positive_class``: the disease).
 
 ``history.json`` (and ``history.csv``) hold only what the run config and seed determine, so two
 runs with the same config and seed write byte-identical files (clients in partition order:
@@ -49,17 +49,17 @@ from pathlib import Path
 import numpy as np
 from flwr.common.logger import log
 
-from ..clinical import (
+from ..core import progress
+from ..core.clipping import KEY_UNCLIPPED
+from ..core.results import plot_accuracy, write_csv, write_json
+from ..evaluation.clinical import (
     SITE_COUNTS,
     TEST_CLASS_CORRECT,
     TEST_CLASS_COUNTS,
     TRAIN_EXAMPLES,
     site_estimates,
 )
-from ..core import progress
-from ..core.clipping import KEY_UNCLIPPED
-from ..core.results import plot_accuracy, write_csv, write_json
-from ..metrics import BINARY, CLINICAL
+from ..evaluation.metrics import BINARY, CLINICAL
 from .outcome import RunFailed
 from .recording_grid import RecordingGrid, RoundTraffic
 from .trackers import Trackers
@@ -184,9 +184,10 @@ def unweighted_client_accuracy(accuracies: list[float]) -> dict[str, float]:
 
 
 def client_table(replies: list[dict], positive: int | None) -> dict[int, dict]:
-    """Partition id -> the client's row of the per-site table (``clinical.site_estimates``),
-    for the evaluation replies that carry per-class counts; ``positive``: the run's positive
-    class (the grid's ``positive_class``, set from ``classes.json``), None for none."""
+    """Partition id -> the client's row of the per-site table
+    (``evaluation.clinical.site_estimates``), for the evaluation replies that carry per-class
+    counts; ``positive``: the run's positive class (the grid's ``positive_class``, set from
+    ``classes.json``), None for none."""
     table = {}
     for m in replies:
         if TEST_CLASS_COUNTS not in m or "partition-id" not in m:

@@ -28,8 +28,8 @@ from flwr.serverapp.strategy.strategy_utils import (
     validate_message_reply_consistency,
 )
 
-from ..clinical import SITE_COUNTS
 from ..data.site_reports import data_shape
+from ..evaluation.clinical import SITE_COUNTS
 from ..models import Classifier, build_model, run_model
 from ..runtime.history import CLIENT_CLINICAL, weighted_mean
 from ..settings import RunConfig, Setting, Value

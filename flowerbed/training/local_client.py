@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
-from ..clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS, TRAIN_EXAMPLES
 from ..core.device import run_device
 from ..core.seeding import seed_for
 from ..data import DatasetSplits
@@ -25,6 +24,7 @@ from ..data.classes import positive_class
 from ..data.federation import load_splits, node_split
 from ..data.mapped_images import MappedImages
 from ..data.splits import DataNotFoundError
+from ..evaluation.clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS, TRAIN_EXAMPLES
 from ..models import Classifier, build_model
 from ..settings import ConfigError, RunConfig
 from ..trust.attacks import poisoned_labels

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.device import to_device_of
-from ..metrics import clinical_metrics, confusion_matrix
+from ..evaluation.metrics import clinical_metrics, confusion_matrix
 from ..settings import RunConfig, Setting
 
 OPTIMIZERS = ("sgd", "adam")
@@ -168,10 +168,11 @@ def _loss_and_accuracy(logits: Tensor, y: Tensor) -> tuple[float, float]:
 @dataclass(frozen=True)
 class Evaluation:
     """A model on a test set: loss, accuracy and the clinical metrics
-    (``metrics.clinical_metrics``: balanced accuracy, macro AUROC; for two classes with a
-    positive class sensitivity, specificity, AUROC of the positive class), all from one pass
-    over the data; ``probabilities`` (N, C) and ``labels`` (N,) are that pass's predictions,
-    for the summaries with intervals (``metrics.clinical_summary``) and the per-class counts."""
+    (``evaluation.metrics.clinical_metrics``: balanced accuracy, macro AUROC; for two classes
+    with a positive class sensitivity, specificity, AUROC of the positive class), all from one
+    pass over the data; ``probabilities`` (N, C) and ``labels`` (N,) are that pass's
+    predictions, for the summaries with intervals (``evaluation.clinical.clinical_summary``)
+    and the per-class counts."""
 
     loss: float
     accuracy: float

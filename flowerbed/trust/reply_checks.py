@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 from flwr.app import ArrayRecord, Error, Message, RecordDict
 
-from ..clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS
+from ..evaluation.clinical import TEST_CLASS_CORRECT, TEST_CLASS_COUNTS
 from ..settings import ConfigError
 
 REJECTED_ERROR_CODE = 1001  # flowerbed's error code for a reply dropped by these checks
@@ -374,8 +374,8 @@ def _check_examples(name: str, count, rules: ReplyRules, sizes: NodeSizes | None
 
 
 def _check_class_counts(name: str, record) -> None:
-    """The per-class counts of an evaluation reply (``clinical.TEST_CLASS_COUNTS``): whole
-    non-negative numbers summing to ``num-examples``, and no class with more right
+    """The per-class counts of an evaluation reply (``evaluation.clinical.TEST_CLASS_COUNTS``):
+    whole non-negative numbers summing to ``num-examples``, and no class with more right
     predictions (``TEST_CLASS_CORRECT``) than samples."""
     counts = record[TEST_CLASS_COUNTS]
     correct = record.get(TEST_CLASS_CORRECT, [0] * len(counts))

@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .core.device import to_device_of
-from .core.results import write_csv, write_json
+from ..core.device import to_device_of
+from ..core.results import write_csv, write_json
 
 METRIC_NAMES = ("acc", "query_gain", "forgetting", "uniform_acc")
 CLINICAL = ("balanced_accuracy", "auroc")  # every classification task
