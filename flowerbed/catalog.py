@@ -30,10 +30,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import docs_tables
 from .core.device import SETTINGS as DEVICE_SETTINGS
 from .data import classes, federation, site_reports
 from .data.registry import fitting_model
+from .docs_gen.tables import protocol_table, write_docs
 from .methods import ctl, fedsa, one_shot_baselines, qkt
 from .models import SETTINGS as MODEL_SETTINGS
 from .privacy import modes as privacy_modes
@@ -105,7 +105,7 @@ STRATEGY = Setting(
 # The concerns of a run, each with its run-config keys and its own checks of them
 # (``settings.Concern``), in the order of ``SETTINGS`` (and of pyproject's
 # ``[tool.flwr.app.config]``); the documentation's run-config reference has one table per
-# concern with keys (``flowerbed.docs_tables``). ``parse_run_config`` runs every ``check``,
+# concern with keys (``flowerbed.docs_gen.tables``). ``parse_run_config`` runs every ``check``,
 # ``runtime.context.start_run`` every ``check_machine`` and ``check_federation``. A check that
 # must know the FL strategies (``STRATEGIES``) gets them here.
 CONCERNS: tuple[Concern, ...] = (
@@ -276,18 +276,18 @@ def write_generated(app_dir: Path) -> None:
     flowerbed.catalog --write``, after declaring or changing a key or a protocol):
     pyproject's run-config defaults and the documentation's generated pieces: the README's
     protocol table, the strategies table, the architecture layout, the documentation lists and
-    the reference pages (``flowerbed.docs_tables``)."""
+    the reference pages (``flowerbed.docs_gen.tables``)."""
     pyproject = app_dir / "pyproject.toml"
     text = pyproject.read_text()
     start = text.index(PYPROJECT_START) + len(PYPROJECT_START)
     end = text.find("\n[", start)
     rest = text[end:] if end >= 0 else "\n"
     pyproject.write_text(text[:start] + pyproject_defaults() + rest)
-    docs_tables.write_docs(app_dir, SETTING_GROUPS, PROTOCOLS)
+    write_docs(app_dir, SETTING_GROUPS, PROTOCOLS)
 
 
 if __name__ == "__main__":
     if "--write" in sys.argv[1:]:
         write_generated(Path(__file__).resolve().parent.parent)
     else:
-        print(docs_tables.protocol_table(PROTOCOLS), pyproject_defaults(), sep="\n\n")
+        print(protocol_table(PROTOCOLS), pyproject_defaults(), sep="\n\n")

@@ -3,7 +3,7 @@ that build; the built site reads from disk (file://: links to ``.html`` files, t
 as a script, no script from the network); the generated pieces (the README's protocol table,
 the run-config and command reference pages, the documentation lists of the README and the home
 page, from mkdocs.yml's nav, the strategies page's table and the architecture page's layout) are
-what ``flowerbed.docs_tables``, ``flowerbed.docs_nav`` and ``flowerbed.docs_layout`` make now;
+what ``flowerbed.docs_gen``'s ``tables``, ``nav`` and ``layout`` make now;
 the README stays short.
 
 The generated files are rewritten by ``python -m flowerbed.catalog --write``.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from flowerbed import docs_layout, docs_nav, docs_tables
 from flowerbed.catalog import PROTOCOLS, SETTING_GROUPS, SETTINGS
 from flowerbed.cli import parser
+from flowerbed.docs_gen import layout, nav, tables
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -122,31 +122,31 @@ def test_a_broken_anchor_fails_the_strict_build(tmp_path):
 
 
 def test_the_readme_protocol_table_is_generated():
-    block = docs_tables.readme_protocol_block(README)
-    assert block == docs_tables.protocol_table(PROTOCOLS), REGENERATE
+    block = tables.readme_protocol_block(README)
+    assert block == tables.protocol_table(PROTOCOLS), REGENERATE
 
 
 def test_the_run_config_reference_is_what_the_generator_makes_now():
-    page = (ROOT / docs_tables.RUN_CONFIG_PAGE).read_text()
-    assert page == docs_tables.run_config_reference(SETTING_GROUPS, PROTOCOLS), REGENERATE
+    page = (ROOT / tables.RUN_CONFIG_PAGE).read_text()
+    assert page == tables.run_config_reference(SETTING_GROUPS, PROTOCOLS), REGENERATE
 
 
 def test_the_commands_reference_is_what_the_generator_makes_now():
-    page = (ROOT / docs_tables.COMMANDS_PAGE).read_text()
-    assert page == docs_tables.commands_reference(), REGENERATE
+    page = (ROOT / tables.COMMANDS_PAGE).read_text()
+    assert page == tables.commands_reference(), REGENERATE
 
 
 def test_the_documentation_lists_are_generated_from_the_nav():
     """The README's and the home page's lists hold what mkdocs.yml's nav makes now."""
-    for name, block in docs_nav.nav_lists(ROOT).items():
+    for name, block in nav.nav_lists(ROOT).items():
         text = (ROOT / name).read_text()
-        assert docs_tables.marked_block(text, docs_nav.NAV_START, docs_nav.NAV_END) == block, (
+        assert tables.marked_block(text, nav.NAV_START, nav.NAV_END) == block, (
             f"{name}: {REGENERATE}"
         )
 
 
 def test_the_write_path_rewrites_the_lists_from_the_nav(tmp_path):
-    """``python -m flowerbed.catalog --write`` (``docs_tables.write_docs``): a page renamed in
+    """``python -m flowerbed.catalog --write`` (``tables.write_docs``): a page renamed in
     mkdocs.yml's nav is renamed in both lists."""
     for name in (
         "mkdocs.yml",
@@ -164,22 +164,22 @@ def test_the_write_path_rewrites_the_lists_from_the_nav(tmp_path):
     (tmp_path / "flowerbed").mkdir()
     (tmp_path / "flowerbed" / "__init__.py").write_text('"""A package."""\n')
     (tmp_path / "flowerbed" / "only.py").write_text('"""The only module. More."""\n')
-    (tmp_path / docs_layout.ARCHITECTURE_PAGE).write_text(
-        f"# A\n\n{docs_layout.LAYOUT_START}-->\nstale\n{docs_layout.LAYOUT_END}\n\nrest\n"
+    (tmp_path / layout.ARCHITECTURE_PAGE).write_text(
+        f"# A\n\n{layout.LAYOUT_START}-->\nstale\n{layout.LAYOUT_END}\n\nrest\n"
     )
-    docs_tables.write_docs(tmp_path, SETTING_GROUPS, PROTOCOLS)
+    tables.write_docs(tmp_path, SETTING_GROUPS, PROTOCOLS)
     assert "- [GPUs, renamed](docs/gpus.md)" in (tmp_path / "README.md").read_text()
     assert "- [GPUs, renamed](gpus.md)" in (tmp_path / "docs" / "index.md").read_text()
-    strategies = (tmp_path / docs_tables.STRATEGIES_PAGE).read_text()
+    strategies = (tmp_path / tables.STRATEGIES_PAGE).read_text()
     assert "see [Collaborative transfer learning (CTL), renamed](ctl.md)" in strategies
-    architecture = (tmp_path / docs_layout.ARCHITECTURE_PAGE).read_text()
+    architecture = (tmp_path / layout.ARCHITECTURE_PAGE).read_text()
     assert "stale" not in architecture and architecture.endswith("\n\nrest\n")
     assert "\nflowerbed/  A package\n  only.py   The only module\n" in architecture
 
 
 def test_every_nav_description_names_a_section_or_page_of_the_nav():
-    mkdocs = docs_nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
-    stale = set(mkdocs["extra"]["nav_descriptions"]) - docs_nav.nav_titles(mkdocs)
+    mkdocs = nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
+    stale = set(mkdocs["extra"]["nav_descriptions"]) - nav.nav_titles(mkdocs)
     assert not stale, f"mkdocs.yml's nav_descriptions name no nav entry: {sorted(stale)}"
 
 
@@ -195,17 +195,17 @@ def test_a_nav_list_links_the_pages_from_where_it_is_read():
         "**Guides** do things.\n\n- [One](docs/one.md): see [two](docs/two.md)\n"
         "- [Flower](https://flower.ai)"
     )
-    assert docs_nav.nav_list(mkdocs, "docs/") == expected
-    assert docs_nav.nav_list(mkdocs, "") == expected.replace("docs/", "")
+    assert nav.nav_list(mkdocs, "docs/") == expected
+    assert nav.nav_list(mkdocs, "") == expected.replace("docs/", "")
     untitled = {"nav": [{"Guides": ["one.md"]}]}
     with pytest.raises(ValueError, match="title"):
-        docs_nav.nav_list(untitled, "")
+        nav.nav_list(untitled, "")
 
 
 def test_every_key_and_command_is_in_the_reference():
-    keys = docs_tables.run_config_reference(SETTING_GROUPS, PROTOCOLS)
+    keys = tables.run_config_reference(SETTING_GROUPS, PROTOCOLS)
     assert all(keys.count(f"| `{key}` |") == 1 for key in SETTINGS)
-    commands = docs_tables.commands_reference()
+    commands = tables.commands_reference()
     for action in parser()._actions:
         for name in getattr(action, "choices", None) or ():
             assert f"## `flowerbed {name}`" in commands
@@ -214,10 +214,10 @@ def test_every_key_and_command_is_in_the_reference():
 def test_the_strategies_table_is_generated_from_the_specs():
     """docs/strategies.md's table holds what the protocols' ``summary`` and ``paper`` make now,
     one row per protocol, each protocol's own page linked where the nav has one."""
-    page = (ROOT / docs_tables.STRATEGIES_PAGE).read_text()
-    block = docs_tables.marked_block(page, docs_tables.STRATEGIES_START, docs_tables.STRATEGIES_END)
-    mkdocs = docs_nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
-    assert block == docs_tables.strategy_table(PROTOCOLS, docs_nav.page_titles(mkdocs)), REGENERATE
+    page = (ROOT / tables.STRATEGIES_PAGE).read_text()
+    block = tables.marked_block(page, tables.STRATEGIES_START, tables.STRATEGIES_END)
+    mkdocs = nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
+    assert block == tables.strategy_table(PROTOCOLS, nav.page_titles(mkdocs)), REGENERATE
     rows = [
         line for line in block.splitlines() if line.startswith("| `") and "strategy" not in line
     ]
@@ -227,10 +227,10 @@ def test_the_strategies_table_is_generated_from_the_specs():
 
 def test_the_robust_aggregation_table_is_generated_from_the_specs():
     """docs/robustness.md's table: the strategies table's rows of every robust rule."""
-    page = (ROOT / docs_tables.ROBUSTNESS_PAGE).read_text()
-    block = docs_tables.marked_block(page, docs_tables.ROBUST_START, docs_tables.ROBUST_END)
-    mkdocs = docs_nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
-    assert block == docs_tables.robust_table(PROTOCOLS, docs_nav.page_titles(mkdocs)), REGENERATE
+    page = (ROOT / tables.ROBUSTNESS_PAGE).read_text()
+    block = tables.marked_block(page, tables.ROBUST_START, tables.ROBUST_END)
+    mkdocs = nav.read_mkdocs((ROOT / "mkdocs.yml").read_text())
+    assert block == tables.robust_table(PROTOCOLS, nav.page_titles(mkdocs)), REGENERATE
     rows = [line.split("`")[1] for line in block.splitlines()[2:]]
     assert rows == ["fedmedian", "krum", "multikrum", "bulyan", "trimmedavg"]
 
@@ -239,16 +239,16 @@ def test_a_strategy_row_is_its_specs_summary_and_paper():
     """A ``|`` in a summary is escaped; a page named after the protocol is linked with its title."""
     spec = PROTOCOLS["fedavg"]
     odd = replace(spec, name="odd", summary="mean over |S| clients", paper="Someone, 2024")
-    table = docs_tables.strategy_table({"odd": odd}, {"odd.md": "The odd one"})
+    table = tables.strategy_table({"odd": odd}, {"odd.md": "The odd one"})
     expected = "| `odd` | mean over \\|S\\| clients; see [The odd one](odd.md) | Someone, 2024 |"
     assert table.splitlines()[2] == expected
-    assert "see [" not in docs_tables.strategy_table({"odd": odd}, {"qkt.md": "QKT"})
+    assert "see [" not in tables.strategy_table({"odd": odd}, {"qkt.md": "QKT"})
 
 
 def test_the_architecture_layout_is_generated_from_the_package():
-    page = (ROOT / docs_layout.ARCHITECTURE_PAGE).read_text()
-    block = docs_tables.marked_block(page, docs_layout.LAYOUT_START, docs_layout.LAYOUT_END)
-    assert block == docs_layout.layout_block(ROOT / "flowerbed"), REGENERATE
+    page = (ROOT / layout.ARCHITECTURE_PAGE).read_text()
+    block = tables.marked_block(page, layout.LAYOUT_START, layout.LAYOUT_END)
+    assert block == layout.layout_block(ROOT / "flowerbed"), REGENERATE
 
 
 def test_every_protocol_says_what_it_is_and_what_crosses_the_network():

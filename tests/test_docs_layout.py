@@ -1,4 +1,4 @@
-"""The architecture page's layout (``flowerbed.docs_layout``): a tree of any package's modules
+"""The architecture page's layout (``flowerbed.docs_gen.layout``): a tree of any package's modules
 and packages, each with the first sentence of its docstring, read from the source alone."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flowerbed import docs_layout
-from flowerbed.docs_layout import first_sentence, layout
+from flowerbed.docs_gen.layout import WIDTH, MissingDocstring, first_sentence, layout
 
 
 def write(path: Path, docstring: str) -> None:
@@ -58,7 +57,7 @@ def test_a_long_sentence_wraps_under_its_column(tmp_path):
     write(package / "__init__.py", "P.")
     write(package / "long.py", " ".join(["word"] * 40) + ".")
     lines = layout(package).splitlines()[1:]
-    assert len(lines) > 1 and all(len(line) <= docs_layout.WIDTH for line in lines)
+    assert len(lines) > 1 and all(len(line) <= WIDTH for line in lines)
     assert all(line.startswith(" " * len("  long.py  ")) for line in lines[1:])
     assert " ".join(" ".join(lines).split()[1:]) == " ".join(["word"] * 40)
 
@@ -67,5 +66,5 @@ def test_a_module_without_a_docstring_is_named(tmp_path):
     package = tmp_path / "pkg"
     write(package / "__init__.py", "The package.")
     (package / "bare.py").write_text("VALUE = 1\n")
-    with pytest.raises(docs_layout.MissingDocstring, match="bare.py"):
+    with pytest.raises(MissingDocstring, match="bare.py"):
         layout(package)

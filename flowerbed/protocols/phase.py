@@ -143,7 +143,7 @@ class ProtocolSpec:
     # whether the run-config key ``model`` is the model this protocol trains (CTL's is its own)
     uses_model: bool = True
     # For the documentation's protocol table: what kind of protocol this is and what crosses
-    # the network (``docs_tables.protocol_table``).
+    # the network (``docs_gen.tables.protocol_table``).
     kind: str = ""
     exchanged: str = ""
 

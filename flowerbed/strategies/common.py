@@ -75,7 +75,7 @@ class StrategySpec:
     # states when they apply).
     defaults: Mapping[str, Value] = field(default_factory=dict)
     # For the documentation's protocol table: what kind of protocol this is and what crosses
-    # the network (``docs_tables.protocol_table``).
+    # the network (``docs_gen.tables.protocol_table``).
     kind: str = "multi-round FL"
     exchanged: str = "the model's weights, both ways, every round"
 

@@ -8,15 +8,14 @@
 * ``docs/reference-commands.md``: the ``flowerbed`` commands, from ``flowerbed.cli.parser()``
   (a new subcommand appears by itself).
 * the documentation lists of the README and the home page, from mkdocs.yml's nav
-  (``flowerbed.docs_nav``), between the markers ``docs_nav.NAV_START`` and ``NAV_END``;
+  (``docs_gen.nav``), between the markers ``nav.NAV_START`` and ``NAV_END``;
 * the table of ``docs/strategies.md`` (``strategy_table``: every protocol's mechanism, its
   ``summary``, and its paper, linking the protocol's own page where the nav has one), between
   the markers ``STRATEGIES_START`` and ``STRATEGIES_END``;
 * the same rows for the robust aggregation rules only, in ``docs/robustness.md``
   (``robust_table``), between ``ROBUST_START`` and ``ROBUST_END``;
-* the layout of ``docs/architecture.md`` (``flowerbed.docs_layout``: every package and module
-  with the first sentence of its docstring), between ``docs_layout.LAYOUT_START`` and
-  ``LAYOUT_END``.
+* the layout of ``docs/architecture.md`` (``docs_gen.layout``: every package and module with
+  the first sentence of its docstring), between ``layout.LAYOUT_START`` and ``LAYOUT_END``.
 
 ``python -m flowerbed.catalog --write`` rewrites them all, with pyproject's
 ``[tool.flwr.app.config]``; ``tests/test_docs.py`` checks that the files hold what this
@@ -32,10 +31,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import docs_layout, docs_nav
-from .cli import parser as cli_parser
-from .protocols.phase import ProtocolSpec
-from .settings import Setting
+from ..cli import parser as cli_parser
+from ..protocols.phase import ProtocolSpec
+from ..settings import Setting
+from .layout import ARCHITECTURE_PAGE, LAYOUT_END, LAYOUT_START, layout_block
+from .nav import MKDOCS, NAV_END, NAV_START, nav_lists, page_titles, read_mkdocs
 
 PROTOCOLS_START = "<!-- protocol table: "
 PROTOCOLS_END = "<!-- end of protocol table -->"
@@ -264,16 +264,16 @@ def write_docs(
     """Rewrite the README's protocol table, the documentation lists (the README's and the home
     page's, from mkdocs.yml's nav), the strategies page's table, the architecture page's layout
     and the generated reference pages in place."""
-    pages = docs_nav.page_titles(docs_nav.read_mkdocs((app_dir / docs_nav.MKDOCS).read_text()))
-    layout = docs_layout.layout_block(app_dir / "flowerbed")
+    pages = page_titles(read_mkdocs((app_dir / MKDOCS).read_text()))
+    layout = layout_block(app_dir / "flowerbed")
     blocks = [
         (Path("README.md"), PROTOCOLS_START, PROTOCOLS_END, protocol_table(protocols)),
         (STRATEGIES_PAGE, STRATEGIES_START, STRATEGIES_END, strategy_table(protocols, pages)),
         (ROBUSTNESS_PAGE, ROBUST_START, ROBUST_END, robust_table(protocols, pages)),
-        (docs_layout.ARCHITECTURE_PAGE, docs_layout.LAYOUT_START, docs_layout.LAYOUT_END, layout),
+        (ARCHITECTURE_PAGE, LAYOUT_START, LAYOUT_END, layout),
     ]
-    for name, block in docs_nav.nav_lists(app_dir).items():
-        blocks.append((name, docs_nav.NAV_START, docs_nav.NAV_END, block))
+    for name, block in nav_lists(app_dir).items():
+        blocks.append((name, NAV_START, NAV_END, block))
     for name, start, end, block in blocks:
         path = app_dir / name
         path.write_text(replace_block(path.read_text(), start, end, block))

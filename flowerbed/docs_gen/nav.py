@@ -6,9 +6,9 @@ site's home page's (``docs/index.md``, links to the pages) are made from it, bet
 per page, with its description, both from ``extra.nav_descriptions`` in mkdocs.yml (keyed by a
 section's title or a page's file; optional). The home page (``index.md``) is not listed.
 
-``python -m flowerbed.catalog --write`` rewrites both lists (``docs_tables.write_docs``, with
+``python -m flowerbed.catalog --write`` rewrites both lists (``docs_gen.tables.write_docs``, with
 the other generated pieces); ``tests/test_docs.py`` checks that they hold what this module makes
-now from mkdocs.yml. This module imports nothing of flowerbed's (it sits below docs_tables).
+now from mkdocs.yml. This module imports nothing of flowerbed's (it sits below docs_gen.tables).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 Python files; its line from its ``__init__.py``) and each module, with the first sentence of its
 module docstring. Files come before subpackages, each in name order. Read with ``ast``, nothing
 imported, so it works on any layout, and a module without a docstring stops the generator, naming
-it. ``docs_tables.write_docs`` writes it between the markers ``LAYOUT_START`` and ``LAYOUT_END`` of
+it. ``docs_gen.tables.write_docs`` writes it between the markers ``LAYOUT_START`` and ``LAYOUT_END`` of
 ``ARCHITECTURE_PAGE`` (``python -m flowerbed.catalog --write``); ``tests/test_docs.py`` checks that
 the page holds what this module makes now. This module imports nothing of flowerbed's.
 """
