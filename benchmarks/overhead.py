@@ -45,6 +45,18 @@ from result_tables import provenance_line, record_provenance
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.results import atomic_write, round_seconds, write_csv
 from flowerbed.core.seeding import seed_for
+from flowerbed.core.stages import (
+    AGGREGATE_TRAIN,
+    CENTRAL_EVALUATION,
+    CLIENT,
+    CLIENT_DECODE,
+    CLIENT_EVALUATION,
+    CLIENT_STEP,
+    CLIENT_TRAINING,
+    ROUND,
+    record,
+    stage,
+)
 from flowerbed.data import split_train_test
 from flowerbed.data.federation import load_splits, partition_for
 from flowerbed.inprocess import resolve_run_config, run_in_process
@@ -63,16 +75,22 @@ FLWR = "flowerbed through `flwr run` (Ray)"
 
 
 def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
-    """FedAvg without Flower: seconds of each round (same seeds as flowerbed's client)."""
+    """FedAvg without Flower: seconds of each round (same seeds as flowerbed's client).
+
+    With ``fraction-evaluate`` > 0 every client evaluates the aggregated model on its local
+    test split each round, as flowerbed's clients do. With ``FLOWERBED_STAGE_TIMES`` set, its
+    stages are timed under flowerbed's stage names (``flowerbed.core.stages``:
+    ``benchmarks/round_stages.py``)."""
     data = load_splits(config)
     parts = partition_for(config, num_clients)
-    clients = []
+    clients, tests = [], []
     for pid, indices in enumerate(parts):
-        train_idx, _ = split_train_test(
+        train_idx, test_idx = split_train_test(
             indices, config.local_test_fraction, seed_for(config.seed, pid)
         )
-        train_idx = torch.from_numpy(train_idx)
+        train_idx, test_idx = torch.from_numpy(train_idx), torch.from_numpy(test_idx)
         clients.append((pid, data.x_train[train_idx], data.y_train[train_idx]))
+        tests.append((data.x_train[test_idx], data.y_train[test_idx]))
     torch.manual_seed(config.seed)
     global_model = build_model(config.model, data.input_shape, data.num_classes)
     round_seconds = []
@@ -81,30 +99,43 @@ def plain_fedavg(config: RunConfig, num_clients: int) -> list[float]:
         global_state = {k: v.clone() for k, v in global_model.state_dict().items()}
         weighted_sum, total = None, 0
         for pid, x, y in clients:
-            model = build_model(config.model, data.input_shape, data.num_classes)
-            model.load_state_dict(global_state)
-            torch.manual_seed(seed_for(config.seed, pid, server_round, 1))
-            train_local(
-                model,
-                x,
-                y,
-                epochs=config.local_epochs,
-                batch_size=config.batch_size,
-                optimizer=build_optimizer(model.parameters(), config),
-                generator=torch.Generator().manual_seed(seed_for(config.seed, pid, server_round)),
+            with stage(CLIENT_STEP, server_round, CLIENT):
+                with stage(CLIENT_DECODE):
+                    model = build_model(config.model, data.input_shape, data.num_classes)
+                    model.load_state_dict(global_state)
+                torch.manual_seed(seed_for(config.seed, pid, server_round, 1))
+                with stage(CLIENT_TRAINING):
+                    train_local(
+                        model,
+                        x,
+                        y,
+                        epochs=config.local_epochs,
+                        batch_size=config.batch_size,
+                        optimizer=build_optimizer(model.parameters(), config),
+                        generator=torch.Generator().manual_seed(
+                            seed_for(config.seed, pid, server_round)
+                        ),
+                    )
+            with stage(AGGREGATE_TRAIN, server_round):
+                state = model.state_dict()
+                if weighted_sum is None:
+                    weighted_sum = {k: v.double() * len(x) for k, v in state.items()}
+                else:
+                    for k in weighted_sum:
+                        weighted_sum[k] += state[k].double() * len(x)
+                total += len(x)
+        with stage(AGGREGATE_TRAIN, server_round):
+            global_model.load_state_dict(
+                {k: (v / total).to(global_state[k].dtype) for k, v in weighted_sum.items()}
             )
-            state = model.state_dict()
-            if weighted_sum is None:
-                weighted_sum = {k: v.double() * len(x) for k, v in state.items()}
-            else:
-                for k in weighted_sum:
-                    weighted_sum[k] += state[k].double() * len(x)
-            total += len(x)
-        global_model.load_state_dict(
-            {k: (v / total).to(global_state[k].dtype) for k, v in weighted_sum.items()}
-        )
-        evaluate(global_model, data.x_test, data.y_test)
+        if config.fraction_evaluate > 0:
+            for x_test, y_test in tests:
+                with stage(CLIENT_STEP, server_round, CLIENT), stage(CLIENT_EVALUATION):
+                    evaluate(global_model, x_test, y_test)
+        with stage(CENTRAL_EVALUATION, server_round):
+            evaluate(global_model, data.x_test, data.y_test)
         round_seconds.append(time.perf_counter() - started)
+        record(ROUND, round_seconds[-1], server_round)
     return round_seconds
 
 

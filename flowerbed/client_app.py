@@ -30,11 +30,12 @@ from flwr.clientapp import ClientApp
 from flwr.clientapp.typing import Mod
 
 from .catalog import get_protocol, parse_run_config
+from .core.stages import CLIENT, CLIENT_STEP, stage
 from .data.federation import table_labels
 from .data.site_reports import NodeDataError, data_report, nodes_report_data
 from .privacy.client import privacy_mod
 from .protocols.phase import Phase
-from .runtime.client_state import keep_client_state
+from .runtime.client_state import keep_client_state, message_round
 from .training.local_client import LocalClient
 from .trust.attacks import attack_update
 from .trust.fault_injection import fail_on_purpose
@@ -73,10 +74,13 @@ def handshake(msg: Message, context: Context) -> Message:
 
 
 def run_phase_step(msg: Message, context: Context) -> Message:
-    """The client half of the phase of this run's protocol that sent ``msg``."""
-    config = parse_run_config(context.run_config)
-    phase = get_protocol(config.strategy).protocol(config).phase_for(msg.metadata.message_type)
-    return phase.client_step(LocalClient.from_context(context, config), msg)
+    """The client half of the phase of this run's protocol that sent ``msg`` (timed as the
+    client step of its round: ``core.stages``)."""
+    with stage(CLIENT_STEP, message_round(msg), CLIENT):
+        config = parse_run_config(context.run_config)
+        protocol = get_protocol(config.strategy).protocol(config)
+        phase = protocol.phase_for(msg.metadata.message_type)
+        return phase.client_step(LocalClient.from_context(context, config), msg)
 
 
 def phase_message_types() -> tuple[str, ...]:

@@ -72,6 +72,7 @@ def published(benchmark) -> list[tuple[Path, Path]]:
         "scale",
         "overhead",
         "reply_checks",
+        "round_stages",
     ],
 )
 def test_a_published_table_is_what_the_report_step_makes_of_its_data(name):

@@ -50,6 +50,7 @@ from flwr.common.logger import log
 from flwr.serverapp.strategy import Strategy
 
 from ..core.results import atomic_write, save_model, write_json
+from ..core.stages import BEST_MODEL, CENTRAL_EVALUATION, CHECKPOINT, stage
 from ..evaluation.clinical import CLASS_COUNT_METRICS, clinical_summary
 from ..evaluation.metrics import BINARY, CLINICAL
 from ..runtime.checkpoint import (
@@ -239,9 +240,10 @@ class FLRounds(Phase):
                 where, selected_on = "federated", "clients' local test splits"
                 accuracy, loss = row["federated_accuracy"], row["federated_loss"]
             else:  # one pass: loss, accuracy and the clinical metrics
-                result = evaluate_clinical(
-                    model, data.x_test, data.y_test, data.num_classes, run.grid.positive_class
-                )
+                with stage(CENTRAL_EVALUATION, server_round):
+                    result = evaluate_clinical(
+                        model, data.x_test, data.y_test, data.num_classes, run.grid.positive_class
+                    )
                 accuracy, loss = result.accuracy, result.loss
                 last_predictions = Predictions(server_round, result.probabilities, result.labels)
                 row = round_row(
@@ -256,19 +258,21 @@ class FLRounds(Phase):
             score = row.get(column, math.nan)  # NaN (undefined, no evaluation) never wins
             if score > best_accuracy:
                 best_accuracy = score
-                save_model(run.run_dir / "model_best.pt", model.state_dict())
-                if data is not None:
-                    last_predictions.save(run.run_dir / BEST_PREDICTIONS)
-                write_json(
-                    run.run_dir / "model_best.json",
-                    {"round": server_round, column: score, "selected_on": selected_on},
-                )
+                with stage(BEST_MODEL, server_round):
+                    save_model(run.run_dir / "model_best.pt", model.state_dict())
+                    if data is not None:
+                        last_predictions.save(run.run_dir / BEST_PREDICTIONS)
+                    write_json(
+                        run.run_dir / "model_best.json",
+                        {"round": server_round, column: score, "selected_on": selected_on},
+                    )
             row.update(self.server_metrics())
             for hook in self.hooks:
                 row.update(hook.columns())
             run.history.add(row, config.num_server_rounds)
             if config.checkpoint:
-                self.save_checkpoint(run, server_round, arrays, best_accuracy, stamp)
+                with stage(CHECKPOINT, server_round):
+                    self.save_checkpoint(run, server_round, arrays, best_accuracy, stamp)
             return MetricRecord({"accuracy": accuracy, "loss": loss})
 
         strategy = RoundsStrategy(self.rounds, config.seed)

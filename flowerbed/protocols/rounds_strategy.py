@@ -18,10 +18,15 @@ sampling seeds and the history carry the true round numbers. Only Flower's own "
 log lines count from 1; flowerbed's round line shows the true round. ``resumed_evaluate_fn``
 does the same for the central evaluation, and skips Flower's call before round 1: the
 checkpoint already holds the row of round r.
+
+Stage times (``core.stages``, written only when ``FLOWERBED_STAGE_TIMES`` is set): each
+round, from its first training message to the end of its central evaluation (``ROUND``), and
+the strategy's aggregations.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from logging import INFO
 
@@ -32,6 +37,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from ..core.seeding import seed_for
+from ..core.stages import AGGREGATE_EVALUATE, AGGREGATE_TRAIN, ROUND, record, stage
 from ..runtime.recording_grid import RecordingGrid
 from ..strategies.common import as_arrayrecord
 
@@ -47,17 +53,24 @@ class RoundsStrategy(Strategy):
         self.seed = seed
         self.done = done
         self.sent_layout: dict = {}  # key -> (shape, dtype) of the global model sent
+        self.round_started: float | None = None  # perf_counter at the round's configure_train
+
+    def start(self, *args, evaluate_fn: EvaluateFn | None = None, **kwargs):
+        """Flower's own loop, each round timed up to the end of its central evaluation."""
+        return super().start(*args, evaluate_fn=self._round_timed(evaluate_fn), **kwargs)
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
+        self.round_started = time.perf_counter()
         server_round += self.done
         self._seed_sampling(grid, server_round, _TRAIN_SAMPLE)
         self.sent_layout = {key: (tuple(a.shape), a.dtype) for key, a in arrays.items()}
         return self.strategy.configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
-        arrays, metrics = self.strategy.aggregate_train(server_round + self.done, replies)
+        with stage(AGGREGATE_TRAIN, server_round + self.done):
+            arrays, metrics = self.strategy.aggregate_train(server_round + self.done, replies)
         return keep_layout(arrays, self.sent_layout), metrics
 
     def configure_evaluate(
@@ -68,7 +81,8 @@ class RoundsStrategy(Strategy):
         return self.strategy.configure_evaluate(server_round, arrays, config, grid)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]):
-        return self.strategy.aggregate_evaluate(server_round + self.done, replies)
+        with stage(AGGREGATE_EVALUATE, server_round + self.done):
+            return self.strategy.aggregate_evaluate(server_round + self.done, replies)
 
     def summary(self) -> None:
         if self.done:
@@ -79,6 +93,21 @@ class RoundsStrategy(Strategy):
                 self.done,
             )
         self.strategy.summary()
+
+    def _round_timed(self, evaluate_fn: EvaluateFn | None) -> EvaluateFn | None:
+        """``evaluate_fn`` that then records the round's seconds (``ROUND``) since its
+        ``configure_train``; the evaluation before round 1 is no round."""
+        if evaluate_fn is None:
+            return None
+
+        def timed(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+            result = evaluate_fn(server_round, arrays)
+            if server_round > 0 and self.round_started is not None:
+                seconds = time.perf_counter() - self.round_started
+                record(ROUND, seconds, server_round + self.done)
+            return result
+
+        return timed
 
     def _seed_sampling(self, grid: Grid, server_round: int, purpose: int) -> None:
         if isinstance(grid, RecordingGrid):

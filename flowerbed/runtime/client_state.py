@@ -84,6 +84,7 @@ from flwr.clientapp.typing import ClientAppCallable
 from flwr.common.logger import log
 
 from ..core.results import atomic_write
+from ..core.stages import CLIENT, CLIENT_STATE, stage
 from ..settings import ConfigError
 
 RECORD = "flowerbed-run"  # the bookkeeping ConfigRecord the server adds to FL-rounds messages
@@ -245,18 +246,20 @@ def keep_client_state(msg: Message, context: Context, call_next: ClientAppCallab
     server_round = message_round(msg)
     if folder is None or server_round is None:
         return call_next(msg, context)
-    if len(context.state) == 0:
-        files = saved_rounds(folder)
-        earlier = [r for r in files if r < server_round]
-        if earlier:
-            for name, record in load_state(files[max(earlier)]).items():
-                context.state[name] = record
-    before = dict(context.state.items())
+    with stage(CLIENT_STATE, server_round, CLIENT):  # timed before and after, not call_next
+        if len(context.state) == 0:
+            files = saved_rounds(folder)
+            earlier = [r for r in files if r < server_round]
+            if earlier:
+                for name, record in load_state(files[max(earlier)]).items():
+                    context.state[name] = record
+        before = dict(context.state.items())
     reply = call_next(msg, context)
-    if len(context.state) and not (is_evaluate(msg) and same_records(before, context.state)):
-        claim(folder, msg)
-        save_state(folder / f"round-{server_round}.npz", context.state)
-        files = saved_rounds(folder)
-        for old in sorted(files)[:-KEPT_ROUNDS]:
-            files[old].unlink(missing_ok=True)
+    with stage(CLIENT_STATE, server_round, CLIENT):
+        if len(context.state) and not (is_evaluate(msg) and same_records(before, context.state)):
+            claim(folder, msg)
+            save_state(folder / f"round-{server_round}.npz", context.state)
+            files = saved_rounds(folder)
+            for old in sorted(files)[:-KEPT_ROUNDS]:
+                files[old].unlink(missing_ok=True)
     return reply

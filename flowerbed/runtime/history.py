@@ -52,6 +52,7 @@ from flwr.common.logger import log
 from ..core import progress
 from ..core.clipping import KEY_UNCLIPPED
 from ..core.results import plot_accuracy, write_csv, write_json
+from ..core.stages import HISTORY, TRACKERS, stage
 from ..evaluation.clinical import (
     SITE_COUNTS,
     TEST_CLASS_CORRECT,
@@ -322,19 +323,21 @@ class History:
         self.failed_rounds = 0
 
     def add(self, row: dict, num_rounds: int, note: str = "") -> None:
-        table = row.pop(CLIENT_TABLE, None)
-        if table is not None:
-            append_client_table(self.run_dir / CLIENT_TABLE_FILE, row["round"], table)
-        self.rows.append(row)
-        line = format_round(row, num_rounds) + round_pace(self.rows, num_rounds)
-        log(INFO, line + (f" ({note})" if note else ""))
-        timed = TIMING_COLUMNS[1:]
-        reproducible = [{k: v for k, v in r.items() if k not in timed} for r in self.rows]
-        write_json(self.run_dir / "history.json", reproducible)
-        columns = [c for c in HISTORY_COLUMNS if any(c in r for r in reproducible)]
-        write_csv(self.run_dir / "history.csv", reproducible, columns)
-        write_csv(self.run_dir / "timings.csv", self.rows, TIMING_COLUMNS)
-        self.trackers.log(row)
+        with stage(HISTORY, row["round"]):
+            table = row.pop(CLIENT_TABLE, None)
+            if table is not None:
+                append_client_table(self.run_dir / CLIENT_TABLE_FILE, row["round"], table)
+            self.rows.append(row)
+            line = format_round(row, num_rounds) + round_pace(self.rows, num_rounds)
+            log(INFO, line + (f" ({note})" if note else ""))
+            timed = TIMING_COLUMNS[1:]
+            reproducible = [{k: v for k, v in r.items() if k not in timed} for r in self.rows]
+            write_json(self.run_dir / "history.json", reproducible)
+            columns = [c for c in HISTORY_COLUMNS if any(c in r for r in reproducible)]
+            write_csv(self.run_dir / "history.csv", reproducible, columns)
+            write_csv(self.run_dir / "timings.csv", self.rows, TIMING_COLUMNS)
+        with stage(TRACKERS, row["round"]):
+            self.trackers.log(row)
         if row["round"] >= 1 and row.get("clients_trained", 1) == 0:
             self.failed_rounds += 1
             if self.failed_rounds > self.max_failed_rounds:

@@ -52,6 +52,7 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.logger import log
 
 from ..core.clipping import clip_update
+from ..core.stages import REPLY_CHECKS, stage
 from ..trust.reply_checks import (
     LENIENT,
     NodeSizes,
@@ -288,7 +289,8 @@ class RecordingGrid:
             traffic.clients_clipped = 0
         sent = {m.metadata.dst_node_id: m for m in messages}
         decoded_sent: dict = {}  # the arrays sent, decoded once for all replies
-        replies = [self._checked(reply, sent, rules, traffic, decoded_sent) for reply in replies]
+        with stage(REPLY_CHECKS, self.current_round):
+            replies = [self._checked(r, sent, rules, traffic, decoded_sent) for r in replies]
         # recorded in partition order, not arrival order: the history is the same every run
         for reply in sorted(replies, key=self._partition_order):
             if reply.has_error():

@@ -19,6 +19,7 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 
 from ..core.device import run_device
 from ..core.seeding import seed_for
+from ..core.stages import CLIENT_DECODE, CLIENT_ENCODE, CLIENT_EVALUATION, CLIENT_TRAINING, stage
 from ..data import DatasetSplits
 from ..data.classes import positive_class
 from ..data.federation import load_splits, node_split
@@ -111,8 +112,9 @@ class LocalClient:
 
     def model_from(self, msg: Message, key: str = "arrays") -> Classifier:
         """A fresh model holding the arrays the server sent."""
-        model = self.new_model()
-        model.load_state_dict(msg.content.array_records[key].to_torch_state_dict())
+        with stage(CLIENT_DECODE):
+            model = self.new_model()
+            model.load_state_dict(msg.content.array_records[key].to_torch_state_dict())
         return model
 
     # --- training ----------------------------------------------------------------------------
@@ -140,17 +142,18 @@ class LocalClient:
         generator = torch.Generator().manual_seed(
             seed_for(self.config.seed, self.partition_id, server_round)
         )
-        return train_local(
-            model,
-            self.x_train,
-            self.y_train,
-            epochs=self.local_epochs(server_round),
-            batch_size=self.config.batch_size,
-            optimizer=build_optimizer(model.parameters(), self.config),
-            generator=generator,
-            augment=self.data.augment,
-            **hooks,
-        )
+        with stage(CLIENT_TRAINING, server_round):
+            return train_local(
+                model,
+                self.x_train,
+                self.y_train,
+                epochs=self.local_epochs(server_round),
+                batch_size=self.config.batch_size,
+                optimizer=build_optimizer(model.parameters(), self.config),
+                generator=generator,
+                augment=self.data.augment,
+                **hooks,
+            )
 
     # --- replies -----------------------------------------------------------------------------
     def metrics(self, num_examples: int, **values: float) -> MetricRecord:
@@ -161,9 +164,11 @@ class LocalClient:
     def train_reply(
         self, msg: Message, model: torch.nn.Module, result: TrainResult, **extra_metrics: float
     ) -> Message:
+        with stage(CLIENT_ENCODE):
+            arrays = ArrayRecord(model.state_dict())
         content = RecordDict(
             {
-                "arrays": ArrayRecord(model.state_dict()),
+                "arrays": arrays,
                 "metrics": self.metrics(
                     result.num_examples,
                     **{"train-loss": result.mean_loss, "num-steps": result.num_steps},
@@ -181,9 +186,10 @@ class LocalClient:
         on this split; and the counts a per-site table needs (``CLASS_COUNT_METRICS``): the
         test samples of each class, those of each class predicted right, and the size of the
         training split."""
-        result = evaluate_clinical(
-            model, self.x_test, self.y_test, self.data.num_classes, self.positive_class
-        )
+        with stage(CLIENT_EVALUATION):
+            result = evaluate_clinical(
+                model, self.x_test, self.y_test, self.data.num_classes, self.positive_class
+            )
         clinical = {name.replace("_", "-"): value for name, value in result.clinical.items()}
         counts, correct = result.class_counts()
         return {

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.device import to_device_of
+from ..core.stages import CLINICAL_METRICS, stage
 from ..evaluation.metrics import clinical_metrics, confusion_matrix
 from ..settings import RunConfig, Setting
 
@@ -218,5 +219,6 @@ def evaluate_clinical(
     loss, accuracy = _loss_and_accuracy(logits, y)
     probabilities = torch.softmax(logits.double(), dim=1).numpy()
     labels = y.numpy()
-    clinical = clinical_metrics(probabilities, labels, num_classes, positive)
+    with stage(CLINICAL_METRICS):
+        clinical = clinical_metrics(probabilities, labels, num_classes, positive)
     return Evaluation(loss, accuracy, clinical, probabilities, labels)
