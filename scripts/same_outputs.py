@@ -452,20 +452,13 @@ def tables() -> int:
             result_tables.write_table(table, lambda b=benchmark, d=data: b.report(d))
             print(f"rebuilt {Path(table).relative_to(root)}")
     paths = ["benchmarks/results", "docs"]
-    status = subprocess.run(
-        ["git", "status", "--porcelain", "--", *paths],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    stat = subprocess.run(
-        ["git", "diff", "--stat", "--", *paths],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args, "--", *paths], cwd=root, capture_output=True, text=True, check=True
+        ).stdout
+
+    status, stat = git("status", "--porcelain"), git("diff", "--stat")
     print(stat or "", status or "every published table is byte-identical", sep="")
     return 1 if status else 0
 

@@ -68,6 +68,14 @@ DIGITS = tuple(str(d) for d in range(10))
 BREAST_CANCER = ("malignant", "benign")  # load_breast_cancer().target_names
 _SIMULATION = ("seed", "simulation")  # what a generated set reads
 _IMAGE_FILES = ("data_dir", "download", "cache_dir")  # what a cached image set reads
+_TORCHVISION = {  # read through torchvision from data-dir, cached as uint8 images
+    "family": "torchvision",
+    "loader": load_torchvision_set,
+    "reads": _IMAGE_FILES,
+    "downloadable": True,
+    "missing": torchvision_missing,
+    "sizing": torchvision_cached,
+}
 _POINT_CLOUD = {
     "family": "point-cloud",
     "loader": load_point_cloud_set,
@@ -163,31 +171,21 @@ _DECLARATIONS = (
     ),
     DatasetSpec(
         "cifar10",
-        "torchvision",
-        load_torchvision_set,
-        _IMAGE_FILES,
         shape=(3, 32, 32),
         train_size=50_000,
         test_size=10_000,
         num_classes=10,
         class_names=CIFAR10_CLASSES,
-        downloadable=True,
-        missing=torchvision_missing,
-        sizing=torchvision_cached,
+        **_TORCHVISION,
     ),
     DatasetSpec(
         "mnist",
-        "torchvision",
-        load_torchvision_set,
-        _IMAGE_FILES,
         shape=(1, 28, 28),
         train_size=60_000,
         test_size=10_000,
         num_classes=10,
         class_names=DIGITS,
-        downloadable=True,
-        missing=torchvision_missing,
-        sizing=torchvision_cached,
+        **_TORCHVISION,
     ),
     DatasetSpec(
         "mnist-5k",

@@ -228,26 +228,16 @@ def client_kt_metrics(
 
 def summarize(rows: Sequence[dict]) -> dict:
     """Mean over clients of every metric (NaN entries, e.g. a client without a query, skipped)."""
-    keys = (
-        "acc",
-        "acc_pre",
-        "query_gain",
-        "forgetting",
-        "uniform_acc",
-        "query_acc_pre",
-        "query_acc_post",
-    )
     summary = {}
-    for key in keys:
+    for key in KT_METRICS:
         values = [row[key] for row in rows if key in row and not math.isnan(row[key])]
         summary[key] = float(np.mean(values)) if values else math.nan
     summary["clients"] = len(rows)
     return summary
 
 
-KT_CSV_COLUMNS = (
-    "partition_id",
-    "query",
+# a client's knowledge-transfer metrics, averaged over clients by ``summarize``
+KT_METRICS = (
     "acc",
     "acc_pre",
     "query_gain",
@@ -255,8 +245,8 @@ KT_CSV_COLUMNS = (
     "uniform_acc",
     "query_acc_pre",
     "query_acc_post",
-    "teachers_kept",
 )
+KT_CSV_COLUMNS = ("partition_id", "query", *KT_METRICS, "teachers_kept")
 
 
 def write_kt_metrics(run_dir: Path, rows: list[dict], **info) -> dict:
