@@ -62,6 +62,7 @@ from ..trust.reply_checks import (
     rejection,
 )
 from .outcome import first_error
+from .reply_wait import send_and_receive
 
 WRAPPED = re.compile(r"^Exception \w+ occurred\. Message: ")  # Flower's ClientAppException
 
@@ -194,7 +195,7 @@ class RecordingGrid:
         ]
         info = {}
         asked = time.monotonic()
-        for reply in self._grid.send_and_receive(messages, timeout=reply_timeout):
+        for reply in send_and_receive(self._grid, messages, timeout=reply_timeout):
             node = reply.metadata.src_node_id
             if reply.has_error():
                 self.handshake_failures[node] = short_reason(reply)
@@ -279,7 +280,7 @@ class RecordingGrid:
         for message in messages:
             for name, record in self.bookkeeping.items():
                 message.content[name] = record
-        replies = list(self._grid.send_and_receive(messages, timeout=timeout))
+        replies = send_and_receive(self._grid, messages, timeout=timeout)
         if not messages:
             return replies
         message_type = messages[0].metadata.message_type
