@@ -10,15 +10,21 @@ caller that runs and watches the process itself.
 ``ray_address`` runs the simulation on an existing Ray cluster (``RAY_ADDRESS`` for the run's
 SuperLink; see ``flowerbed.ray_cluster``), checked before anything starts.
 
-The app ``flwr run`` is given is a folder holding a ``pyproject.toml``. In a source tree that is
-the repository (``APP_DIR``: ``flwr run .``); ``generated_app`` writes one for any install (a
-wheel has no pyproject.toml beside the package): ``[project]`` name and version from the
+The app ``flwr run`` is given is a folder holding a ``pyproject.toml``. ``simulate`` runs a
+generated one unless given another (``app_dir``): ``generated_app`` writes, for any install (a
+wheel has no pyproject.toml beside the package), ``[project]`` name and version from the
 installed distribution, ``[tool.flwr.app]`` with the components ``flowerbed.server_app:app``
 and ``flowerbed.client_app:app`` and every run-config key's declared default, and nothing
 else. Flower bundles only that file into the FAB, so the SuperLink's ServerApp and the Ray
 actors import flowerbed from where this process imports it (``flwr_run_command`` puts that
 folder on ``PYTHONPATH`` if a child would not find it). ``flowerbed run`` and ``flowerbed sweep
---via flwr`` always use a generated app, so an editable install and a wheel run the same.
+--via flwr`` use it too, so an editable install and a wheel run the same.
+
+Why not the repository (``APP_DIR``, what ``flwr run .`` bundles in a source tree): ``flwr
+run`` lists every file under the app folder before it filters them (``os.walk``), a ``.venv``
+there included, so bundling the repository with the README's virtual environment inside
+takes about 12 s of every run on a 2-core machine, against well under a second for the
+generated folder (``benchmarks/round_stages.py`` measures start-up).
 
 Usage::
 
@@ -42,7 +48,6 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -82,18 +87,6 @@ class SimulationResult:
         return json.loads((self.run_dir / "history.json").read_text())
 
 
-def is_source_tree(folder: Path = APP_DIR) -> bool:
-    """Whether ``folder`` is flowerbed's repository: a pyproject.toml declaring this Flower
-    app beside the package (a wheel's site-packages holds none)."""
-    try:
-        with open(Path(folder) / "pyproject.toml", "rb") as f:
-            config = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
-    app = config.get("tool", {}).get("flwr", {}).get("app", {})
-    return config.get("project", {}).get("name") == "flowerbed" and "components" in app
-
-
 def app_pyproject() -> str:
     """The pyproject.toml of a generated app (module doc): all Flower needs to build the FAB
     (``[project]`` name and version; ``[tool.flwr.app]`` publisher, components and config)."""
@@ -130,16 +123,6 @@ def generated_app() -> Iterator[Path]:
         yield app
     finally:
         shutil.rmtree(parent, ignore_errors=True)
-
-
-@contextmanager
-def default_app() -> Iterator[Path]:
-    """The repository (``APP_DIR``) in a source tree, else a generated app."""
-    if is_source_tree():
-        yield APP_DIR
-    else:
-        with generated_app() as app:
-            yield app
 
 
 def free_port() -> int:
@@ -386,8 +369,7 @@ def simulate(
 ) -> SimulationResult:
     """Run one simulation of the app in ``app_dir`` and return its log and results folder.
 
-    ``app_dir``: None runs ``default_app()`` (the repository in a source tree, else a
-    generated app). ``ray_address`` (``host:port`` of a Ray head, or ``ray://host:port``) runs
+    ``app_dir``: None runs ``generated_app()`` (module docstring). ``ray_address`` (``host:port`` of a Ray head, or ``ray://host:port``) runs
     it on that existing cluster, after checking that the head answers (``ConfigError`` if not,
     before anything starts); None leaves ``RAY_ADDRESS`` as this process's environment has it.
     ``num_gpus_per_client``: Ray's ``client-resources-num-gpus`` (a fraction shares a GPU);
@@ -401,7 +383,7 @@ def simulate(
         check_client_gpus(num_gpus_per_client)
     home = Path(tempfile.mkdtemp(prefix="flwr-home-")) if flwr_home is None else Path(flwr_home)
     started = time.perf_counter()
-    with default_app() if app_dir is None else nullcontext(Path(app_dir)) as app:
+    with generated_app() if app_dir is None else nullcontext(Path(app_dir)) as app:
         command, env = flwr_run_command(
             run_config,
             num_supernodes,

@@ -341,12 +341,6 @@ def test_the_generated_app_is_what_flower_needs_and_nothing_else():
     assert list(bundled["tool"]["flwr"]["app"]["config"]) == list(SETTINGS)
 
 
-def test_the_repository_is_a_source_tree_and_a_generated_app_folder_is_not(tmp_path):
-    assert simulation.is_source_tree(simulation.APP_DIR)
-    assert not simulation.is_source_tree(tmp_path)
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "other"\n')
-    assert not simulation.is_source_tree(tmp_path)
-
 
 def test_children_find_the_package_where_this_process_does(monkeypatch):
     root = str(simulation.PACKAGE_ROOT)
