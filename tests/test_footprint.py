@@ -5,13 +5,16 @@ passes on the meta device."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
 from flowerbed.models import MODELS, footprint
+from flowerbed.runtime import needs
 
 
 def on_meta(build):
@@ -73,3 +76,43 @@ def test_every_registered_model_passes_on_the_meta_device(name):
         assert footprint.parameter_count(model) > 0
         return
     pytest.fail(f"model {name!r} takes none of the shapes")
+
+
+# --- kept between processes: the pre-flight's cache ---------------------------------------------
+def test_a_footprint_is_made_once_per_machine_and_read_after(tmp_path, monkeypatch):
+    made = []
+    real = footprint.activations
+
+    def counted(model, shape):
+        made.append(shape)
+        return real(model, shape)
+
+    monkeypatch.setattr(footprint, "activations", counted)
+    first = needs.model_activations.__wrapped__("cnn", (1, 8, 8), 10, tmp_path)
+    again = needs.model_activations.__wrapped__("cnn", (1, 8, 8), 10, tmp_path)  # a new process
+    assert first == again == footprint.Activations(kept=8970, peak_bytes=256 + 2 * 32 * 64 * 4)
+    assert made == [(1, 8, 8)]  # the second read the file
+    assert needs.footprint_path(tmp_path, "cnn", (1, 8, 8), 10).is_file()
+    # another input, classes or model source is another file
+    needs.model_activations.__wrapped__("cnn", (1, 8, 8), 3, tmp_path)
+    monkeypatch.setattr(needs, "models_source_digest", lambda: "a changed model")
+    needs.model_activations.__wrapped__("cnn", (1, 8, 8), 10, tmp_path)
+    assert made == [(1, 8, 8)] * 3
+    assert len(list(tmp_path.iterdir())) == 3
+
+
+def test_an_unreadable_footprint_is_made_again_and_an_unwritable_cache_is_no_error(tmp_path):
+    path = needs.footprint_path(tmp_path, "cnn", (1, 8, 8), 10)
+    path.write_text("{not json")
+    sample = needs.model_activations.__wrapped__("cnn", (1, 8, 8), 10, tmp_path)
+    assert sample.kept == 8970 and json.loads(path.read_text())["kept"] == 8970
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    assert needs.model_activations.__wrapped__("cnn", (1, 8, 8), 10, blocked).kept == 8970
+
+
+def test_footprints_are_kept_in_the_users_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert needs.footprints_dir() == tmp_path / "flowerbed" / "footprints"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert needs.footprints_dir() == Path.home() / ".cache" / "flowerbed" / "footprints"

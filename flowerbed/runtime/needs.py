@@ -18,7 +18,13 @@ data set loaded). The activations come from the model itself: one sample through
 torch's meta device (``models.footprint.activations``), the values of every leaf module's
 output (what training keeps for backward, times ``batch-size``) and the most bytes alive at
 once without gradients (an evaluation batch: the widest layer, or PointNet++'s ball query),
-so a new model needs no edit here. Not counted: memory-mapped rows (MedMNIST, CIFAR-10, MNIST
+so a new model needs no edit here. That pass costs about 3 s the first time a process makes one
+(its meta kernels import ``torch._dynamo``), so its two numbers are kept in the user's cache
+(``$XDG_CACHE_HOME/flowerbed/footprints/<digest>.json``, by default under ``~/.cache``; not
+in ``cache-dir``, which the pre-flight leaves untouched when it refuses), the digest of the
+model's name, input shape and classes, torch's version and the source of ``flowerbed.models``
+(a changed model or torch makes a new file); a machine's later runs of the same model on the
+same input read them. Not counted: memory-mapped rows (MedMNIST, CIFAR-10, MNIST
 and the ``synthetic`` sets are files that the operating system pages in and out, shared by
 every process; only their disk is checked), the GPU (activations are counted against the host
 only when the run trains on the CPU), a site's own data (``partitioner='site'``: the nodes'
@@ -44,13 +50,18 @@ memory).
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from .. import models
+from ..core.results import atomic_write
 from ..data.federation import SITE
 from ..data.options import DataOptions
 from ..data.registry import DATASETS
@@ -152,22 +163,58 @@ def parameter_count(
     return footprint.parameter_count(model) if model is not None else None
 
 
+@functools.lru_cache(maxsize=1)
+def models_source_digest() -> str:
+    """SHA-256 of the source of every module of ``flowerbed.models``: a model's footprint
+    cached under another digest is not this model's."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(models.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def footprints_dir() -> Path:
+    """The folder of the kept footprints (module docstring)."""
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
+    return cache_home / "flowerbed" / "footprints"
+
+
+def footprint_path(folder: Path, name: str, shape: tuple[int, ...], num_classes: int) -> Path:
+    """Where the footprint of model ``name`` on this input is kept in ``folder``."""
+    key = json.dumps([name, list(shape), num_classes, torch.__version__, models_source_digest()])
+    return Path(folder) / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+
 @functools.lru_cache(maxsize=32)
 def model_activations(
-    name: str, shape: tuple[int, ...], num_classes: int
+    name: str, shape: tuple[int, ...], num_classes: int, folder: Path | None = None
 ) -> footprint.Activations | None:
     """One sample's activations of model ``name`` (``models.footprint.activations``, a pass on
-    the meta device: seconds for PointNet++, whose sampling loops op by op, so kept for the
-    next check of this process), or ``None`` where there is no such pass: the VQC (its plan
-    sizes its training step), a model that does not fit the data, and one whose forward pass
-    cannot run on the meta device (its activations are then not counted)."""
+    the meta device: seconds, so kept for the next check of this process and, with ``folder``
+    (``footprints_dir``), in ``footprint_path`` for the next process), or ``None`` where there is no
+    such pass: the VQC (its plan sizes its training step), a model that does not fit the data,
+    and one whose forward pass cannot run on the meta device (its activations are then not
+    counted). A cache file that cannot be read is made again; one that cannot be written is
+    not kept."""
+    path = footprint_path(folder, name, shape, num_classes) if folder else None
+    if path is not None:
+        try:
+            return footprint.Activations(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            pass  # not kept yet, or unreadable: made again below
     model = meta_model(name, shape, num_classes)
     if model is None:
         return None
     try:
-        return footprint.activations(model, shape)
+        sample = footprint.activations(model, shape)
     except (RuntimeError, NotImplementedError):
         return None
+    if path is not None:
+        try:
+            atomic_write(path, lambda f: json.dump(sample.__dict__, f))
+        except OSError:
+            pass  # a read-only cache: the next process makes the pass again
+    return sample
 
 
 def trains_on_cpu(config: RunConfig) -> bool:
@@ -248,7 +295,7 @@ def estimate(config: RunConfig, num_clients: int | None = None) -> Estimate:
                     VQC_KEYS,
                 )
             )
-        sample = model_activations(config.model, tuple(shape), classes)
+        sample = model_activations(config.model, tuple(shape), classes, footprints_dir())
         if sample is not None and trains_on_cpu(config):
             transient.append(
                 Need(
