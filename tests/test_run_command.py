@@ -341,7 +341,6 @@ def test_the_generated_app_is_what_flower_needs_and_nothing_else():
     assert list(bundled["tool"]["flwr"]["app"]["config"]) == list(SETTINGS)
 
 
-
 def test_children_find_the_package_where_this_process_does(monkeypatch):
     root = str(simulation.PACKAGE_ROOT)
     monkeypatch.setattr(sys, "path", [root, "/usr/lib/python3.11"])  # only as the script's folder
