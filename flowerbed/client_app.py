@@ -11,7 +11,9 @@ flowerbed, all defined once ``flowerbed.catalog`` has imported every protocol, w
 a run config composes (``phase_message_types``); a new protocol touches no app file.
 
 A ``LocalClient`` (config, partition, model helpers) is built from the context per message;
-data sets and partitions are cached per process, so a Ray actor reads its files once.
+the run config is parsed once per process (``run_config_of``: every message of a run carries
+the same one), and data sets and partitions are cached per process, so a Ray actor reads its
+files once.
 
 The Flower mods around a handler follow its message type's Flower category (``mods_for``):
 ``train`` and ``evaluate`` without an action are the rounds of a Flower strategy and carry
@@ -25,6 +27,9 @@ rewrites its reply after it, as a malicious client would; ``query`` messages (an
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Hashable
+
 from flwr.app import Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.clientapp.typing import Mod
@@ -36,11 +41,23 @@ from .data.site_reports import NodeDataError, data_report, nodes_report_data
 from .privacy.client import privacy_mod
 from .protocols.phase import Phase
 from .runtime.client_state import keep_client_state, message_round
+from .settings import RunConfig
 from .training.local_client import LocalClient
 from .trust.attacks import attack_update
 from .trust.fault_injection import fail_on_purpose
 
 app = ClientApp()
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(items: tuple[tuple[str, Hashable], ...]) -> RunConfig:
+    return parse_run_config(dict(items))
+
+
+def run_config_of(context: Context) -> RunConfig:
+    """``parse_run_config`` of the node's run config, parsed once per process and run config
+    (about 1.3 ms a message otherwise); a bad one raises ``ConfigError`` every time."""
+    return _parsed(tuple(sorted(context.run_config.items())))
 
 
 @app.query()
@@ -53,7 +70,7 @@ def handshake(msg: Message, context: Context) -> Message:
         }
     )
     content = RecordDict({"info": info})
-    config = parse_run_config(context.run_config)
+    config = run_config_of(context)
     if nodes_report_data(config):
         try:
             client = LocalClient.from_context(context, config)
@@ -77,7 +94,7 @@ def run_phase_step(msg: Message, context: Context) -> Message:
     """The client half of the phase of this run's protocol that sent ``msg`` (timed as the
     client step of its round: ``core.stages``)."""
     with stage(CLIENT_STEP, message_round(msg), CLIENT):
-        config = parse_run_config(context.run_config)
+        config = run_config_of(context)
         protocol = get_protocol(config.strategy).protocol(config)
         phase = protocol.phase_for(msg.metadata.message_type)
         return phase.client_step(LocalClient.from_context(context, config), msg)

@@ -1,8 +1,10 @@
 """The ClientApp's table: a handler for every message type any protocol's phases can send, none
 that nobody sends, and the Flower mods around each by a rule that names no algorithm."""
 
-from flwr.app import MessageType
+import pytest
+from flwr.app import Context, MessageType, RecordDict
 
+from flowerbed import client_app
 from flowerbed.catalog import PROTOCOLS, SETTINGS, parse_run_config
 from flowerbed.client_app import HANDLERS, phase_message_types
 from flowerbed.inprocess import resolve_run_config
@@ -69,3 +71,26 @@ def test_the_mods_follow_the_flower_category():
     for message_type, mods in names.items():  # a phase's own actions
         expected = ["fail_on_purpose"] if message_type.startswith("train.") else []
         assert mods == expected, message_type
+
+
+def test_the_run_config_is_parsed_once_per_process_and_a_bad_one_every_time(monkeypatch):
+    calls = []
+
+    def counted(run_config):
+        calls.append(dict(run_config))
+        return parse_run_config(run_config)
+
+    monkeypatch.setattr(client_app, "parse_run_config", counted)
+    client_app._parsed.cache_clear()
+    node = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    for run_config in (resolve_run_config({}), resolve_run_config({}), {"seed": 7}):
+        node.run_config = dict(run_config)
+        config = client_app.run_config_of(node)
+        assert config.seed == run_config.get("seed", 42)
+    assert len(calls) == 2  # the second message's equal run config was not parsed again
+    node.run_config = {"local-epochs": -1}
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="local-epochs"):
+            client_app.run_config_of(node)
+    assert len(calls) == 4
+    client_app._parsed.cache_clear()
