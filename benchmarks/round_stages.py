@@ -1,13 +1,18 @@
 """Where the seconds of one FL round go: flowerbed against a plain PyTorch loop, stage by stage.
 
 The workload of ``benchmarks/overhead.py`` (digits, cnn, 10 clients, 20 local epochs, 4
-rounds of FedAvg, one torch thread, one client at a time) run three ways, alternating within
-every repeat (plain, in process, ``flwr run``, plain, in process, ``flwr run``, ...):
+rounds of FedAvg, one torch thread, one client at a time) run four ways, alternating within
+every repeat (plain, bare, in process, ``flwr run``, plain, bare, ...):
 
 * **plain**: ``overhead.plain_fedavg``, the hand-written FedAvg loop over the same
   ``train_local`` / ``evaluate``, its stages timed under flowerbed's stage names where they
   apply (client decode: a fresh model loading the global state; client training; aggregate
   train; client evaluation; central evaluation);
+* **bare**: a bare Flower + PyTorch app doing the same job through ``flwr run``
+  (``bare_torch_app``: Flower's own ``FedAvg``, a plain PyTorch loop, flowerbed's partition
+  of the same data, the same network), with the configuration's features written the way a
+  hand-written app would; only its rounds are timed. It is the floor of Flower's engine: the
+  round time flowerbed adds to it, and the start-up it adds (``starts.csv``);
 * **in process**: flowerbed's ServerApp and ClientApp in this process (``run_in_process``);
 * **flwr run**: flowerbed through Flower's Ray simulation (``flowerbed.simulation.simulate``,
   ``client-resources-num-cpus=2``: one Ray actor at a time on 2 cores).
@@ -26,17 +31,24 @@ stage: from its first training message to the end of its central evaluation (his
 trackers and checkpoint included). What no stage covers (Flower's messages, their
 serialisation, Ray, the mods, building the client) is the round minus its top-level stages.
 
+Start-up: the wall seconds of each ``flwr run`` (bare and flowerbed, ``starts.csv``) less
+its rounds at their steady pace (the number of rounds times the median of rounds 2..N), so
+that the actors' first-round costs (starting Ray workers, imports, the first optimiser) count
+as start-up, not as a round.
+
 Outputs under ``--out`` (default ``benchmarks/results/round_stages``; ``--quick``:
 ``<out>/quick``): ``runs.csv`` (variant, config, repeat, round, seconds), ``stages.csv``
 (variant, config, repeat, round, side, stage, within, seconds summed over the round),
+``starts.csv`` (variant, config, repeat, the ``flwr run``'s wall seconds),
 ``setting.json`` (the workload), ``measured.json`` (provenance) and the tables ``table.md``
-(seconds per round and the paired ratios) and ``stages.md`` (seconds per round by stage), made
+(seconds per round, the paired ratios and the start-up) and ``stages.md`` (seconds per round by stage), made
 from those files alone by ``report`` (``--report-only``). A run that stops can be resumed:
 the (variant, config, repeat) already in ``runs.csv`` are not run again (``--fresh`` starts
 over).
 
     python benchmarks/round_stages.py [--repeats 5] [--rounds 4]
     python benchmarks/round_stages.py --quick          # 2 repeats of 2 rounds, into quick/
+    python benchmarks/round_stages.py --variants "bare,flwr run" --configs features --out DIR
     python benchmarks/round_stages.py --report-only
 """
 
@@ -54,6 +66,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from bare_torch_app import check_same_network, write_bare_torch_app
 from overhead import plain_fedavg
 from result_tables import provenance_line, record_provenance
 
@@ -64,15 +77,17 @@ from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.simulation import simulate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "round_stages"
-RUNS, STAGES = RESULTS / "runs.csv", RESULTS / "stages.csv"
+RUNS, STAGES, STARTS = RESULTS / "runs.csv", RESULTS / "stages.csv", RESULTS / "starts.csv"
 TABLE, STAGES_TABLE = RESULTS / "table.md", RESULTS / "stages.md"
 PUBLISHED = [(RUNS, TABLE), (STAGES, STAGES_TABLE)]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
-PLAIN, IN_PROCESS, FLWR = "plain", "in process", "flwr run"
-VARIANTS = (PLAIN, IN_PROCESS, FLWR)
+PLAIN, BARE, IN_PROCESS, FLWR = "plain", "bare", "in process", "flwr run"
+VARIANTS = (PLAIN, BARE, IN_PROCESS, FLWR)
+THROUGH_FLWR_RUN = (BARE, FLWR)  # the variants whose whole run's seconds are start-up's
 LABELS = {
     PLAIN: "plain PyTorch FedAvg loop",
+    BARE: "bare Flower + PyTorch app through `flwr run` (Ray)",
     IN_PROCESS: "flowerbed in process (`run_in_process`)",
     FLWR: "flowerbed through `flwr run` (Ray)",
 }
@@ -82,6 +97,7 @@ CONFIGS = {
 }
 RUN_FIELDS = ("variant", "config", "repeat", "round", "seconds")
 STAGE_FIELDS = ("variant", "config", "repeat", "round", "side", "stage", "within", "seconds")
+START_FIELDS = ("variant", "config", "repeat", "seconds")
 NOT_COVERED = "not covered (Flower's messages, serialisation, Ray, mods, other)"
 
 
@@ -96,16 +112,40 @@ def overrides_for(args, config: str) -> dict:
     }
 
 
-def run_variant(variant: str, overrides: dict, clients: int) -> None:
-    """One run of ``variant``; its stages go where ``FLOWERBED_STAGE_TIMES`` says."""
+def bare_overrides(overrides: dict, bare_app: Path) -> dict:
+    """The bare app's run config for flowerbed's ``overrides`` (``bare_torch_app``)."""
+    return {
+        "num-server-rounds": overrides["num-server-rounds"],
+        "local-epochs": overrides["local-epochs"],
+        "fraction-evaluate": overrides["fraction-evaluate"],
+        "checkpoint": bool(overrides.get("checkpoint", False)),
+        "tracker": bool(overrides.get("tracker")),
+        "data": str(bare_app / "data.npz"),
+        "output-dir": str(overrides["output-dir"]),
+    }
+
+
+def run_variant(variant: str, overrides: dict, clients: int, bare_app: Path) -> float | None:
+    """One run of ``variant``; its stages go where ``FLOWERBED_STAGE_TIMES`` says. Returns
+    the wall seconds of a ``flwr run`` (``THROUGH_FLWR_RUN``), else None."""
     if variant == PLAIN:
         plain_fedavg(parse_run_config(resolve_run_config(overrides)), clients)
-    elif variant == IN_PROCESS:
+        return None
+    if variant == IN_PROCESS:
         run_in_process(overrides, num_clients=clients)
+        return None
+    if variant == BARE:
+        flwr = simulate(
+            bare_overrides(overrides, bare_app),
+            num_supernodes=clients,
+            num_cpus_per_client=2,
+            app_dir=bare_app,
+        )
     else:
         flwr = simulate(overrides, num_supernodes=clients, num_cpus_per_client=2)
-        if flwr.returncode != 0:
-            raise SystemExit(f"flwr run failed:\n{flwr.log[-3000:]}")
+    if flwr.returncode != 0:
+        raise SystemExit(f"{variant}: flwr run failed:\n{flwr.log[-3000:]}")
+    return flwr.seconds
 
 
 def stage_rows(lines: list[dict], labels: dict) -> tuple[list[dict], list[dict]]:
@@ -143,10 +183,12 @@ def measure(args) -> None:
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     runs_path, stages_path = args.out / "runs.csv", args.out / "stages.csv"
+    starts_path = args.out / "starts.csv"
     if args.fresh:
-        runs_path.unlink(missing_ok=True)
-        stages_path.unlink(missing_ok=True)
+        for path in (runs_path, stages_path, starts_path):
+            path.unlink(missing_ok=True)
     runs, stage_table = read_csv(runs_path), read_csv(stages_path)
+    starts = read_csv(starts_path)
     done = {(r["variant"], r["config"], r["repeat"]) for r in runs}
     setting = {
         "clients": args.clients,
@@ -157,9 +199,12 @@ def measure(args) -> None:
     }
     atomic_write(args.out / "setting.json", lambda f: f.write(json.dumps(setting, indent=1) + "\n"))
     with tempfile.TemporaryDirectory(prefix="round-stages-") as folder:
+        run_config = parse_run_config(resolve_run_config({}))
+        bare_app = write_bare_torch_app(Path(folder) / "bare-app", run_config, args.clients)
+        check_same_network(bare_app, run_config)
         for repeat in range(1, args.repeats + 1):
-            for config in CONFIGS:
-                for variant in VARIANTS:
+            for config in args.configs:
+                for variant in args.variants:
                     labels = {"variant": variant, "config": config, "repeat": str(repeat)}
                     if (variant, config, str(repeat)) in done:
                         continue
@@ -167,7 +212,8 @@ def measure(args) -> None:
                     args.output_dir = Path(folder) / "runs"
                     os.environ[stages.ENV] = str(target)
                     try:
-                        run_variant(variant, overrides_for(args, config), args.clients)
+                        overrides = overrides_for(args, config)
+                        seconds = run_variant(variant, overrides, args.clients, bare_app)
                     finally:
                         del os.environ[stages.ENV]
                     shutil.rmtree(args.output_dir, ignore_errors=True)
@@ -177,12 +223,17 @@ def measure(args) -> None:
                         raise SystemExit(f"{labels}: {len(new_runs)} rounds timed of {args.rounds}")
                     runs += new_runs
                     stage_table += new_stages
+                    if seconds is not None:
+                        starts.append({**labels, "seconds": f"{seconds:.3f}"})
+                        write_csv(starts_path, starts, START_FIELDS)
                     write_csv(runs_path, runs, RUN_FIELDS)
                     write_csv(stages_path, stage_table, STAGE_FIELDS)
-                    seconds = statistics.median(
+                    per_round = statistics.median(
                         float(r["seconds"]) for r in new_runs[1:] or new_runs
                     )
-                    print(f"repeat {repeat} {config} {variant}: {seconds:.2f} s/round", flush=True)
+                    print(
+                        f"repeat {repeat} {config} {variant}: {per_round:.2f} s/round", flush=True
+                    )
     record_provenance(args.out, sys.argv)
 
 
@@ -203,10 +254,12 @@ def caption(folder: Path, what: str) -> str:
     return (
         f"digits, cnn, {setting['clients']} clients, {setting['local_epochs']} local epochs, "
         f"{setting['rounds']} rounds of FedAvg, one torch thread, one client at a time; the "
-        f"three variants alternate within each of {setting['repeats']} repeats; {what}. "
+        f"variants alternate within each of {setting['repeats']} repeats; {what}. "
         "Configurations: `default` (overhead.py's run) and `features` (client evaluation "
         "`fraction-evaluate=1.0`, `checkpoint` each round, `tracker=tensorboard`, clinical "
-        "metrics as by default; the plain loop evaluates on every client's test split too)."
+        "metrics as by default; the plain loop evaluates on every client's test split too, and "
+        "the bare app has client evaluation, a `torch.save` each round and TensorBoard "
+        "scalars)."
     )
 
 
@@ -240,8 +293,59 @@ def runs_report(data: Path) -> str:
                     f"{min(ratios):.2f}x – {max(ratios):.2f}x",
                 ]
             lines.append("| " + " | ".join(cells) + " |")
+    lines += start_up_lines(data.parent, medians)
     lines += ["", provenance_line(data.parent)]
     return "\n".join(lines) + "\n"
+
+
+def paired(ours: dict[str, float], floor: dict[str, float]) -> str:
+    """``ours`` over ``floor`` paired by repeat: the median ratio (lowest – highest)."""
+    ratios = [value / floor[repeat] for repeat, value in ours.items() if repeat in floor]
+    if not ratios:
+        return "–"
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}x – {max(ratios):.2f}x)"
+
+
+def start_up_lines(folder: Path, medians: dict) -> list[str]:
+    """flowerbed through ``flwr run`` against the bare Flower + PyTorch app, from
+    ``starts.csv``: each run's wall seconds, its start-up (wall seconds less the number of
+    rounds times its steady seconds per round) and its steady round, paired by repeat."""
+    starts = read_csv(folder / "starts.csv")
+    rounds = json.loads((folder / "setting.json").read_text())["rounds"]
+    lines = [
+        "",
+        (
+            "flowerbed through `flwr run` against the bare Flower + PyTorch app doing the same"
+            " job (`bare_torch_app.py`), paired by repeat: median ratio (lowest – highest)."
+            f" Start-up: the run's wall seconds less {rounds} rounds at its steady pace (the"
+            " median of rounds 2..N), so the actors' first-round costs count as start-up."
+        ),
+        "",
+        (
+            "| configuration | whole run, bare s | flowerbed s | ratio | start-up, bare s |"
+            " flowerbed s | ratio | steady round, ratio |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for config in CONFIGS:
+        whole: dict[str, dict[str, float]] = {BARE: {}, FLWR: {}}
+        fixed: dict[str, dict[str, float]] = {BARE: {}, FLWR: {}}
+        for row in starts:
+            steady = medians.get((config, row["variant"]), {}).get(row["repeat"])
+            if row["config"] != config or row["variant"] not in whole or steady is None:
+                continue
+            whole[row["variant"]][row["repeat"]] = float(row["seconds"])
+            fixed[row["variant"]][row["repeat"]] = float(row["seconds"]) - rounds * steady
+        if not whole[BARE] or not whole[FLWR]:
+            continue
+        lines.append(
+            f"| {config} | {statistics.median(whole[BARE].values()):.1f}"
+            f" | {statistics.median(whole[FLWR].values()):.1f} | {paired(whole[FLWR], whole[BARE])}"
+            f" | {statistics.median(fixed[BARE].values()):.1f}"
+            f" | {statistics.median(fixed[FLWR].values()):.1f} | {paired(fixed[FLWR], fixed[BARE])}"
+            f" | {paired(medians[config, FLWR], medians[config, BARE])} |"
+        )
+    return lines
 
 
 def median_over_repeats(means: dict[tuple, dict[str, float]], variant: str, label: str) -> float:
@@ -351,15 +455,18 @@ def stages_report(data: Path) -> str:
             "",
             f"**{config}**",
             "",
-            "| stage | plain | in process | flwr run | in process − plain | flwr run − plain |",
-            "|---|---|---|---|---|---|",
+            (
+                "| stage | plain | bare app | in process | flwr run | in process − plain |"
+                " flwr run − plain | flwr run − bare app |"
+            ),
+            "|---|---|---|---|---|---|---|---|",
         ]
         for label in labels:
-            plain, inproc, flwr = (median_over_repeats(means, v, label) for v in VARIANTS)
+            plain, bare, inproc, flwr = (median_over_repeats(means, v, label) for v in VARIANTS)
             name = "**whole round**" if label == stages.ROUND else label
             lines.append(
-                f"| {name} | {plain:.3f} | {inproc:.3f} | {flwr:.3f} | {inproc - plain:+.3f} "
-                f"| {flwr - plain:+.3f} |"
+                f"| {name} | {plain:.3f} | {bare:.3f} | {inproc:.3f} | {flwr:.3f}"
+                f" | {inproc - plain:+.3f} | {flwr - plain:+.3f} | {flwr - bare:+.3f} |"
             )
     lines += ["", provenance_line(data.parent)]
     return "\n".join(lines) + "\n"
@@ -371,6 +478,15 @@ def report(data: Path) -> str:
     return stages_report(data) if data.name == "stages.csv" else runs_report(data)
 
 
+def choices(text: str, valid: tuple[str, ...]) -> tuple[str, ...]:
+    """The comma-separated names of ``text``, each one of ``valid``."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in valid]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(valid)}")
+    return names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -380,6 +496,18 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="2 repeats of 2 rounds, into quick/")
+    parser.add_argument(
+        "--variants",
+        type=lambda text: choices(text, VARIANTS),
+        default=VARIANTS,
+        help=f"comma-separated, of {', '.join(VARIANTS)} (default: all)",
+    )
+    parser.add_argument(
+        "--configs",
+        type=lambda text: choices(text, tuple(CONFIGS)),
+        default=tuple(CONFIGS),
+        help=f"comma-separated, of {', '.join(CONFIGS)} (default: all)",
+    )
     parser.add_argument("--fresh", action="store_true", help="forget the runs already measured")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
