@@ -41,12 +41,14 @@ Outputs under ``--out`` (default ``benchmarks/results/round_stages``; ``--quick`
 (variant, config, repeat, round, side, stage, within, seconds summed over the round),
 ``starts.csv`` (variant, config, repeat, the ``flwr run``'s wall seconds),
 ``setting.json`` (the workload), ``measured.json`` (provenance) and the tables ``table.md``
-(seconds per round, the paired ratios and the start-up) and ``stages.md`` (seconds per round by stage), made
-from those files alone by ``report`` (``--report-only``). A run that stops can be resumed:
-the (variant, config, repeat) already in ``runs.csv`` are not run again (``--fresh`` starts
-over).
+(seconds per round, the paired ratios and the start-up) and ``stages.md`` (seconds per round
+by stage), made from those files alone by ``report`` (``--report-only``). A run that stops
+can be resumed: the (variant, config, repeat) already in ``runs.csv`` are not run again
+(``--fresh`` starts over). The start-up alone, with less noise from the rounds, is a slice
+of its own in ``round_stages_startup/`` (``START_UP_SLICE``: the two ``flwr run`` apps, 2 rounds, 10
+repeats), measured after the rest when the options are the defaults (``parts``).
 
-    python benchmarks/round_stages.py [--repeats 5] [--rounds 4]
+    python benchmarks/round_stages.py --fresh --repeats 7   # every published table
     python benchmarks/round_stages.py --quick          # 2 repeats of 2 rounds, into quick/
     python benchmarks/round_stages.py --variants "bare,flwr run" --configs features --out DIR
     python benchmarks/round_stages.py --report-only
@@ -79,12 +81,22 @@ from flowerbed.simulation import simulate
 RESULTS = Path(__file__).resolve().parent / "results" / "round_stages"
 RUNS, STAGES, STARTS = RESULTS / "runs.csv", RESULTS / "stages.csv", RESULTS / "starts.csv"
 TABLE, STAGES_TABLE = RESULTS / "table.md", RESULTS / "stages.md"
-PUBLISHED = [(RUNS, TABLE), (STAGES, STAGES_TABLE)]
+# start-up alone, 10 repeats of the two apps through flwr run, 2 rounds (module docstring)
+START_UP = RESULTS.parent / "round_stages_startup"
+PUBLISHED = [(RUNS, TABLE), (STAGES, STAGES_TABLE), (START_UP / "runs.csv", START_UP / "table.md")]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 PLAIN, BARE, IN_PROCESS, FLWR = "plain", "bare", "in process", "flwr run"
 VARIANTS = (PLAIN, BARE, IN_PROCESS, FLWR)
 THROUGH_FLWR_RUN = (BARE, FLWR)  # the variants whose whole run's seconds are start-up's
+# the start-up alone: the two flwr run apps, 2 rounds, 10 repeats, into START_UP
+START_UP_SLICE = {
+    "variants": (BARE, FLWR),
+    "configs": ("default",),
+    "rounds": 2,
+    "repeats": 10,
+    "out": START_UP,
+}
 LABELS = {
     PLAIN: "plain PyTorch FedAvg loop",
     BARE: "bare Flower + PyTorch app through `flwr run` (Ray)",
@@ -516,12 +528,26 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.rounds, args.out = 2, 2, args.out / "quick"
-    if not args.report_only:
-        measure(args)
-    for data, table in (("runs.csv", "table.md"), ("stages.csv", "stages.md")):
-        text = report(args.out / data)
-        atomic_write(args.out / table, lambda f, t=text: f.write(t))
-        print(text)
+    for part in parts(args):
+        if not args.report_only:
+            measure(part)
+        for data, table in (("runs.csv", "table.md"), ("stages.csv", "stages.md")):
+            text = report(part.out / data)
+            atomic_write(part.out / table, lambda f, t=text: f.write(t))
+            print(text)
+
+
+def parts(args: argparse.Namespace) -> list[argparse.Namespace]:
+    """What one invocation measures: the slice its options name; with the default options
+    (every variant and configuration into ``RESULTS``), that and then the start-up alone
+    (``START_UP_SLICE`` into ``START_UP``), so that one command regenerates every published
+    table."""
+    everything = (
+        args.out == RESULTS and args.variants == VARIANTS and args.configs == tuple(CONFIGS)
+    )
+    if not everything:
+        return [args]
+    return [args, argparse.Namespace(**{**vars(args), **START_UP_SLICE})]
 
 
 if __name__ == "__main__":
