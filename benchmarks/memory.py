@@ -56,7 +56,8 @@ import numpy as np
 from process_memory import PeakMemory
 from result_tables import provenance_line, record_provenance
 
-from flowerbed.simulation import APP_DIR, local_superlink_pids, simulate
+from flowerbed.core.processes import local_superlink_pids
+from flowerbed.simulation import APP_DIR, simulate
 
 TRAIN, VAL, TEST = 89_996, 10_004, 7_180  # PathMNIST's splits
 SIZE, CHANNELS, CLASSES = 64, 3, 9

@@ -43,6 +43,7 @@ from process_memory import PeakMemory
 from result_tables import provenance_line, record_provenance
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.core.results import atomic_write, round_seconds, write_csv
 from flowerbed.core.seeding import seed_for
 from flowerbed.core.stages import (
@@ -62,7 +63,7 @@ from flowerbed.data.federation import load_splits, partition_for
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.models import build_model
 from flowerbed.settings import RunConfig
-from flowerbed.simulation import local_superlink_pids, simulate
+from flowerbed.simulation import simulate
 from flowerbed.training.loops import build_optimizer, evaluate, train_local
 
 RESULTS = Path(__file__).resolve().parent / "results" / "overhead"

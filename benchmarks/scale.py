@@ -48,9 +48,10 @@ from pathlib import Path
 import numpy as np
 from process_memory import PeakMemory, own_children
 
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.core.results import round_seconds
 from flowerbed.data.fedprox_synthetic import NUM_FEATURES, PAPER_TRAINING, client_sizes
-from flowerbed.simulation import local_superlink_pids, simulate
+from flowerbed.simulation import simulate
 
 PER_ROUND = 100
 SEED = 42

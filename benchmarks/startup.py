@@ -59,8 +59,9 @@ from pathlib import Path
 from process_memory import TreeSampler, process_tree
 from result_tables import provenance_line, read_runs, record_provenance, table_head
 
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.core.results import write_csv
-from flowerbed.simulation import APP_DIR, local_superlink_pids, simulate
+from flowerbed.simulation import APP_DIR, simulate
 
 ROUNDS = 1
 CLIENTS = 10

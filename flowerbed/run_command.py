@@ -55,13 +55,14 @@ from typing import Any, Self
 
 from .catalog import SETTINGS, check_model, parse_run_config
 from .core.device import check_client_gpus
+from .core.processes import local_superlink_pids
 from .ray_cluster import check_ray_cluster
 from .run_console import RunConsole
 from .runtime.outcome import first_error
 from .runtime.preflight import check_data_files, check_resources
 from .runtime.run_lock import STATUS_FILE, settled_status
 from .settings import ConfigError, RunConfig, Value
-from .simulation import generated_app, local_superlink_pids, simulate
+from .simulation import generated_app, simulate
 
 EXIT_COMPLETED, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_CLIENTS = 10

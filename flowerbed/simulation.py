@@ -3,7 +3,8 @@
 ``flwr run .`` with the default ``:local:`` connection starts a detached local SuperLink that
 outlives the command. ``simulate`` gives it its own ``FLWR_HOME`` and free ports, disables
 Flower's per-run dependency reinstall, telemetry and update check (no network needed), and
-stops that SuperLink, with the processes it started, by PID when the run is over. Tests and
+stops that SuperLink, with the processes it started, by PID when the run is over, or, if
+this process is killed outright, a watcher does (``core.processes``). Tests and
 benchmarks use it; ``flwr_run_command`` gives the same command line and environment to a
 caller that runs and watches the process itself.
 
@@ -41,7 +42,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -58,6 +58,7 @@ import flowerbed
 
 from .catalog import pyproject_defaults
 from .core.device import check_client_gpus
+from .core.processes import local_superlink_pids, stop_local_superlink, stop_pids, watch_owner
 from .ray_cluster import check_ray_cluster
 
 PACKAGE_ROOT = Path(flowerbed.__file__).resolve().parent.parent  # the folder holding flowerbed/
@@ -150,61 +151,6 @@ def format_run_config(run_config: dict) -> str:
         return toml_value(value)
 
     return " ".join(f"{key}={toml(value)}" for key, value in run_config.items())
-
-
-def local_superlink_pids(flwr_home: Path) -> list[int]:
-    """PIDs of SuperLinks started for this Flower home (their database lives in it)."""
-    marker = str(flwr_home / "local-superlink")
-    return [pid for pid, _, args in processes() if "flower-superlink" in args and marker in args]
-
-
-def processes() -> list[tuple[int, int, str]]:
-    """(pid, parent pid, command line) of every process."""
-    out = subprocess.run(
-        ["ps", "-ww", "-eo", "pid=,ppid=,args="], capture_output=True, text=True, check=False
-    ).stdout
-    rows = [line.split(None, 2) for line in out.splitlines()]
-    return [(int(row[0]), int(row[1]), row[2] if len(row) > 2 else "") for row in rows]
-
-
-def with_descendants(pids: list[int]) -> list[int]:
-    """``pids`` and every process started under them (children, grandchildren, ...)."""
-    children: dict[int, list[int]] = {}
-    for pid, parent, _ in processes():
-        children.setdefault(parent, []).append(pid)
-    found, todo = [], list(pids)
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
-def stop_local_superlink(flwr_home: Path) -> None:
-    """Stop this Flower home's SuperLinks with the processes they started (SuperExec, the
-    simulation runtime: one still waiting for a Ray cluster would otherwise linger)."""
-    stop_pids(with_descendants(local_superlink_pids(flwr_home)))
-
-
-def stop_pids(pids: list[int], timeout: float = 10.0) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    for pid in pids:
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def child_pythonpath(environ: dict[str, str]) -> str | None:
@@ -376,7 +322,8 @@ def simulate(
     more than this machine has is a ``ConfigError`` before anything starts. ``on_line`` gets
     each line of Flower's log as it comes; ``cwd`` is the folder the SuperLink and the
     ServerApp work in (default: the app folder). ``timeout``: seconds, None for no limit. The
-    local SuperLink is stopped however this ends (an interruption included)."""
+    local SuperLink is stopped however this ends: an interruption included, and this process
+    killed by SIGKILL (``core.processes.watch_owner``)."""
     if ray_address is not None:
         check_ray_cluster({"RAY_ADDRESS": ray_address})
     elif num_gpus_per_client:
@@ -393,10 +340,13 @@ def simulate(
             ray_address,
             num_gpus_per_client,
         )
+        watcher = watch_owner(home)  # stops the SuperLink if this process is killed
         try:
             log, returncode = run_with_retry(command, env, cwd or app, timeout, on_line)
         finally:
             stop_local_superlink(home)
+            watcher.terminate()
+            watcher.wait()
     seconds = time.perf_counter() - started
     found = results_folder(log)
     run_dir = found if found is not None and (found / "history.json").exists() else None

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from flowerbed.catalog import parse_run_config
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.inprocess import resolve_run_config
 from flowerbed.methods.ctl.reference import nodes_for, params_for, simulate
-from flowerbed.simulation import local_superlink_pids
 from flowerbed.simulation import simulate as flwr_run
 
 pytestmark = pytest.mark.e2e

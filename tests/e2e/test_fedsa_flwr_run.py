@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.inprocess import run_in_process
-from flowerbed.simulation import local_superlink_pids
 from flowerbed.simulation import simulate as flwr_run
 
 pytestmark = pytest.mark.e2e

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.run_console import LOG_FILE, MISLEADING
-from flowerbed.simulation import APP_DIR, OFFLINE_ENV, local_superlink_pids
+from flowerbed.simulation import APP_DIR, OFFLINE_ENV
 
 pytestmark = pytest.mark.e2e
 

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.inprocess import run_in_process
-from flowerbed.simulation import local_superlink_pids, simulate
+from flowerbed.simulation import simulate
 
 pytestmark = pytest.mark.e2e
 

@@ -3,7 +3,7 @@ PointNet on the offline shape set, with augmented training batches in the Ray ac
 
 import pytest
 
-from flowerbed.simulation import local_superlink_pids
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.simulation import simulate as flwr_run
 
 pytestmark = pytest.mark.e2e

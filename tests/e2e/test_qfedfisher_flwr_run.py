@@ -3,8 +3,9 @@
 import pytest
 from flwr.app import ArrayRecord
 
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.models.vqc import build_vqc
-from flowerbed.simulation import local_superlink_pids, simulate
+from flowerbed.simulation import simulate
 
 pytestmark = pytest.mark.e2e
 

@@ -6,8 +6,9 @@ import json
 import pytest
 import torch
 
+from flowerbed.core.processes import local_superlink_pids
 from flowerbed.inprocess import run_in_process
-from flowerbed.simulation import local_superlink_pids, simulate
+from flowerbed.simulation import simulate
 
 pytestmark = pytest.mark.e2e
 

@@ -35,17 +35,19 @@ from pathlib import Path
 
 import pytest
 
+from flowerbed.core.processes import (
+    local_superlink_pids,
+    processes,
+    stop_local_superlink,
+    with_descendants,
+)
 from flowerbed.simulation import (
     APP_DIR,
     SUPERLINK_TOO_SLOW,
     flwr_run_command,
     free_port,
-    local_superlink_pids,
-    processes,
     simulate,
-    stop_local_superlink,
     wait_for_local_superlink,
-    with_descendants,
 )
 from flowerbed.sweep import Axis, SweepSpec, run_sweep
 

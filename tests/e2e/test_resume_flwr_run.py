@@ -16,9 +16,10 @@ import time
 
 import pytest
 
+from flowerbed.core.processes import local_superlink_pids, with_descendants
 from flowerbed.runtime.checkpoint import checkpointed_round
 from flowerbed.runtime.run_lock import LOCK_FILE, read_lock
-from flowerbed.simulation import local_superlink_pids, simulate, with_descendants
+from flowerbed.simulation import simulate
 from flowerbed.sweep.folder import point_state
 
 pytestmark = pytest.mark.e2e
