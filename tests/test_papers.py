@@ -1,0 +1,138 @@
+"""The papers' headline numbers (``flowerbed.experiments.papers``): every cell is printed in its
+paper's table, on a line naming its method, and every claimed ordering holds in the cells.
+
+The text check needs the papers' text files (``/work/shared/papers/``), which a clean checkout
+lacks: it is skipped without them. The checks of the data alone always run."""
+
+import itertools
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from flowerbed.experiments.papers import PAPERS, PaperTable
+
+PAPERS_DIR = Path("/work/shared/papers")
+
+# Per paper: its text file, and two markers that enclose its headline table's block (each must
+# occur once). FedSA's extracted text prints the table's body before its caption; CTL has no
+# table, only the results section that reads its figure.
+BLOCKS = {
+    "qkt": (
+        "qkt-query-based-knowledge-transfer.txt",
+        "Table 2: Average accuracy",
+        "Data distribution.",
+    ),
+    "fedsa": (
+        "fedsa-federated-selective-aggregation.txt",
+        "Dataset Method\nHomogeneous",
+        "Table 1: The performance of FedSA",
+    ),
+    "flkd": (
+        "flkd-benchmark-fl-and-kd-point-clouds.txt",
+        "Table 1: Standalone FL instance accuracy",
+        "Federated training degrades severely",
+    ),
+    "qfedfisher": (
+        "qfedfisher-quantum-fl-fisher-information.txt",
+        "TABLE I. Performance",
+        "A. Model performance on the ADNI dataset",
+    ),
+    "ctl": ("ctl-collaborative-transfer-learning.txt", "4.1.3. Results", "4.2. Simulation"),
+}
+
+
+def table_block(paper: str) -> str:
+    """The text between the paper's two markers, with the arXiv HTML extraction's doubled
+    numbers ("92.2692.26", LaTeX source beside its rendering) collapsed to one."""
+    name, start, end = BLOCKS[paper]
+    text = (PAPERS_DIR / name).read_text()
+    assert text.count(start) == 1 and text.count(end) == 1, (paper, start, end)
+    block = text[text.index(start) : text.index(end)]
+    assert block, paper
+    return re.sub(r"(\d+\.\d+)\1", r"\1", block)
+
+
+def positions(value: float, line: str) -> list[int]:
+    """Where ``line`` prints ``value`` as a whole number token at some precision (0 to 4
+    decimals, leading zeros allowed: "09.27"), so 75.4 is not found in "75.43"."""
+    found = set()
+    for decimals in range(5):
+        digits = re.escape(f"{value:.{decimals}f}").lstrip("0") or "0"
+        found |= {m.start() for m in re.finditer(rf"(?<![\d.])0*{digits}(?!\.?\d)", line)}
+    return sorted(found)
+
+
+def printed(value: float, line: str) -> bool:
+    return bool(positions(value, line))
+
+
+def lines_naming(method: str, block: str) -> list[str]:
+    """The block's lines that name ``method`` as a word (case-insensitive)."""
+    pattern = re.compile(rf"(?<!\w){re.escape(method)}(?!\w)", re.IGNORECASE)
+    return [line for line in block.splitlines() if pattern.search(line)]
+
+
+def test_printed_is_strict():
+    assert printed(40.0, "Scratch Training 40.00 62.14")
+    assert printed(9.27, "FedAvg(1) 1 10.95 09.27")
+    assert printed(12, "reaching 0.8503 at iteration 12, demonstrating")
+    assert not printed(75.4, "75.43")
+    assert not printed(12, "112 and 12.5")
+    assert not printed(0.85, "0.8503")
+
+
+@pytest.mark.skipif(not PAPERS_DIR.exists(), reason="the papers' text files are not here")
+@pytest.mark.parametrize("paper", sorted(PAPERS))
+def test_every_value_is_printed_in_its_table(paper):
+    table, block = PAPERS[paper], table_block(paper)
+    for row in table.rows:
+        lines = lines_naming(row.method, block)
+        assert lines, (paper, row.method)
+        if math.isinf(row.value):  # a threshold never reached: the text must say so
+            assert any(re.search(r"never|failed to reach", line) for line in lines), row
+        else:
+            assert any(printed(row.value, line) for line in lines), row
+
+
+@pytest.mark.skipif(not PAPERS_DIR.exists(), reason="the papers' text files are not here")
+@pytest.mark.parametrize("paper", sorted(PAPERS))
+def test_columns_are_in_the_papers_order(paper):
+    """A method's cells in consecutive settings that one line prints both of are printed in the
+    table's order of settings (so two columns swapped are caught)."""
+    table, block = PAPERS[paper], table_block(paper)
+    for method in dict.fromkeys(row.method for row in table.rows):
+        rows = [row for row in table.rows if row.method == method and math.isfinite(row.value)]
+        lines = lines_naming(method, block)
+        for first, second in itertools.pairwise(rows):
+            shared = [ln for ln in lines if printed(first.value, ln) and printed(second.value, ln)]
+            if shared:
+                assert any(
+                    positions(first.value, ln)[0] < positions(second.value, ln)[-1] for ln in shared
+                ), (method, first, second)
+
+
+@pytest.mark.parametrize("paper", sorted(PAPERS))
+def test_table_is_complete_and_consistent(paper):
+    table: PaperTable = PAPERS[paper]
+    assert table.paper == paper
+    assert table.title and table.source and table.metric
+    assert len(table.rows) >= 2
+    cells = [(row.method, row.setting) for row in table.rows]
+    assert len(cells) == len(set(cells)), "one value per method and setting"
+    assert all(not math.isnan(row.value) for row in table.rows)
+    assert table.claims
+    for better, worse, setting in table.claims:
+        assert (better, setting) in cells and (worse, setting) in cells, (better, worse, setting)
+        assert table.holds(better, worse, setting), (better, worse, setting)
+
+
+def test_holds_reads_the_metric_side():
+    qkt, ctl = PAPERS["qkt"], PAPERS["ctl"]
+    assert qkt.holds("QKT", "KD", "single-class, Path")
+    assert not qkt.holds("KD", "QKT", "single-class, Path")
+    assert ctl.holds("Best", "Worst") and not ctl.holds("Worst", "Best")
+    assert ctl.holds("Worst", "Local")
+    with pytest.raises(KeyError):
+        qkt.value("QKT", "no such setting")
