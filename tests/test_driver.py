@@ -1,0 +1,137 @@
+"""The study driver: every (point, seed) run once, a killed study resumed to the same tables as an
+uninterrupted one, spawned workers giving the same rows, failures recorded and run again, an
+unknown budget refused before anything runs."""
+
+import json
+
+import pytest
+
+from flowerbed.experiments.driver import (
+    ROWS,
+    BudgetError,
+    Point,
+    progress_line,
+    read_rows,
+    run_study,
+)
+
+
+class Toy:
+    """value = 10 x + seed: a study whose every row is known by hand."""
+
+    name = "toy"
+
+    def grid(self, budget):
+        if budget != "smoke":
+            raise BudgetError(f"budget={budget!r}: choose from smoke")
+        return [Point("a", {"x": 1}), Point("b", {"x": 2})], [0, 1, 2]
+
+    def run(self, point, seed):
+        return {"value": 10 * point.settings["x"] + seed}
+
+    def report(self, rows):
+        cells = sorted((row["point"], row["seed"], row["value"]) for row in rows)
+        return {"table.md": "".join(f"| {p} | {s} | {v} |\n" for p, s, v in cells)}
+
+
+class Killed(BaseException):
+    """What a kill looks like from inside: nothing after it runs."""
+
+
+class KilledAfter(Toy):
+    def __init__(self, runs):
+        self.left = runs
+
+    def run(self, point, seed):
+        if self.left == 0:
+            raise Killed
+        self.left -= 1
+        return super().run(point, seed)
+
+
+class FailsOnce(Toy):
+    def __init__(self):
+        self.failed = False
+
+    def run(self, point, seed):
+        if (point.name, seed) == ("b", 1) and not self.failed:
+            self.failed = True
+            raise ValueError("out of luck")
+        return super().run(point, seed)
+
+
+def values(folder):
+    return sorted((r["point"], r["seed"], r["value"]) for r in read_rows(folder) if "value" in r)
+
+
+EVERY_ROW = [("a", 0, 10), ("a", 1, 11), ("a", 2, 12), ("b", 0, 20), ("b", 1, 21), ("b", 2, 22)]
+
+
+def test_every_point_and_seed_runs_once_and_the_tables_come_from_the_rows(tmp_path):
+    said = []
+    tables = run_study(Toy(), tmp_path, "smoke", say=said.append)
+    assert values(tmp_path) == EVERY_ROW
+    assert (tmp_path / "table.md").read_text() == tables["table.md"]
+    assert tables["table.md"].splitlines()[0] == "| a | 0 | 10 |"
+    assert said[0] == "toy (smoke): 0 of 6 runs already done" and said[-1] == "6 of 6 runs done"
+    run_study(Toy(), tmp_path, "smoke", say=said.append)  # nothing left to run
+    assert said[-1] == "toy (smoke): 6 of 6 runs already done"
+    assert len(read_rows(tmp_path)) == 6
+
+
+def test_a_killed_study_resumes_to_the_tables_of_an_uninterrupted_one(tmp_path):
+    whole = run_study(Toy(), tmp_path / "whole", "smoke", say=lambda _: None)
+    with pytest.raises(Killed):
+        run_study(KilledAfter(4), tmp_path / "killed", "smoke", say=lambda _: None)
+    assert len(read_rows(tmp_path / "killed")) == 4
+    with open(tmp_path / "killed" / ROWS, "a") as f:
+        f.write('{"point": "b", "se')  # a line the kill cut short
+    said = []
+    resumed = run_study(Toy(), tmp_path / "killed", "smoke", say=said.append)
+    assert said[0] == "toy (smoke): 4 of 6 runs already done"
+    assert resumed == whole and values(tmp_path / "killed") == EVERY_ROW
+
+
+def test_spawned_workers_give_the_rows_of_one_process(tmp_path):
+    run_study(Toy(), tmp_path / "one", "smoke", say=lambda _: None)
+    run_study(Toy(), tmp_path / "two", "smoke", workers=2, say=lambda _: None)
+    assert values(tmp_path / "two") == values(tmp_path / "one") == EVERY_ROW
+
+
+def test_a_failed_run_is_recorded_said_left_out_of_the_tables_and_run_again(tmp_path):
+    study, said = FailsOnce(), []
+    tables = run_study(study, tmp_path, "smoke", say=said.append)
+    failed = [row for row in read_rows(tmp_path) if "failed" in row]
+    assert [(r["point"], r["seed"], r["failed"]) for r in failed] == [
+        ("b", 1, "ValueError: out of luck")
+    ]
+    assert "ValueError" in failed[0]["traceback"]
+    assert "b seed 1 failed: ValueError: out of luck" in said
+    assert "| b | 1 |" not in tables["table.md"] and said[-1] == "5 of 6 runs done"
+    tables = run_study(study, tmp_path, "smoke", say=said.append)  # the next start runs it
+    assert said[-2] == "toy (smoke): 5 of 6 runs already done"
+    assert "| b | 1 | 21 |" in tables["table.md"] and values(tmp_path) == EVERY_ROW
+
+
+def test_an_unknown_budget_or_no_workers_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(BudgetError, match="budget='paper'"):
+        run_study(Toy(), tmp_path / "out", "paper")
+    with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
+        run_study(Toy(), tmp_path / "out", "smoke", workers=0)
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_only_reads_the_rows_and_runs_nothing(tmp_path):
+    (tmp_path / ROWS).write_text(json.dumps({"point": "a", "seed": 0, "value": 99}) + "\n")
+    tables = run_study(Toy(), tmp_path, "smoke", report_only=True, say=lambda _: None)
+    assert tables == {"table.md": "| a | 0 | 99 |\n"} and len(read_rows(tmp_path)) == 1
+
+
+def test_the_time_left_is_the_mean_run_times_the_runs_left_over_the_workers():
+    # 4 runs left, 30 s a run on average (20 and 40), 2 workers: 4 x 30 / 2 = 60 s
+    line = progress_line(6, 10, [20.0, 40.0], workers=2, to_run=4)
+    assert line == "6 of 10 runs done, about 1.0 min left"
+    # 1 left, 12 s a run, 1 worker
+    assert progress_line(9, 10, [12.0], 1, to_run=1) == "9 of 10 runs done, about 12 s left"
+    # none left to run (the last one failed): no time left to wait
+    assert progress_line(9, 10, [12.0], 1, to_run=0) == "9 of 10 runs done"
