@@ -90,13 +90,13 @@ from result_tables import (
     read_runs,
     record_provenance,
     table_head,
-    welch_test,
     write_table,
 )
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.results import write_csv
 from flowerbed.data.simulations import SimulationOptions
+from flowerbed.experiments.stats import welch_test
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.methods.ctl.reference import generated_nodes, nodes_for, params_for, simulate
 

@@ -7,14 +7,14 @@ including that file (``docs_include``: a pymdownx.snippets line, resolved when t
 built), so that no published number is typed by hand (``tests/test_published_tables.py``
 checks the files against ``runs.csv`` and the pages' include lines).
 
-Intervals: ``paired_test`` (and ``welch_test``) give a 95 % t interval with the two-sided
-p-value of the same t test; ``interval_text`` writes it, in bold only where it excludes 0 and
-the values vary, "(no spread)" after a zero-width one. A report step writes a table with
-``write_table``, which records every interval the table shows and writes them, placed by row
-and column, with their p-values into ``<table>.intervals.csv``, and rewrites the Holm block
-(``page_block``: how many intervals the page shows, how many exclude 0, which survive a
-Holm-Bonferroni correction over all of them) of every documentation page that includes the
-table, ``benchmarks/results/holm/<page>.md``.
+Intervals: ``paired_test`` (and ``welch_test``, both in ``flowerbed.experiments.stats``) give a
+95 % t interval with the two-sided p-value of the same t test; ``interval_text`` writes it, in
+bold only where it excludes 0 and the values vary, "(no spread)" after a zero-width one. A report
+step writes a table with ``write_table``, which records every interval the table shows and
+writes them, placed by row and column, with their p-values into ``<table>.intervals.csv``, and
+rewrites the Holm block (``page_block``: how many intervals the page shows, how many exclude 0,
+which survive a Holm-Bonferroni correction (``holm``) over all of them) of every documentation
+page that includes the table, ``benchmarks/results/holm/<page>.md``.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ import csv
 import io
 import math
 import re
-import statistics
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from flowerbed.core.results import atomic_write, write_csv
+from flowerbed.experiments.stats import Interval, holm, paired_test, same_within
 from flowerbed.sweep import SweepSpec, mean_std, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
 
@@ -110,82 +109,6 @@ def accuracy_cell(runs: list[dict], stopped_word: str, **labels) -> str:
     finals = column(runs, "final", **labels)
     note = f" ({stopped}/{len(finals)} {stopped_word})" if stopped else ""
     return percent_cell(finals) + note
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A 95 % t interval of a difference and the two-sided p-value of the same t test (H0: the
-    difference is 0). ``spread``: whether the values it was made of vary; without spread the
-    interval is the mean alone (``low == high == mean``), the t statistic is undefined and
-    ``p`` is NaN: such an interval is shown, counted, and never called beyond noise."""
-
-    mean: float
-    low: float
-    high: float
-    n: int
-    p: float
-    spread: bool
-    test: str  # "paired t" or "Welch t"
-
-    @property
-    def excludes_zero(self) -> bool:
-        return self.low > 0 or self.high < 0
-
-    @property
-    def beyond_noise(self) -> bool:
-        """The bold rule: the interval excludes 0 and the values vary."""
-        return self.spread and self.excludes_zero
-
-
-def same_within(digits: int) -> float:
-    """How far apart values may be and still count as the same, for a cell shown with
-    ``digits`` decimals: a thousandth of the last digit shown. Accuracies are stored as float32
-    fractions (k/360 as 0.9416666626930237), so differences that are equal in exact arithmetic
-    differ by about 1e-5 points in floating point; real differences are at least one test
-    sample (0.28 points on digits' 360)."""
-    return 10.0 ** -(digits + 3)
-
-
-def _varies(values: list[float], tolerance: float) -> bool:
-    return max(values) - min(values) > tolerance
-
-
-def paired_test(differences: list[float], tolerance: float = same_within(1)) -> Interval:
-    """The paired t test of per-seed differences (n >= 1): their mean, its 95 % Student-t
-    interval (t with n - 1 degrees of freedom) and the two-sided p-value of the same t
-    statistic, mean / (sd / sqrt(n)); NaN bounds and p for one difference, NaN p and
-    ``low == high == mean`` where every difference is the same within ``tolerance`` (no
-    spread: ``same_within``)."""
-    from scipy import stats
-
-    n = len(differences)
-    mean = statistics.mean(differences)
-    if n < 2:
-        return Interval(mean, math.nan, math.nan, n, math.nan, False, "paired t")
-    if not _varies(differences, tolerance):
-        return Interval(mean, mean, mean, n, math.nan, False, "paired t")
-    error = statistics.stdev(differences) / math.sqrt(n)
-    half = stats.t.ppf(0.975, n - 1) * error
-    p = 2 * stats.t.sf(abs(mean) / error, n - 1)
-    return Interval(mean, mean - half, mean + half, n, float(p), True, "paired t")
-
-
-def welch_test(a: list[float], b: list[float], tolerance: float = same_within(1)) -> Interval:
-    """mean(a) - mean(b), its 95 % Welch t interval (unpaired, unequal variances, Welch-
-    Satterthwaite degrees of freedom) and the two-sided p-value of the same t statistic; no
-    spread (NaN p) where both samples are constant (within ``tolerance``)."""
-    from scipy import stats
-
-    difference = statistics.mean(a) - statistics.mean(b)
-    n = len(a) + len(b)
-    if not (_varies(a, tolerance) or _varies(b, tolerance)):
-        return Interval(difference, difference, difference, n, math.nan, False, "Welch t")
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    error = math.sqrt(va + vb)
-    half = stats.t.ppf(0.975, dof) * error
-    p = 2 * stats.t.sf(abs(difference) / error, dof)
-    return Interval(difference, difference - half, difference + half, n, float(p), True, "Welch t")
 
 
 def paired_cell(runs: list[dict], mine: dict, base: dict, key: str = "final") -> str:
@@ -376,22 +299,6 @@ def write_page_block(page: Path) -> None:
         block = page_block(page)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, lambda f: f.write(block))
-
-
-def holm(p_values: list[float], alpha: float = 0.05) -> tuple[list[float], list[bool]]:
-    """Holm-Bonferroni over a family of m tests: the i-th smallest p-value (i = 1..m) times
-    (m - i + 1), made non-decreasing (the adjusted p-values), and whether each survives at
-    family-wise ``alpha`` (adjusted <= alpha: the step-down procedure, which stops at the
-    first p-value above alpha / (m - i + 1)). A NaN p-value (an interval without spread)
-    counts in m, is adjusted to NaN and never survives."""
-    m = len(p_values)
-    order = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
-    adjusted = [math.nan] * m
-    running = 0.0
-    for rank, (p, i) in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p))
-        adjusted[i] = running
-    return adjusted, [not math.isnan(a) and a <= alpha for a in adjusted]
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,93 @@
+"""Verdicts on the orderings papers claim: a ``Claim`` ("method A beats method B on this metric",
+and where the paper says so) and the ``verdict`` of its paired per-seed differences, one word
+of "reproduced", "reversed", "within noise" or "not judged" with the 95 % interval it rests on;
+and ``chance_crossings``, how many of a page's intervals would exclude 0 by chance alone."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from flowerbed.experiments.stats import Interval, paired_test, same_within
+
+REPRODUCED = "reproduced"
+REVERSED = "reversed"
+WITHIN_NOISE = "within noise"
+NOT_JUDGED = "not judged"
+
+# the reasons a verdict gives
+BEYOND_NOISE = "the interval excludes 0 and the differences vary"
+INCLUDES_ZERO = "the interval includes 0"
+NO_SPREAD = "the differences do not vary (no spread): no t test can judge them"
+TOO_FEW_SEEDS = "fewer than 2 seeds"
+
+# the interval of a verdict without any seed: NaN throughout, n = 0
+NO_SEED = Interval(math.nan, math.nan, math.nan, 0, math.nan, False, "paired t")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An ordering a paper claims: on ``metric``, method ``better`` beats method ``worse``.
+    ``higher_is_better`` is False for a metric to minimise (a loss, an error rate); ``source``
+    says where the paper claims it ("Table 2, p. 7")."""
+
+    paper: str
+    better: str
+    worse: str
+    metric: str
+    higher_is_better: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict on a claim: ``word`` (``REPRODUCED``, ``REVERSED``, ``WITHIN_NOISE`` or
+    ``NOT_JUDGED``), the paired interval of the per-seed differences it rests on, and why
+    (``reason``: one of ``BEYOND_NOISE``, ``INCLUDES_ZERO``, ``NO_SPREAD``,
+    ``TOO_FEW_SEEDS``)."""
+
+    word: str
+    interval: Interval
+    reason: str
+
+
+def verdict(
+    differences: list[float], higher_is_better: bool = True, tolerance: float = same_within(1)
+) -> Verdict:
+    """The verdict on per-seed differences (better - worse, one per seed, in the metric's units)
+    from their paired 95 % t interval (``paired_test``, with ``tolerance`` for "the same").
+
+    The rules, in order:
+
+    - fewer than 2 seeds: "not judged" (one seed: the mean with NaN bounds; no seed: ``NO_SEED``,
+      NaN throughout);
+    - every difference the same within ``tolerance``: "within noise", reason ``NO_SPREAD``
+      (a zero-width interval is never called beyond noise, whatever its sign);
+    - the interval includes 0: "within noise", reason ``INCLUDES_ZERO``;
+    - otherwise the interval lies on one side of 0: "reproduced" where that is the claimed side,
+      "reversed" where it is the other. The claimed side is positive where higher is better and
+      negative where lower is (a loss, an error: the better method's value is the smaller).
+    """
+    if not differences:
+        return Verdict(NOT_JUDGED, NO_SEED, TOO_FEW_SEEDS)
+    interval = paired_test(differences, tolerance)
+    if interval.n < 2:
+        return Verdict(NOT_JUDGED, interval, TOO_FEW_SEEDS)
+    if not interval.spread:
+        return Verdict(WITHIN_NOISE, interval, NO_SPREAD)
+    if not interval.excludes_zero:
+        return Verdict(WITHIN_NOISE, interval, INCLUDES_ZERO)
+    on_claimed_side = interval.low > 0 if higher_is_better else interval.high < 0
+    return Verdict(REPRODUCED if on_claimed_side else REVERSED, interval, BEYOND_NOISE)
+
+
+def chance_crossings(n_intervals: int, alpha: float = 0.05) -> float:
+    """The expected number of ``n_intervals`` (1 - ``alpha``) intervals that exclude 0 by chance
+    alone, when every true difference is 0: each does with probability ``alpha``, so
+    ``n_intervals * alpha`` (20 intervals at 95 %: 1). The page's "how many would cross by
+    chance" line, to set beside how many do."""
+    if n_intervals < 0:
+        raise ValueError(f"n_intervals must be >= 0, not {n_intervals}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
+    return n_intervals * alpha

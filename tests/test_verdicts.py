@@ -1,0 +1,109 @@
+"""flowerbed.experiments.verdicts on hand-made per-seed differences: each rule of ``verdict``
+(reproduced, reversed, within noise for an interval holding 0 and for differences that do not
+vary, not judged under 2 seeds), the side flipped for a metric to minimise, the interval's
+bounds against a typed-in t quantile, and ``chance_crossings``."""
+
+import dataclasses
+import math
+
+import pytest
+
+from flowerbed.experiments.verdicts import (
+    BEYOND_NOISE,
+    INCLUDES_ZERO,
+    NO_SPREAD,
+    NOT_JUDGED,
+    REPRODUCED,
+    REVERSED,
+    TOO_FEW_SEEDS,
+    WITHIN_NOISE,
+    Claim,
+    chance_crossings,
+    verdict,
+)
+
+T_975_2 = 4.302653  # Student t, 97.5 % quantile, 2 degrees of freedom (3 seeds), from a table
+
+# better - worse on 3 seeds: mean 3.5, deviations -0.5, 0, +0.5, variance (0.25 + 0 + 0.25) / 2
+# = 0.25, sd 0.5, standard error 0.5 / sqrt(3) = 0.288675, half width 4.302653 x 0.288675
+# = 1.242069: interval [2.257931, 4.742069], above 0
+CLEAR_WIN = [3.0, 3.5, 4.0]
+CLEAR_LOSS = [-3.0, -3.5, -4.0]  # the same mirrored: [-4.742069, -2.257931], below 0
+
+
+def test_a_clear_win_is_reproduced():
+    result = verdict(CLEAR_WIN)
+    assert result.word == REPRODUCED and result.reason == BEYOND_NOISE
+    assert result.interval.n == 3 and result.interval.mean == pytest.approx(3.5)
+
+
+def test_a_clear_loss_is_reversed():
+    result = verdict(CLEAR_LOSS)
+    assert result.word == REVERSED and result.reason == BEYOND_NOISE
+
+
+def test_the_bounds_are_the_mean_plus_and_minus_t_times_the_standard_error():
+    interval = verdict(CLEAR_WIN).interval
+    half = T_975_2 * 0.5 / math.sqrt(3)  # 1.242069
+    assert interval.low == pytest.approx(3.5 - half, abs=1e-5)  # 2.257931
+    assert interval.high == pytest.approx(3.5 + half, abs=1e-5)  # 4.742069
+    assert interval.low == pytest.approx(2.257931, abs=1e-5)
+    assert interval.high == pytest.approx(4.742069, abs=1e-5)
+
+
+def test_a_noisy_difference_whose_interval_holds_zero_is_within_noise():
+    # [-1, 2, 1]: mean 2/3, deviations -5/3, +4/3, +1/3, variance (25 + 16 + 1) / 9 / 2 = 7/3,
+    # sd 1.527525, standard error 1.527525 / sqrt(3) = 0.881917, half width 4.302653 x 0.881917
+    # = 3.794583: interval [-3.127917, +4.461250], which holds 0
+    result = verdict([-1.0, 2.0, 1.0])
+    assert result.word == WITHIN_NOISE and result.reason == INCLUDES_ZERO
+    assert result.interval.low == pytest.approx(-3.127917, abs=1e-5)
+    assert result.interval.high == pytest.approx(4.461250, abs=1e-5)
+    # the same interval for a metric to minimise is within noise too
+    assert verdict([-1.0, 2.0, 1.0], higher_is_better=False).word == WITHIN_NOISE
+
+
+def test_differences_that_do_not_vary_are_within_noise_never_reproduced():
+    # every seed +1.0: sd 0, no t statistic; the interval is the mean alone, [1.0, 1.0], which
+    # lies above 0 but must not count as a reproduction
+    result = verdict([1.0, 1.0, 1.0])
+    assert result.word == WITHIN_NOISE and result.reason == NO_SPREAD
+    assert result.interval.low == result.interval.high == 1.0
+    assert not result.interval.spread and math.isnan(result.interval.p)
+    # 1e-6 apart (floating-point noise) is the same within the default tolerance, 1e-4
+    assert verdict([1.0, 1.0 + 1e-6, 1.0 - 1e-6]).reason == NO_SPREAD
+    # and with a tolerance below that spread, the values vary: 1 +- 1e-6 is then reproduced
+    assert verdict([1.0, 1.0 + 1e-6, 1.0 - 1e-6], tolerance=1e-9).word == REPRODUCED
+
+
+def test_fewer_than_two_seeds_are_not_judged():
+    one = verdict([5.0])
+    assert one.word == NOT_JUDGED and one.reason == TOO_FEW_SEEDS
+    assert one.interval.n == 1 and one.interval.mean == 5.0 and math.isnan(one.interval.low)
+    none = verdict([])
+    assert none.word == NOT_JUDGED and none.reason == TOO_FEW_SEEDS
+    assert none.interval.n == 0 and math.isnan(none.interval.mean)
+
+
+def test_lower_is_better_flips_the_claimed_side():
+    # a loss: better - worse below 0 is the claim; the same intervals as above, judged the
+    # other way round
+    assert verdict(CLEAR_LOSS, higher_is_better=False).word == REPRODUCED
+    assert verdict(CLEAR_WIN, higher_is_better=False).word == REVERSED
+
+
+def test_chance_crossings_is_the_number_of_intervals_times_alpha():
+    assert chance_crossings(20) == pytest.approx(1.0)  # 20 x 0.05
+    assert chance_crossings(30, alpha=0.01) == pytest.approx(0.3)  # 30 x 0.01
+    assert chance_crossings(0) == 0.0
+    with pytest.raises(ValueError):
+        chance_crossings(-1)
+    with pytest.raises(ValueError):
+        chance_crossings(10, alpha=1.5)
+
+
+def test_a_claim_is_frozen_and_says_where_the_paper_makes_it():
+    claim = Claim("fedprox", "FedProx", "FedAvg", "accuracy", True, "Table 2, p. 7")
+    assert (claim.better, claim.worse, claim.source) == ("FedProx", "FedAvg", "Table 2, p. 7")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        claim.better = "FedAvg"
