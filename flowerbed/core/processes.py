@@ -97,9 +97,12 @@ def stop_pids(pids: list[int], timeout: float = 10.0) -> None:
 def watch_owner(flwr_home: Path) -> subprocess.Popen:
     """Start the watcher of this process's SuperLink in ``flwr_home`` (module docstring);
     stop it with ``.terminate()`` when the run is over."""
+    package_root = str(Path(__file__).resolve().parents[2])  # the folder holding flowerbed/
+    pythonpath = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
     return subprocess.Popen(
         [sys.executable, "-m", __name__, str(os.getpid()), str(flwr_home)],
         stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": pythonpath},  # found from any working folder
         start_new_session=True,  # a Ctrl-C to the owner's terminal is the owner's to handle
     )
 
