@@ -27,9 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flowerbed.core.seeding import seed_for
-from flowerbed.data import split_train_test
-from flowerbed.data.federation import load_splits, partition_for
+from flowerbed.data.federation import load_splits, node_split
 from flowerbed.models import build_model
 from flowerbed.settings import RunConfig
 
@@ -263,23 +261,22 @@ FILES = {
 
 def partition_arrays(config: RunConfig, num_clients: int) -> dict[str, np.ndarray]:
     """flowerbed's partition of ``config``'s data set as arrays: ``x{pid}``/``y{pid}`` (a
-    client's training split), ``tx{pid}``/``ty{pid}`` (its local test split), ``x_test``/
-    ``y_test`` (the central test set) and ``num_classes``, split as flowerbed's client does."""
+        client's training split), ``tx{pid}``/``ty{pid}`` (its local test split), ``x_test``/
+        ``y_test`` (the central test set) and ``num_classes``: each client's ``node_split``, what
+    flowerbed's client trains and evaluates on."""
     data = load_splits(config)
     arrays = {
         "x_test": data.x_test.numpy(),
         "y_test": data.y_test.numpy(),
         "num_classes": np.array(data.num_classes),
     }
-    for pid, indices in enumerate(partition_for(config, num_clients)):
-        train, test = split_train_test(
-            indices, config.local_test_fraction, seed_for(config.seed, pid)
-        )
+    for pid in range(num_clients):
+        x, y, x_local_test, y_local_test = node_split(config, num_clients, pid)
         arrays |= {
-            f"x{pid}": data.x_train[train].numpy(),
-            f"y{pid}": data.y_train[train].numpy(),
-            f"tx{pid}": data.x_train[test].numpy(),
-            f"ty{pid}": data.y_train[test].numpy(),
+            f"x{pid}": x.numpy(),
+            f"y{pid}": y.numpy(),
+            f"tx{pid}": x_local_test.numpy(),
+            f"ty{pid}": y_local_test.numpy(),
         }
     return arrays
 

@@ -91,7 +91,7 @@ VARIANTS = (PLAIN, BARE, IN_PROCESS, FLWR)
 THROUGH_FLWR_RUN = (BARE, FLWR)  # the variants whose whole run's seconds are start-up's
 # the start-up alone: the two flwr run apps, 2 rounds, 10 repeats, into START_UP
 START_UP_SLICE = {
-    "variants": (BARE, FLWR),
+    "variants": THROUGH_FLWR_RUN,
     "configs": ("default",),
     "rounds": 2,
     "repeats": 10,
@@ -340,8 +340,8 @@ def start_up_lines(folder: Path, medians: dict) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for config in CONFIGS:
-        whole: dict[str, dict[str, float]] = {BARE: {}, FLWR: {}}
-        fixed: dict[str, dict[str, float]] = {BARE: {}, FLWR: {}}
+        whole: dict[str, dict[str, float]] = {variant: {} for variant in THROUGH_FLWR_RUN}
+        fixed: dict[str, dict[str, float]] = {variant: {} for variant in THROUGH_FLWR_RUN}
         for row in starts:
             steady = medians.get((config, row["variant"]), {}).get(row["repeat"])
             if row["config"] != config or row["variant"] not in whole or steady is None:
