@@ -1,0 +1,52 @@
+"""What a reproduction of a paper is: a study (``driver.Study``) whose rows give, per seed, the
+value of each cell of the paper's headline table (``papers.PAPERS``), and the list of the ways its
+regime differs from the paper's.
+
+``Cell`` is one measured value of one of the paper's cells: the method and setting as the paper
+names them (``PaperRow.method``, ``PaperRow.setting``), the seed, and the value in the table's
+unit (``PaperTable.metric``). A study's rows can hold many cells each (one simulation measures
+every method at once) or one; ``Reproduction.cells`` turns the rows into cells, so that the
+report (paper vs ours, and a verdict per claimed ordering, paired by seed) needs to know
+nothing about how a study runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .driver import Study, Value
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured value of a paper's cell: ``method`` and ``setting`` as in ``PaperRow``, the
+    ``seed`` it was measured with, and ``value`` in the paper table's metric."""
+
+    method: str
+    setting: str
+    seed: int
+    value: float
+
+
+@dataclass(frozen=True)
+class RegimeDifference:
+    """One way a budget's regime differs from the paper's: what (``aspect``: "rounds", "model",
+    "data"), the paper's choice, ours, and why (``reason``)."""
+
+    aspect: str
+    paper: str
+    ours: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """A paper's reproduction: ``paper`` is its key in ``papers.PAPERS``; ``study`` runs it
+    (budgets ``smoke``, ``cpu``, ``paper``); ``cells`` turns the study's rows into ``Cell``s;
+    ``regime(budget)`` lists how that budget differs from the paper."""
+
+    paper: str
+    study: Study
+    cells: Callable[[list[dict[str, Value]]], list[Cell]]
+    regime: Callable[[str], list[RegimeDifference]]
