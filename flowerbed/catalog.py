@@ -44,6 +44,7 @@ from .protocols.fl_rounds import FLRounds
 from .protocols.kt_metrics import KTMetrics
 from .protocols.phase import ProtocolSpec
 from .protocols.rounds_hook import RoundsHook
+from .runtime import virtual_clients
 from .runtime.context import SETTINGS as RUN_SETTINGS
 from .runtime.preflight import check_model_fits, check_resources
 from .runtime.resume import SETTINGS as RESUME_SETTINGS
@@ -126,6 +127,7 @@ CONCERNS: tuple[Concern, ...] = (
         check=partial(fl_rounds.check_max_update_norm, strategies=STRATEGIES),
     ),
     Concern("Resume", RESUME_SETTINGS),
+    Concern("Virtual clients", virtual_clients.SETTINGS, check=virtual_clients.check),
     Concern("Local training", TRAINING_SETTINGS),
     Concern("Device", DEVICE_SETTINGS),
     Concern("Trackers", TRACKER_SETTINGS, check_machine=check_trackers),
@@ -172,13 +174,19 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     for concern in CONCERNS:
         if concern.check is not None:
             concern.check(config)
-    if config.resume and not PROTOCOLS[config.strategy].protocol(config).resumable:
-        raise ConfigError(
-            f"resume={config.resume!r}: strategy={config.strategy!r} cannot resume; only runs"
-            " made of FL rounds do (the strategies"
-            f" {', '.join(STRATEGIES)}, without kt-metrics or distill-objective)"
-        )
+    needs_stored_state = {"resume": config.resume, "virtual-clients": config.virtual_clients}
+    for key, value in needs_stored_state.items():  # both keep client state only on disk
+        if value and not PROTOCOLS[config.strategy].protocol(config).resumable:
+            raise ConfigError(
+                f"{key}={value!r}: strategy={config.strategy!r} cannot {RESUMABLE_ONLY[key]};"
+                " only runs made of FL rounds can (the strategies"
+                f" {', '.join(STRATEGIES)}, without kt-metrics or distill-objective)"
+            )
     return config
+
+
+# what a protocol that keeps client state outside the FL rounds' checkpoints cannot do
+RESUMABLE_ONLY = {"resume": "resume", "virtual-clients": "run virtual clients"}
 
 
 def with_protocol_defaults(run_config: Mapping[str, Any], config: RunConfig) -> RunConfig:

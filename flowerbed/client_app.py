@@ -17,8 +17,9 @@ files once.
 
 The Flower mods around a handler follow its message type's Flower category (``mods_for``):
 ``train`` and ``evaluate`` without an action are the rounds of a Flower strategy and carry
-``keep_client_state``, which checkpoints the node's ``context.state`` for resumed runs
-(``runtime.client_state``); every ``train`` message carries ``fail_on_purpose`` (test-only fault
+``act_as_client`` (outermost: a message carried for a virtual client is handled as that
+client, ``runtime.virtual_clients``) and ``keep_client_state``, which checkpoints the node's
+``context.state`` for resumed runs (``runtime.client_state``); every ``train`` message carries ``fail_on_purpose`` (test-only fault
 injection); the rounds' ``train`` also carries ``attack_update`` and ``privacy_mod`` (Flower's
 DP mods when the run config's ``dp`` asks for them), innermost, so that a declared attacker
 rewrites its reply after it, as a malicious client would; ``query`` messages (and actions of
@@ -41,6 +42,7 @@ from .data.site_reports import NodeDataError, data_report, nodes_report_data
 from .privacy.client import privacy_mod
 from .protocols.phase import Phase
 from .runtime.client_state import keep_client_state, message_round
+from .runtime.virtual_clients import act_as_client
 from .settings import RunConfig
 from .training.local_client import LocalClient
 from .trust.attacks import attack_update
@@ -125,7 +127,7 @@ def mods_for(message_type: str) -> list[Mod]:
     strategy_round = not action
     mods: list[Mod] = []
     if strategy_round and category in (MessageType.TRAIN, MessageType.EVALUATE):
-        mods.append(keep_client_state)
+        mods += [act_as_client, keep_client_state]  # a virtual client's partition and state
     if category == MessageType.TRAIN:
         mods.append(fail_on_purpose)
         if strategy_round:

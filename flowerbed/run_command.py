@@ -14,8 +14,9 @@ What it does, in order:
    the declarations, the package imported from where it is installed), so an editable install
    and a wheel run the same; with its own ``FLWR_HOME`` and ports and Flower's offline
    environment (``simulation.OFFLINE_ENV``) for its processes only; a federation of
-   ``--clients`` simulated SuperNodes on Flower's Ray backend (``--ray-address``: an existing
-   Ray cluster);
+   ``--clients`` simulated clients on Flower's Ray backend (``--ray-address``: an existing
+   Ray cluster): one SuperNode each, or above 100 clients fewer SuperNodes carrying them
+   (``simulation.federation_layout``, virtual clients);
 3. flowerbed's story of the run on this terminal as it goes (``run_console``: the start-up,
    the handshake, one line per round), Flower's whole log (``flwr run --stream``) in the run
    folder's ``flower.log`` (``--verbose``: on the terminal too); the same retry as
@@ -62,7 +63,7 @@ from .runtime.outcome import first_error
 from .runtime.preflight import check_data_files, check_resources
 from .runtime.run_lock import STATUS_FILE, settled_status
 from .settings import ConfigError, RunConfig, Value
-from .simulation import generated_app, simulate
+from .simulation import VIRTUAL_ABOVE, federation_layout, generated_app, simulate
 
 EXIT_COMPLETED, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_CLIENTS = 10
@@ -253,6 +254,7 @@ def main(args: argparse.Namespace) -> int:
             overrides_from(args.set, args.config, args.run_config), args.clients
         )
         preflight(overrides, args.clients)
+        supernodes, overrides = federation_layout(overrides, args.clients)
         if args.ray_address is not None:  # the head must answer (simulate checks it too)
             check_ray_cluster({"RAY_ADDRESS": args.ray_address})
         elif args.gpus_per_client:  # the GPUs must be there, as simulate checks
@@ -261,7 +263,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"{PREFIX}: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     home = Path(tempfile.mkdtemp(prefix="flowerbed-flwr-home-"))
-    console = RunConsole(args.clients, verbose=args.verbose, prefix=f"{PREFIX}: ")
+    console = RunConsole(supernodes, verbose=args.verbose, prefix=f"{PREFIX}: ")
+    if supernodes != args.clients:
+        console.say(
+            f"{PREFIX}: {supernodes} SuperNodes carry the {args.clients} clients"
+            f" (virtual clients: as many SuperNodes as a round samples, at most {VIRTUAL_ABOVE})"
+        )
     console.say(f"{PREFIX}: starting Flower's local SuperLink (Flower home {home})")
     started = time.monotonic()
     returncode = -1
@@ -270,7 +277,7 @@ def main(args: argparse.Namespace) -> int:
             with generated_app() as app:
                 result = simulate(
                     overrides,
-                    num_supernodes=args.clients,
+                    num_supernodes=supernodes,
                     num_cpus_per_client=args.cpus_per_client,
                     num_gpus_per_client=args.gpus_per_client,
                     ray_address=args.ray_address,

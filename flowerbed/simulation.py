@@ -27,6 +27,13 @@ there included, so bundling the repository with the README's virtual environment
 takes about 12 s of every run on a 2-core machine, against well under a second for the
 generated folder (``benchmarks/round_stages.py`` measures start-up).
 
+How many SuperNodes (``federation_layout``, what ``flowerbed run --clients N`` starts): one per
+client up to ``VIRTUAL_ABOVE`` clients; above, at most ``VIRTUAL_ABOVE`` SuperNodes (as many as
+the largest sample of a round) carry the N clients (run-config ``virtual-clients``,
+``runtime.virtual_clients``), so that Flower's engine, whose cost grows with its SuperNodes,
+works for the sample, not the federation. Protocols that keep client state outside the FL
+rounds, and a site's own data, keep one SuperNode per client.
+
 Usage::
 
     result = simulate({"num-server-rounds": 2, "output-dir": "/tmp/out"}, num_supernodes=10)
@@ -56,9 +63,10 @@ from pathlib import Path
 
 import flowerbed
 
-from .catalog import pyproject_defaults
+from .catalog import PROTOCOLS, parse_run_config, pyproject_defaults
 from .core.device import check_client_gpus
 from .core.processes import local_superlink_pids, stop_local_superlink, stop_pids, watch_owner
+from .data.site_reports import nodes_report_data
 from .ray_cluster import check_ray_cluster
 
 PACKAGE_ROOT = Path(flowerbed.__file__).resolve().parent.parent  # the folder holding flowerbed/
@@ -72,6 +80,24 @@ OFFLINE_ENV = {
     "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
     "RAY_DEDUP_LOGS": "0",
 }
+
+
+VIRTUAL_ABOVE = 100  # clients: above, SuperNodes carry virtual clients (module docstring)
+
+
+def federation_layout(run_config: dict, clients: int) -> tuple[int, dict]:
+    """(SuperNodes to start, run config) for a simulation of ``clients`` clients (module
+    docstring). A run config that sets ``virtual-clients`` itself is left as it is."""
+    config = parse_run_config(run_config)
+    if (
+        clients <= VIRTUAL_ABOVE
+        or "virtual-clients" in run_config
+        or nodes_report_data(config)
+        or not PROTOCOLS[config.strategy].protocol(config).resumable
+    ):
+        return clients, run_config
+    sample = max(1, int(clients * config.fraction_train), int(clients * config.fraction_evaluate))
+    return min(sample, VIRTUAL_ABOVE), {**run_config, "virtual-clients": clients}
 
 
 @dataclass

@@ -10,6 +10,7 @@ from flowerbed.client_app import HANDLERS, phase_message_types
 from flowerbed.inprocess import resolve_run_config
 from flowerbed.protocols.phase import Phase
 from flowerbed.runtime.client_state import keep_client_state
+from flowerbed.runtime.virtual_clients import act_as_client
 from flowerbed.settings import ConfigError
 
 
@@ -58,15 +59,16 @@ def test_a_phase_defined_outside_flowerbed_is_not_the_apps():
 
 def test_the_mods_follow_the_flower_category():
     names = {t: [mod.__name__ for mod in mods] for t, mods in HANDLERS.items()}
-    # a Flower strategy's rounds: state kept for resume; the training reply attackable,
-    # privatised, and failing on purpose in tests
+    # a Flower strategy's rounds: handled as a virtual client's, state kept for resume; the
+    # training reply attackable, privatised, and failing on purpose in tests
     assert names.pop(MessageType.TRAIN) == [
+        "act_as_client",
         "keep_client_state",
         "fail_on_purpose",
         "attack_update",
         "privacy_mod",
     ]
-    assert HANDLERS[MessageType.EVALUATE] == [keep_client_state]
+    assert HANDLERS[MessageType.EVALUATE] == [act_as_client, keep_client_state]
     names.pop(MessageType.EVALUATE)
     for message_type, mods in names.items():  # a phase's own actions
         expected = ["fail_on_purpose"] if message_type.startswith("train.") else []

@@ -23,7 +23,8 @@ client step and evaluation (``StrategySpec.client_train`` / ``client_evaluate``)
 Checkpoints and resume (run-config ``checkpoint``, ``resume``): after the history row of every
 round (round 0 included) the server's state is written (``runtime.checkpoint``), and the
 messages carry the run folder so that the clients' mod ``runtime.client_state.keep_client_state``
-saves their ``context.state``. A resumed run (``run.checkpoint``) restores the strategy's
+saves their ``context.state`` (with ``virtual-clients`` too: the only place a virtual client's
+state lives between its messages, ``runtime.virtual_clients``). A resumed run (``run.checkpoint``) restores the strategy's
 state, the history, the best-round bookkeeping and the random states, and runs the remaining
 rounds through Flower's own loop with true round numbers (``rounds_strategy``, which also
 seeds every round's client sampling).
@@ -288,7 +289,7 @@ class FLRounds(Phase):
             num_rounds -= resumed.round
         latest = initial  # the global model of the last round evaluated
         last_predictions: Predictions | None = None  # its predictions on the server's test set
-        if config.checkpoint:  # where the clients keep their state (client_state)
+        if config.checkpoint or config.virtual_clients:  # where clients keep their state
             run.grid.bookkeeping[RECORD] = ConfigRecord({RUN_DIR_KEY: str(run.run_dir)})
         stopped = ""
         try:

@@ -10,7 +10,8 @@
    global model once, seeded (a model that does not fit the data stops here); a server
    without data (``server-data``) does this after step 2, with what the nodes reported;
 2. handshake with the nodes: each reports its partition id and the number of partitions
-   (``handshake='lazy'``: one node does, for large federations); the partition (more clients
+   (``handshake='lazy'``: one node does, for large federations; with ``virtual-clients`` = N
+   every node is asked and they carry the run's N clients); the partition (more clients
    than samples, impossible minimum sizes...) and each concern's check of the federation
    (``Concern.check_federation``: partition ids that do not exist, the memory the federation
    sizes) run; the partition is computed and its label-count table logged
@@ -258,17 +259,20 @@ def start_run(
     log(INFO, "flowerbed: asking the connected nodes for their partition (the handshake)")
     recording = RecordingGrid(grid)
     try:
-        nodes = recording.handshake(
-            config.min_available_clients,
+        nodes = recording.handshake(  # virtual clients: the SuperNodes that carry them
+            1 if config.virtual_clients else config.min_available_clients,
             config.wait_timeout,
             config.round_timeout,
-            ask_all=config.handshake == "all",
-            wanted=handshake_wanted_nodes(resumed),
+            ask_all=config.handshake == "all" or bool(config.virtual_clients),
+            wanted=0 if config.virtual_clients else handshake_wanted_nodes(resumed),
         )
     except TimeoutError as error:
         raise RunFailed(str(error)) from None
     num_partitions, strays = federation_size(nodes)
     recording.leave_out(strays)
+    if config.virtual_clients:  # the nodes carry the run's clients (runtime.virtual_clients)
+        num_partitions = config.virtual_clients
+        recording.act_as_clients(num_partitions)
     recording.num_partitions = num_partitions
     if resumed is not None and resumed.stored_config.get(FEDERATION_KEY) != num_partitions:
         raise ConfigError(

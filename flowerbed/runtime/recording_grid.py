@@ -37,6 +37,10 @@ N nodes at once costs on the order of N^2 checks: minutes at 1,000 nodes, hours 
 others' partition ids from their replies (the ``partition-id`` metric of train and evaluate
 replies); nodes are then listed by node id, so client sampling follows Flower's random node ids
 and is not reproducible from the seed. Replies are still recorded in partition order.
+
+Virtual clients (``act_as_clients``, run-config ``virtual-clients``): the nodes that answered the
+handshake carry the messages of N clients (``runtime.virtual_clients``); the grid lists the N
+client ids, which are the partition ids, and everything above sees the clients, not the nodes.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from ..trust.reply_checks import (
 )
 from .outcome import first_error
 from .reply_wait import send_and_receive
+from .virtual_clients import VirtualClients
 
 WRAPPED = re.compile(r"^Exception \w+ occurred\. Message: ")  # Flower's ClientAppException
 
@@ -141,6 +146,7 @@ class RecordingGrid:
         self.positive_class: int | None = None  # a binary task's (data.classes), for history
         self.rules: dict[str, ReplyRules] = {}  # message type -> what its replies hold
         self.strangers: set[int] = set()  # nodes seen after the handshake (logged once)
+        self.virtual: VirtualClients | None = None  # act_as_clients
 
     def __getattr__(self, name):
         return getattr(self._grid, name)
@@ -231,6 +237,14 @@ class RecordingGrid:
         self.rounds[self.current_round] = RoundTraffic()  # round 1's clock starts now
         return info
 
+    def act_as_clients(self, num_clients: int) -> None:
+        """From now on the nodes that answered the handshake carry ``num_clients`` virtual
+        clients (module docstring), listed as ``0 .. num_clients - 1`` in place of the nodes."""
+        carriers = sorted(self.partition_of, key=self.partition_of.get)
+        self.virtual = VirtualClients(carriers, num_clients)
+        self.partition_of = {client: client for client in range(num_clients)}
+        self.nodes_in_partition_order = True
+
     def leave_out(self, reasons: dict[int, str]) -> None:
         """Take these nodes out of the run: logged with their reasons, never listed again."""
         for node, reason in sorted(reasons.items()):
@@ -251,9 +265,15 @@ class RecordingGrid:
     def get_node_ids(self) -> list[int]:
         """Connected nodes (not those left out), in partition order (unknown nodes last, by id);
         by id alone after a handshake that asked one node (an order that does not change as
-        partitions are learnt)."""
-        connected = [node for node in self._grid.get_node_ids() if node not in self.left_out]
-        if not self.nodes_in_partition_order:
+        partitions are learnt); the clients' ids when clients are virtual (``act_as_clients``)."""
+        connected = (
+            [n for n in self._grid.get_node_ids() if n not in self.left_out]
+            if self.virtual is None
+            else []
+        )
+        if self.virtual is not None:
+            nodes = self.virtual.client_ids()
+        elif not self.nodes_in_partition_order:
             nodes = sorted(connected)
         else:  # only the nodes of the handshake take part
             strangers = [node for node in connected if node not in self.partition_of]
@@ -280,7 +300,8 @@ class RecordingGrid:
         for message in messages:
             for name, record in self.bookkeeping.items():
                 message.content[name] = record
-        replies = send_and_receive(self._grid, messages, timeout=timeout)
+        send = send_and_receive if self.virtual is None else self.virtual.send_and_receive
+        replies = send(self._grid, messages, timeout=timeout)
         if not messages:
             return replies
         message_type = messages[0].metadata.message_type
