@@ -18,6 +18,7 @@ from sklearn.metrics import roc_curve as sklearn_roc_curve
 from flowerbed.catalog import parse_run_config
 from flowerbed.data.classes import class_names, positive_class, run_classes
 from flowerbed.data.registry import DATASETS
+from flowerbed.evaluation import clinical as clinical_module
 from flowerbed.evaluation.clinical import (
     bootstrap_intervals,
     clinical_summary,
@@ -375,3 +376,16 @@ def test_a_bad_site_manifest_is_refused_naming_its_file(tmp_path, manifest, mess
     with pytest.raises(SiteDataError, match=re.escape(message)) as error:
         load_site_data(folder)
     assert str(folder / "classes.json") in str(error.value)
+
+
+def test_the_bootstrap_of_a_huge_test_set_is_bounded_and_its_chunks_change_nothing(monkeypatch):
+    assert clinical_module.bootstrap_resamples(1_000) == 2_000
+    assert clinical_module.bootstrap_resamples(100_000) == 2_000
+    assert clinical_module.bootstrap_resamples(400_000) == 500  # 2e8 sample-resamples
+    assert clinical_module.bootstrap_resamples(4_500_000) == 200  # never fewer
+    rng = np.random.default_rng(3)
+    probabilities = rng.dirichlet(np.ones(3), size=2_000)
+    labels = rng.integers(0, 3, 2_000)
+    whole = bootstrap_intervals(probabilities, labels, None, resamples=300, chunk=100)
+    monkeypatch.setattr(clinical_module, "BOOTSTRAP_CHUNK_VALUES", 2_000 * 7)  # 7 resamples a chunk
+    assert bootstrap_intervals(probabilities, labels, None, resamples=300, chunk=100) == whole

@@ -8,7 +8,8 @@ heterogeneity across sites, all with intervals; STARD: the confusion matrix and 
   server's test set, n and the samples per class, the confusion matrix, accuracy and per-class
   recall (sensitivity and specificity when binary) with Wilson score intervals, balanced
   accuracy, AUROC and the Brier score with seeded percentile-bootstrap intervals
-  (``BOOTSTRAP_RESAMPLES`` resamples of the test set drawn with ``BOOTSTRAP_SEED``), the ROC
+  (``BOOTSTRAP_RESAMPLES`` resamples of the test set drawn with ``BOOTSTRAP_SEED``; fewer
+  above 100,000 samples, ``bootstrap_resamples``), the ROC
   curve (binary) with the operating point of the most probable class, and a reliability curve
   (``RELIABILITY_BINS`` equal-width bins: the positive class's probability when binary, the
   predicted class's probability otherwise). The bootstrap is written here rather than taken
@@ -45,6 +46,9 @@ SITE_COUNTS = CLASS_COUNT_METRICS | {TRAIN_EXAMPLES}  # counts, not metrics to a
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
+BOOTSTRAP_WORK = 2 * 10**8  # sample-resamples: all BOOTSTRAP_RESAMPLES up to 100,000 samples
+MIN_BOOTSTRAP_RESAMPLES = 200
+BOOTSTRAP_CHUNK_VALUES = 4 * 10**6  # values per (resamples x samples) array: 32 MB in float64
 RELIABILITY_BINS = 10
 MIN_SITE_SAMPLES = 20  # fewer test samples: a site's metrics are not estimable
 
@@ -64,12 +68,14 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
 # --- weighted statistics: one row of weights per bootstrap resample -----------------------------
 
 
-def weighted_auroc(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def weighted_auroc(
+    scores: np.ndarray, positive: np.ndarray, weights: np.ndarray, order: np.ndarray | None = None
+) -> np.ndarray:
     """The AUROC of ``scores`` for the boolean ``positive`` under each row of ``weights``
     (B, N) (sample i counted ``weights[b, i]`` times; ties count one half): the Mann-Whitney
     statistic sum_i w_i [i positive] (W-(< s_i) + W-(= s_i) / 2) / (W+ W-). NaN where a row
-    weighs no positive or no negative."""
-    order = np.argsort(scores, kind="mergesort")
+    weighs no positive or no negative. ``order``: ``scores``' stable sort, if already made."""
+    order = np.argsort(scores, kind="mergesort") if order is None else order
     sorted_scores = scores[order]
     new_group = np.r_[True, sorted_scores[1:] != sorted_scores[:-1]]
     first = np.maximum.accumulate(np.where(new_group, np.arange(len(scores)), 0))
@@ -96,12 +102,25 @@ def brier_terms(probabilities: np.ndarray, labels: np.ndarray, positive: int | N
     return ((probabilities - onehot) ** 2).sum(axis=1)
 
 
+def score_orders(probabilities: np.ndarray) -> list[np.ndarray]:
+    """Each class's probability column in stable sorted order (what every AUROC sorts)."""
+    return [
+        np.argsort(probabilities[:, c], kind="mergesort") for c in range(probabilities.shape[1])
+    ]
+
+
 def weighted_statistics(
-    probabilities: np.ndarray, labels: np.ndarray, positive: int | None, weights: np.ndarray
+    probabilities: np.ndarray,
+    labels: np.ndarray,
+    positive: int | None,
+    weights: np.ndarray,
+    orders: list[np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Balanced accuracy, macro AUROC, the positive class's AUROC (binary) and the Brier score
-    under each row of ``weights`` (B, N); the point estimates for a row of ones."""
+    under each row of ``weights`` (B, N); the point estimates for a row of ones. ``orders``:
+    ``score_orders(probabilities)``, if already made (the bootstrap sorts once)."""
     num_classes = probabilities.shape[1]
+    orders = score_orders(probabilities) if orders is None else orders
     correct = probabilities.argmax(axis=1) == labels
     recalls, areas = [], []
     for c in range(num_classes):
@@ -112,7 +131,7 @@ def weighted_statistics(
         with np.errstate(invalid="ignore", divide="ignore"):
             recalls.append(weights[:, of_class & correct].sum(axis=1) / support)
         if not of_class.all():
-            areas.append(weighted_auroc(probabilities[:, c], of_class, weights))
+            areas.append(weighted_auroc(probabilities[:, c], of_class, weights, orders[c]))
     stats = {
         "balanced_accuracy": _nanmean_rows(recalls),
         "auroc": _nanmean_rows(areas),
@@ -120,7 +139,7 @@ def weighted_statistics(
     }
     if num_classes == 2 and positive is not None:
         stats["auroc_positive"] = weighted_auroc(
-            probabilities[:, positive], labels == positive, weights
+            probabilities[:, positive], labels == positive, weights, orders[positive]
         )
     return stats
 
@@ -135,21 +154,35 @@ def _nanmean_rows(columns: list[np.ndarray]) -> np.ndarray:
         return np.where(counted > 0, total / np.maximum(counted, 1), np.nan)
 
 
+def bootstrap_resamples(n: int) -> int:
+    """The resamples of a test set of ``n`` samples: ``BOOTSTRAP_RESAMPLES`` up to
+    ``BOOTSTRAP_WORK`` sample-resamples (n = 100,000), fewer above, never under
+    ``MIN_BOOTSTRAP_RESAMPLES``: a test set of millions (a simulated federation's) would
+    otherwise take hours, and its intervals are then narrow next to their Monte Carlo error.
+    ``clinical.json`` names the number used."""
+    return max(MIN_BOOTSTRAP_RESAMPLES, min(BOOTSTRAP_RESAMPLES, BOOTSTRAP_WORK // max(n, 1)))
+
+
 def bootstrap_intervals(
     probabilities: np.ndarray,
     labels: np.ndarray,
     positive: int | None,
-    resamples: int = BOOTSTRAP_RESAMPLES,
+    resamples: int | None = None,
     seed: int = BOOTSTRAP_SEED,
     chunk: int = 100,
 ) -> dict[str, tuple[float, float]]:
     """95 % percentile-bootstrap intervals of ``weighted_statistics`` over ``resamples``
-    resamples of the N samples (N indices drawn with replacement, counted into
-    multiplicities, ``chunk`` resamples at a time so that memory stays at chunk x N);
-    resamples where a statistic is undefined are left out."""
+    resamples of the N samples (default ``bootstrap_resamples(N)``; N indices drawn with
+    replacement, counted into multiplicities, ``chunk`` resamples at a time but at most
+    ``BOOTSTRAP_CHUNK_VALUES`` values, so that memory stays at chunk x N and below a few tens of
+    megabytes per array however large N is); resamples where a statistic is undefined are
+    left out."""
     n = len(labels)
     if n == 0:
         return {}
+    resamples = bootstrap_resamples(n) if resamples is None else resamples
+    chunk = max(1, min(chunk, BOOTSTRAP_CHUNK_VALUES // n))
+    orders = score_orders(probabilities)
     rng = np.random.default_rng(seed)
     draws: dict[str, list[np.ndarray]] = {}
     for start in range(0, resamples, chunk):
@@ -157,7 +190,8 @@ def bootstrap_intervals(
         draws_of_rows = rng.integers(0, n, size=(size, n)) + n * np.arange(size)[:, None]
         weights = np.bincount(draws_of_rows.ravel(), minlength=size * n).reshape(size, n)
         weights = weights.astype(np.float64)  # each resample's multiplicities
-        for name, values in weighted_statistics(probabilities, labels, positive, weights).items():
+        stats = weighted_statistics(probabilities, labels, positive, weights, orders)
+        for name, values in stats.items():
             draws.setdefault(name, []).append(values)
     intervals = {}
     for name, chunks in draws.items():
@@ -246,7 +280,7 @@ def clinical_summary(
         return {"n": 0, "names": list(names), "positive": positive, "metrics": metrics}
     point = weighted_statistics(probabilities, labels, positive, np.ones((1, n)))
     intervals = bootstrap_intervals(probabilities, labels, positive, **bootstrap)
-    resamples = bootstrap.get("resamples", BOOTSTRAP_RESAMPLES)
+    resamples = bootstrap.get("resamples") or bootstrap_resamples(n)
     seed = bootstrap.get("seed", BOOTSTRAP_SEED)
     definitions = {
         "balanced_accuracy": "mean recall over the classes present",
