@@ -1,7 +1,10 @@
 """QKT's reproduction study (``flowerbed.experiments.qkt``): its grid per budget, the cells it
 makes of rows, its regime, and the smoke budget end to end through the driver."""
 
+import os
+
 import pytest
+import torch
 
 from flowerbed.experiments import qkt
 from flowerbed.experiments.driver import BudgetError, read_rows, run_study
@@ -120,3 +123,13 @@ def test_the_smoke_budget_runs_end_to_end_through_the_driver(tmp_path):
     assert len({c.value for c in cells}) > 1  # not one constant
     assert (tmp_path / "table.md").read_text() == tables["table.md"]
     assert "(n=2)" in tables["table.md"]
+
+
+def test_runs_use_one_thread_and_no_report_and_leave_both_as_they_were(monkeypatch):
+    monkeypatch.delenv(qkt.REPORT_SWITCH, raising=False)
+    threads = torch.get_num_threads()
+    with qkt.one_thread_without_report():
+        assert torch.get_num_threads() == 1
+        assert os.environ[qkt.REPORT_SWITCH] == "0"
+    assert torch.get_num_threads() == threads
+    assert qkt.REPORT_SWITCH not in os.environ

@@ -15,8 +15,8 @@ per-seed differences of the reproduction's report assume, and the ten local mode
 dearest step of the one-shot methods) are trained once per seed instead of seven times.
 
 A row holds, per method, its accuracy, query-accuracy gain, forgetting and uniform accuracy
-(``acc/QKT``, ...: fractions, means over clients, as ``kt_metrics.json`` has them) and the
-seconds it took (``seconds/QKT``). ``cells`` makes one ``Cell`` per (method, setting, seed): the
+(``acc/QKT``, ...: fractions, means over clients, as ``kt_metrics.json`` has them), the
+seconds it took (``seconds/QKT``) and its CPU seconds (``cpu-seconds/QKT``). ``cells`` makes one ``Cell`` per (method, setting, seed): the
 accuracy in %, averaged over the budget's data sets as the paper's Average columns are (one
 data set in the ``smoke`` and ``cpu`` budgets).
 
