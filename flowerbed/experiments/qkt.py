@@ -91,7 +91,7 @@ APPENDIX_A2 = {
 # on the small sets (digits: ~115 per client, mnist-5k: 400), where 50 would make a client's
 # own main classes query candidates
 QUERY_THRESHOLD = {"digits": 10, "mnist-5k": 40, "cifar10": 50, "bloodmnist": 50, "pathmnist": 50}
-CPU_FEDAVG_ROUNDS = 40  # see regime("cpu")
+CPU_FEDAVG_ROUNDS = 50  # why: ROUNDS_REASON["cpu"]
 
 
 @dataclass(frozen=True)
@@ -369,8 +369,11 @@ PAPER_DATA = "CIFAR10, CIFAR100, CINIC10, BloodMNIST, PathMNIST (the Average col
 ROUNDS_REASON = {
     "smoke": "smoke: the pipeline, not the numbers",
     "cpu": (
-        f"one seed of one setting took TODO; {CPU_FEDAVG_ROUNDS} rounds keep the 12 runs of"
-        " the grid within 2 hours on 2 cores"
+        "measured first: one seed of mnist-5k, Dir, multi-class took 401 CPU seconds for Local"
+        " and the five one-shot methods and 8.4 per FedAvg round (one torch thread, on 2 cores"
+        " at load 6 to 8, 2026-11-28). The grid's 12 runs then take 12 x (401 + 50 x 8.4) s ="
+        " 82 min with 2 workers, a third of 2 hours to spare for a busy machine; 100 rounds"
+        " would take 124 min"
     ),
 }
 
