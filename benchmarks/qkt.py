@@ -12,7 +12,8 @@ Data: scikit-learn digits always (10 clients, ~115 training samples each). Blood
 (``<data-dir>/bloodmnist.npz``) and CIFAR-10 (``<data-dir>/cifar-10-batches-py``) run the same
 way when their files are present locally (nothing is downloaded).
 
-Settings follow Appendix A.2: Adam, learning rate 1e-3, weight decay 4e-4, batch 32; local
+Settings follow Appendix A.2 (``flowerbed.experiments.qkt.APPENDIX_A2``, which QKT's
+reproduction study uses too): Adam, learning rate 1e-3, weight decay 4e-4, batch 32; local
 training up to 100 epochs with early stopping (patience 10); E = 10 transfer epochs (5 for QKT
 Light's head); alpha = T = 1, lambda = 1.5, tau = 0.01, B = 20. FedAvg: 2 local epochs per
 round. The under-representation threshold is the paper's 50 samples on BloodMNIST/CIFAR-10
@@ -57,6 +58,7 @@ from result_tables import (
 )
 
 from flowerbed.core.results import round_seconds
+from flowerbed.experiments.qkt import APPENDIX_A2, PARTITIONS, QUERY_THRESHOLD
 from flowerbed.sweep import Axis, SweepSpec
 
 RESULTS = Path(__file__).parent / "results" / "qkt"
@@ -75,10 +77,6 @@ METHODS = (
     ("QKT", "qkt"),
     ("FedAvg (multi-round)", "fedavg"),
 )
-PARTITIONS = (
-    ("Path", {"partitioner": "pathological", "classes-per-client": 3}),
-    ("Dir", {"partitioner": "dirichlet", "dirichlet-alpha": 0.1}),
-)
 QUERIES = (("single", "Single-class"), ("multi", "Multi-class"))
 COLUMNS = (
     ("acc", "Acc"),
@@ -86,17 +84,6 @@ COLUMNS = (
     ("forgetting", "Forgetting"),
     ("uniform_acc", "Uniform Acc."),
 )
-COMMON = {
-    "optimizer": "adam",
-    "learning-rate": 0.001,
-    "weight-decay": 0.0004,
-    "batch-size": 32,
-    "kt-local-max-epochs": 100,
-    "kt-local-patience": 10,
-    "kt-epochs": 10,
-    "kt-light-head-epochs": 5,
-    "local-epochs": 2,
-}
 
 
 def datasets(data_dir: Path, names: list[str]) -> list[tuple[str, dict]]:
@@ -104,21 +91,29 @@ def datasets(data_dir: Path, names: list[str]) -> list[tuple[str, dict]]:
     their files are in ``data_dir``). The under-representation threshold is about 10 % of a
     client's training data on the small sets (digits: ~115 per client; mnist-5k: 400)."""
     found = [
-        ("digits", {"dataset": "digits", "kt-query-threshold": 10}),
-        ("mnist-5k", {"dataset": "mnist-5k", "kt-query-threshold": 40}),
+        ("digits", {"dataset": "digits", "kt-query-threshold": QUERY_THRESHOLD["digits"]}),
+        ("mnist-5k", {"dataset": "mnist-5k", "kt-query-threshold": QUERY_THRESHOLD["mnist-5k"]}),
     ]
     if (data_dir / "bloodmnist.npz").is_file():
         found.append(
             (
                 "BloodMNIST",
-                {"dataset": "bloodmnist", "data-dir": str(data_dir), "kt-query-threshold": 50},
+                {
+                    "dataset": "bloodmnist",
+                    "data-dir": str(data_dir),
+                    "kt-query-threshold": QUERY_THRESHOLD["bloodmnist"],
+                },
             )
         )
     if (data_dir / "cifar-10-batches-py").is_dir():
         found.append(
             (
                 "CIFAR-10",
-                {"dataset": "cifar10", "data-dir": str(data_dir), "kt-query-threshold": 50},
+                {
+                    "dataset": "cifar10",
+                    "data-dir": str(data_dir),
+                    "kt-query-threshold": QUERY_THRESHOLD["cifar10"],
+                },
             )
         )
     return [(label, config) for label, config in found if label in names]
@@ -149,7 +144,7 @@ def sweep_spec(
                 },
             ),
         ),
-        fixed=COMMON,
+        fixed=APPENDIX_A2,
         num_clients=clients,
     )
 

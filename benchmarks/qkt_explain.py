@@ -3,8 +3,8 @@
 ``docs/qkt.md`` reports that QKT (the QKT paper, "Query-based Knowledge Transfer", ICLR 2025)
 forgets much of its local classes on digits. This benchmark measures three things, for QKT on
 digits, 10 clients, single-class queries, the pathological partition (3 classes per client)
-and Dirichlet(0.1), 3 seeds, with the settings of ``benchmarks/qkt.py`` (``COMMON``,
-``kt-query-threshold=10``):
+and Dirichlet(0.1), 3 seeds, with the settings of ``benchmarks/qkt.py`` (Appendix A.2:
+``flowerbed.experiments.qkt.APPENDIX_A2``, ``kt-query-threshold=10``):
 
 1. **The noise filter (Eq. 2).** Per client, how many of its 9 teachers the filter keeps (the
    run's own ``teachers_kept`` in ``kt_metrics.json``), and whether the kept teachers hold the
@@ -70,7 +70,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from qkt import COMMON, PARTITIONS
 from result_tables import (
     measure_and_report,
     paired_cell,
@@ -83,6 +82,7 @@ from result_tables import (
 )
 
 from flowerbed.core.results import round_seconds, write_csv
+from flowerbed.experiments.qkt import APPENDIX_A2, PARTITIONS
 from flowerbed.sweep import Axis, SweepSpec, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
 
@@ -95,7 +95,7 @@ DEFAULT_WEIGHT = "sum"  # qkt-teacher-weight of Eq. 4; 'mean' is the averaged va
 LAMBDA_SWEEP = ("runs", "measured.json")
 MEAN_SWEEP = ("runs-teacher-mean", "measured-teacher-weight.json")
 FIXED = {
-    **COMMON,
+    **APPENDIX_A2,
     "strategy": "qkt",
     "dataset": "digits",
     "kt-query": "single",
