@@ -223,7 +223,8 @@ def regime(budget: str) -> list[RegimeDifference]:
                 f"the same in the {budget} budget: cpu and paper are one regime",
                 "a simulation of the five rules took 27 s (seed 1, the first in its process)"
                 " and 14 s (seed 2) on one core of the 2-core development machine, measured"
-                " before choosing: 100 take about 25 min, inside the cpu budget's 2 hours",
+                " before choosing: 100 take about 25 min, inside the cpu budget's 2 hours (with"
+                " the machine shared by other work, load 7 to 8, a simulation took about 75 s)",
             )
         )
     if rounds != 100:
