@@ -1,5 +1,6 @@
 """flowerbed's command line, the ``flowerbed`` console script: ``flowerbed run ...``,
-``flowerbed sweep ...``, ``flowerbed report FOLDER``, ``flowerbed --version``.
+``flowerbed sweep ...``, ``flowerbed report FOLDER``, ``flowerbed reproduce PAPER``,
+``flowerbed --version``.
 
 The parser is built from the standard library alone, so ``--help`` and a mistyped option
 answer at once; the module doing a subcommand's work (which brings torch, Flower and Ray) is
@@ -23,6 +24,7 @@ COMMANDS = {
     "run": "flowerbed.run_command",
     "sweep": "flowerbed.sweep.command",
     "report": "flowerbed.sweep.report",
+    "reproduce": "flowerbed.experiments.reproduce",
 }
 
 RUN_HELP = """Run a Flower simulation of flowerbed through `flwr run`: the embedded default
@@ -61,6 +63,21 @@ seeds per configuration, and every point with a link to its run's report).
 
 A run writes its report when it ends; this rebuilds it, for old runs too (a file an old run
 lacks leaves its section out). See docs/reference-run-folder.md."""
+
+
+REPRODUCE_HELP = """Reproduce a paper's headline table: run its study in a budget and write
+reproduction.md and report.html (the paper's numbers beside ours, mean ± std over seeds, and a
+verdict per claimed ordering from paired per-seed differences) into the output folder.
+
+  flowerbed reproduce --list
+  flowerbed reproduce ctl --budget smoke
+  flowerbed reproduce ctl --dry-run
+  flowerbed reproduce ctl --workers 2 --out reproductions/ctl-cpu
+
+Budgets: smoke (the whole pipeline on tiny settings), cpu (the closest regime a 2-core machine
+finishes in 2 hours), paper (the paper's own settings). A rerun continues where a killed one
+stopped and retries failed runs. Exit status: 0 every run succeeded and the report was
+written, 1 some run failed (rerun to retry), 2 bad input."""
 
 
 def version_text() -> str:
@@ -224,7 +241,34 @@ def parser() -> argparse.ArgumentParser:
         metavar="COLUMN",
         help="sweeps: the history column to draw (default: the summary's accuracy column)",
     )
+    add_reproduce(commands)
     return root
+
+
+def add_reproduce(commands) -> None:
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="reproduce a paper's headline table and judge its claims",
+        description=REPRODUCE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    reproduce.add_argument("paper", nargs="?", help="the paper's key (--list names them)")
+    reproduce.add_argument(
+        "--list", action="store_true", help="list the papers, their budgets and results"
+    )
+    reproduce.add_argument(
+        "--budget", choices=("smoke", "cpu", "paper"), default="cpu", help="default: cpu"
+    )
+    reproduce.add_argument(
+        "--out", type=Path, help="the output folder (default: reproductions/PAPER-BUDGET)"
+    )
+    reproduce.add_argument("--workers", type=int, default=1, help="runs at the same time")
+    reproduce.add_argument(
+        "--report-only", action="store_true", help="only write the report from the rows on disk"
+    )
+    reproduce.add_argument(
+        "--dry-run", action="store_true", help="print the grid and its estimated time; run nothing"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

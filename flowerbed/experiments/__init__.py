@@ -1,3 +1,4 @@
 """Experiments as a package: the statistics that judge a comparison, the papers' published
-numbers and the orderings they claim, and (to come) the studies that reproduce them with one
-driver (``flowerbed reproduce <paper>``)."""
+numbers and the orderings they claim, one driver for every study (``driver``), and the studies
+that reproduce the papers with it (``flowerbed reproduce <paper>``: ``reproduce``, the report in
+``reproduction_report``, CTL's study in ``ctl``)."""

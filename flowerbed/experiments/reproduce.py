@@ -1,0 +1,125 @@
+"""``flowerbed reproduce PAPER``: run a paper's reproduction (``REPRODUCTIONS``) in a budget and
+write its report, ``reproduction.md`` and ``report.html`` (``reproduction_report``).
+
+The study runs through ``driver.run_study`` into ``--out`` (default
+``reproductions/<paper>-<budget>`` under the working folder): resumable (a rerun runs only what
+``rows.jsonl`` lacks, and again what failed), ``--workers`` at a time, with progress and the
+time left. ``--report-only`` writes the report from the rows on disk; ``--dry-run`` prints the
+grid (points x seeds) and the study's time estimate where it has one, and runs nothing;
+``--list`` names every paper, its title, budgets and whether results exist.
+
+Exit status: 0 when every run of the grid succeeded and the report was written, 1 when some
+run failed (it runs again on the next start), 2 for bad input (one line on stderr).
+
+Adding a paper is one line in ``REPRODUCTIONS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..core.results import atomic_write
+from . import ctl
+from .driver import ROWS, BudgetError, measured, read_rows, run_study
+from .papers import PAPERS
+from .reproduction import Reproduction
+from .reproduction_report import claim_line, judge_claims, reproduction_tables
+
+BUDGETS = ("smoke", "cpu", "paper")
+REPRODUCTIONS: dict[str, Reproduction] = {
+    reproduction.paper: reproduction for reproduction in (ctl.REPRODUCTION,)
+}
+
+
+class InputError(ValueError):
+    """Bad input: said in one line, exit status 2."""
+
+
+def default_folder(paper: str, budget: str) -> Path:
+    return Path("reproductions") / f"{paper}-{budget}"
+
+
+def chosen(paper: str | None) -> Reproduction:
+    if paper not in REPRODUCTIONS:
+        named = f"unknown paper {paper!r}" if paper else "name a paper"
+        raise InputError(f"{named}; one of: {', '.join(REPRODUCTIONS)}")
+    return REPRODUCTIONS[paper]
+
+
+def list_lines() -> list[str]:
+    """One line per paper: key, title, budgets, and which budgets have results (rows) in
+    their default folder."""
+    lines = []
+    for key in REPRODUCTIONS:
+        done = [b for b in BUDGETS if (default_folder(key, b) / ROWS).is_file()]
+        results = f"results: {', '.join(done)}" if done else "no results yet"
+        lines.append(f"{key}: {PAPERS[key].title} (budgets {', '.join(BUDGETS)}; {results})")
+    return lines
+
+
+def plan_lines(reproduction: Reproduction, budget: str) -> list[str]:
+    """The grid of ``budget`` (points x seeds) and the study's estimate of its time, if any."""
+    points, seeds = reproduction.study.grid(budget)
+    runs = len(points) * len(seeds)
+    lines = [
+        f"{reproduction.study.name} ({budget}): {len(points)} points x {len(seeds)} seeds = {runs} runs"
+    ]
+    lines += [f"  point {point.name}: {point.settings}" for point in points]
+    lines.append(f"  seeds: {', '.join(map(str, seeds))}")
+    estimate = getattr(reproduction.study, "estimate", None)
+    if estimate is not None:
+        seconds = estimate(budget)
+        lines.append(f"  estimated time: {seconds / 60:.1f} min on one worker")
+    return lines
+
+
+def write_reproduction(reproduction: Reproduction, folder: Path, budget: str) -> list[str]:
+    """``reproduction.md`` and ``report.html`` from the rows in ``folder``; the verdict lines."""
+    rows = [row for row in read_rows(folder) if "failed" not in row]
+    cells = reproduction.cells(rows)
+    seconds = sum(float(row.get("seconds", 0.0)) for row in rows)
+    table = PAPERS[reproduction.paper]
+    files = reproduction_tables(table, cells, reproduction.regime(budget), budget, seconds)
+    for name, text in files.items():
+        atomic_write(folder / name, lambda f, t=text: f.write(t))
+    return [claim_line(result) for result in judge_claims(table, cells)]
+
+
+def reproduce(args: argparse.Namespace) -> int:
+    """The command's work (module docstring); InputError for bad input."""
+    if args.list:
+        print("\n".join(list_lines()))
+        return 0
+    reproduction = chosen(args.paper)
+    if args.workers < 1:
+        raise InputError(f"--workers must be at least 1, not {args.workers}")
+    if args.dry_run:
+        print("\n".join(plan_lines(reproduction, args.budget)))
+        return 0
+    folder = args.out or default_folder(reproduction.paper, args.budget)
+    study = reproduction.study
+    run_study(study, folder, args.budget, args.workers, args.report_only)
+    lines = write_reproduction(reproduction, folder, args.budget)
+    print("\n".join(lines))
+    print(f"written: {folder / 'reproduction.md'} and {folder / 'report.html'}")
+    points, seeds = study.grid(args.budget)
+    missing = {(p.name, s) for p in points for s in seeds} - measured(read_rows(folder))
+    if missing:
+        print(
+            f"{len(missing)} of {len(points) * len(seeds)} runs have no result (failed or not run);"
+            " run the command again to retry them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """``flowerbed reproduce``: exit status as the module docstring says."""
+    try:
+        return reproduce(args)
+    except (InputError, BudgetError) as error:
+        print(f"flowerbed reproduce: error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,273 @@
+"""The report of a reproduction, ``reproduction.md`` and ``report.html`` (the same content):
+the paper's headline table beside ours, and a verdict on each ordering the paper claims.
+
+``reproduction_tables(table, cells, regime, budget, seconds)`` makes both from the paper's
+table (``papers.PaperTable``), the measured ``Cell``s, the regime's differences, the budget's
+name and the measured time. What they show:
+
+* the title and where the paper's numbers are printed;
+* per row of the paper's table: method, setting, the paper's number, ours as mean ± std over
+  seeds (std with n - 1; "not measured" for a cell without a value); a value that is not
+  finite (CTL's Local never reaching its target: ``math.inf``) is shown as ``∞``, never as a
+  number, with the mean ± std of the finite seeds beside it;
+* per claim (better, worse, setting): the paired per-seed differences (better - worse, the
+  seeds both have), their mean and 95 % t interval, in how many seeds the claimed order holds,
+  and the verdict (``verdicts.verdict`` with the table's ``higher_is_better``);
+* how many intervals exclude 0 against how many would by chance alone
+  (``verdicts.chance_crossings``);
+* the regime's differences from the paper's, the budget and the measured time.
+
+A claim whose paired values are not all finite is "not judged" (reason ``NOT_FINITE``): a t
+interval of differences such as 12 - ∞ has no meaning, and putting a number in the place of
+∞ (the last round + 1, say) would make the interval depend on that choice. Such a claim still
+shows, per seed, both values and whether the claimed order holds (∞ is behind every finite
+value when lower is better, ahead of it when higher is; two ∞ are a tie, so the order does
+not hold), so that the reader sees the ordering without a verdict that pretends to an
+interval. Only judged claims (at least 2 seeds, finite) count in the chance line, and an
+interval without spread (``stats.Interval.spread``) never counts as excluding 0.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from .document import Block, Heading, Paragraph, Table, html_page, markdown
+from .papers import PaperTable
+from .reproduction import Cell, RegimeDifference
+from .stats import Interval
+from .verdicts import NOT_JUDGED, Verdict, chance_crossings, verdict
+
+MARKDOWN, HTML = "reproduction.md", "report.html"
+NOT_FINITE = "a value is not finite: no t interval (see how claims are judged)"
+NOT_MEASURED = "not measured"
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """The judgement of one claim: the seeds both methods have, the per-seed values of each,
+    the differences (better - worse), in how many seeds the claimed order holds, the verdict."""
+
+    better: str
+    worse: str
+    setting: str
+    seeds: tuple[int, ...]
+    better_values: tuple[float, ...]
+    worse_values: tuple[float, ...]
+    ordered: int
+    verdict: Verdict
+
+    @property
+    def differences(self) -> tuple[float, ...]:
+        return tuple(a - b for a, b in zip(self.better_values, self.worse_values, strict=True))
+
+    @property
+    def judged(self) -> bool:
+        return self.verdict.word != NOT_JUDGED
+
+
+def number(value: float, digits: int = 2) -> str:
+    """A value as shown: ``∞``, ``-∞`` or ``NaN`` where it is not finite, else ``digits``
+    decimals."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    return f"{value:.{digits}f}"
+
+
+def paper_number(value: float) -> str:
+    """A paper's number, shortest form (12, 44.19), ``∞`` where it is not finite."""
+    return number(value) if not math.isfinite(value) else f"{value:g}"
+
+
+def values_of(cells: list[Cell], method: str, setting: str) -> dict[int, float]:
+    """{seed: value} of one paper cell; ValueError if a seed has two values."""
+    found: dict[int, float] = {}
+    for cell in cells:
+        if cell.method == method and cell.setting == setting:
+            if cell.seed in found:
+                raise ValueError(f"two values for {method!r} {setting!r} seed {cell.seed}")
+            found[cell.seed] = cell.value
+    return found
+
+
+def summary(values: list[float]) -> str:
+    """Ours for a cell: "mean ± std (n seeds)", the mean alone for one seed, "not measured"
+    for none; with values that are not finite, how many and the finite ones' mean ± std."""
+    if not values:
+        return NOT_MEASURED
+    finite = [v for v in values if math.isfinite(v)]
+    seeds = f"{len(values)} seed" + ("s" if len(values) > 1 else "")
+    if len(finite) < len(values):
+        shown = sorted({number(v) for v in values if not math.isfinite(v)})
+        text = f"{' / '.join(shown)} in {len(values) - len(finite)} of {seeds}"
+        return text + (f"; the other {len(finite)}: {mean_std(finite)}" if finite else "")
+    return f"{mean_std(finite)} ({seeds})"
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return number(values[0])
+    return f"{number(statistics.mean(values))} ± {number(statistics.stdev(values))}"
+
+
+def ahead(a: float, b: float, higher_is_better: bool) -> bool:
+    """Whether ``a`` is strictly on the better side of ``b``."""
+    return a > b if higher_is_better else a < b
+
+
+def judge(table: PaperTable, cells: list[Cell], claim: tuple[str, str, str]) -> ClaimResult:
+    """A claim's paired per-seed values and verdict (module docstring)."""
+    better, worse, setting = claim
+    a, b = values_of(cells, better, setting), values_of(cells, worse, setting)
+    seeds = tuple(sorted(set(a) & set(b)))
+    pairs = [(a[s], b[s]) for s in seeds]
+    if all(math.isfinite(x) and math.isfinite(y) for x, y in pairs):
+        judged = verdict([x - y for x, y in pairs], table.higher_is_better)
+    else:
+        no_interval = Interval(
+            math.nan, math.nan, math.nan, len(seeds), math.nan, False, "paired t"
+        )
+        judged = Verdict(NOT_JUDGED, no_interval, NOT_FINITE)
+    return ClaimResult(
+        better,
+        worse,
+        setting,
+        seeds,
+        tuple(x for x, _ in pairs),
+        tuple(y for _, y in pairs),
+        sum(ahead(x, y, table.higher_is_better) for x, y in pairs),
+        judged,
+    )
+
+
+def judge_claims(table: PaperTable, cells: list[Cell]) -> list[ClaimResult]:
+    return [judge(table, cells, claim) for claim in table.claims]
+
+
+def claim_name(result: ClaimResult) -> str:
+    where = f" ({result.setting})" if result.setting else ""
+    return f"{result.better} ahead of {result.worse}{where}"
+
+
+def interval_text(interval: Interval) -> str:
+    """ "[low, high]", "(no spread)" where the differences do not vary, "–" without one."""
+    if not math.isfinite(interval.low) or not math.isfinite(interval.high):
+        return "–"
+    text = f"[{number(interval.low)}, {number(interval.high)}]"
+    return text + (" (no spread)" if not interval.spread else "")
+
+
+def claim_line(result: ClaimResult) -> str:
+    """One line per claim, as the command prints it."""
+    interval = result.verdict.interval
+    mean = f"mean {number(interval.mean)}, 95 % interval {interval_text(interval)}, "
+    return (
+        f"{claim_name(result)}: {result.verdict.word} ("
+        + (mean if result.judged else "")
+        + f"order holds in {result.ordered} of {len(result.seeds)} seeds; {result.verdict.reason})"
+    )
+
+
+def chance_line(results: list[ClaimResult]) -> str:
+    judged = [r for r in results if r.judged]
+    excluding = sum(r.verdict.interval.beyond_noise for r in judged)
+    return (
+        f"{excluding} of {len(judged)} intervals exclude 0; about"
+        f" {chance_crossings(len(judged)):g} would by chance alone (claims not judged have no"
+        " interval; an interval without spread is not counted as excluding 0)."
+    )
+
+
+def difference_text(better: float, worse: float) -> str:
+    if math.isfinite(better) and math.isfinite(worse):
+        return f"{better - worse:+.2f}"
+    return f"{number(better)} vs {number(worse)}"
+
+
+def paper_blocks(table: PaperTable, cells: list[Cell]) -> list[Block]:
+    with_setting = any(row.setting for row in table.rows)
+    header = ("method", "setting", "paper", "ours") if with_setting else ("method", "paper", "ours")
+    rows = []
+    for row in table.rows:
+        ours = summary(list(values_of(cells, row.method, row.setting).values()))
+        setting = (row.setting,) if with_setting else ()
+        rows.append((row.method, *setting, paper_number(row.value), ours))
+    return [
+        Heading("The paper's numbers and ours"),
+        Paragraph(
+            f"Metric: {table.metric}; {'higher' if table.higher_is_better else 'lower'} is"
+            " better. Ours: mean ± standard deviation over seeds (n - 1 in the denominator);"
+            " ∞: not finite (the target was never reached)."
+        ),
+        Table(header, tuple(rows)),
+    ]
+
+
+def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
+    rows = tuple(
+        (
+            claim_name(r),
+            str(len(r.seeds)),
+            number(r.verdict.interval.mean) if r.judged else "–",
+            interval_text(r.verdict.interval) if r.judged else "–",
+            f"{r.ordered} of {len(r.seeds)}",
+            r.verdict.word,
+            r.verdict.reason,
+        )
+        for r in results
+    )
+    side = "positive" if table.higher_is_better else "negative"
+    blocks: list[Block] = [
+        Heading("The paper's claims"),
+        Paragraph(
+            "Each claim paired by seed (the seeds both methods have): the differences better -"
+            f" worse, their mean and 95 % t interval; the claimed side is {side}. A claim with a"
+            " value that is not finite is not judged: the difference has no finite value, and"
+            " replacing ∞ by a number would make the interval that number's; the seeds in which"
+            " the claimed order holds are counted instead (two ∞ are a tie)."
+        ),
+        Table(
+            ("claim", "seeds", "mean", "95 % interval", "order holds", "verdict", "reason"), rows
+        ),
+        Paragraph(chance_line(results)),
+        Heading("Per-seed differences"),
+    ]
+    for r in results:
+        pairs = zip(r.seeds, r.better_values, r.worse_values, strict=True)
+        listed = "; ".join(f"seed {s}: {difference_text(a, b)}" for s, a, b in pairs)
+        blocks.append(Paragraph(f"{claim_name(r)}: {listed or 'no seed measured for both'}."))
+    return blocks
+
+
+def regime_blocks(regime: list[RegimeDifference], budget: str, seconds: float) -> list[Block]:
+    rows = tuple((d.aspect, d.paper, d.ours, d.reason) for d in regime)
+    return [
+        Heading("Regime"),
+        Paragraph(
+            f"Budget: {budget}. Measured time: {seconds:.0f} s ({seconds / 60:.1f} min), the sum"
+            " of the runs' own times."
+        ),
+        Table(("aspect", "paper", "ours", "why"), rows),
+    ]
+
+
+def reproduction_tables(
+    table: PaperTable,
+    cells: list[Cell],
+    regime: list[RegimeDifference],
+    budget: str,
+    seconds: float,
+) -> dict[str, str]:
+    """``reproduction.md`` and ``report.html`` (module docstring), {file name: text}."""
+    results = judge_claims(table, cells)
+    blocks: list[Block] = [
+        Paragraph(f"The paper's numbers: {table.source}."),
+        *paper_blocks(table, cells),
+        *claim_blocks(table, results),
+        *regime_blocks(regime, budget, seconds),
+    ]
+    title = f"Reproduction: {table.title}"
+    return {MARKDOWN: markdown(title, blocks), HTML: html_page(title, blocks)}
