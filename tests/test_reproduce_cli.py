@@ -17,19 +17,23 @@ SMOKE_SEEDS = ctl.KEPT_SEEDS[: ctl.BUDGETS["smoke"][0]]
 def test_list_names_each_paper_its_budgets_and_results(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["reproduce", "--list"]) == 0
-    line = f"ctl: {PAPERS['ctl'].title} (budgets smoke, cpu, paper; no results yet)"
-    assert capsys.readouterr().out.splitlines() == [line]
+    lines = [
+        f"{paper}: {PAPERS[paper].title} (budgets smoke, cpu, paper; no results yet)"
+        for paper in ("ctl", "qkt")
+    ]
+    assert capsys.readouterr().out.splitlines() == lines
     (tmp_path / "reproductions" / "ctl-smoke").mkdir(parents=True)
     (tmp_path / "reproductions" / "ctl-smoke" / ROWS).write_text("")
     assert cli.main(["reproduce", "--list"]) == 0
-    assert capsys.readouterr().out.strip().endswith("(budgets smoke, cpu, paper; results: smoke)")
+    ctl_line = capsys.readouterr().out.splitlines()[0]
+    assert ctl_line.endswith("(budgets smoke, cpu, paper; results: smoke)")
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["reproduce", "nope"], "unknown paper 'nope'; one of: ctl"),
-        (["reproduce"], "name a paper; one of: ctl"),
+        (["reproduce", "nope"], "unknown paper 'nope'; one of: ctl, qkt"),
+        (["reproduce"], "name a paper; one of: ctl, qkt"),
         (["reproduce", "ctl", "--workers", "0"], "--workers must be at least 1, not 0"),
     ],
 )

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ..core.results import atomic_write
-from . import ctl
+from . import ctl, qkt
 from .driver import ROWS, BudgetError, measured, read_rows, run_study
 from .papers import PAPERS
 from .reproduction import Reproduction
@@ -29,7 +29,7 @@ from .reproduction_report import claim_line, judge_claims, reproduction_tables
 
 BUDGETS = ("smoke", "cpu", "paper")
 REPRODUCTIONS: dict[str, Reproduction] = {
-    reproduction.paper: reproduction for reproduction in (ctl.REPRODUCTION,)
+    reproduction.paper: reproduction for reproduction in (ctl.REPRODUCTION, qkt.REPRODUCTION)
 }
 
 
