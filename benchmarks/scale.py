@@ -1,14 +1,19 @@
-"""Scale: 1,000 / 5,000 / 10,000 simulated clients through ``flwr run``, 100 trained per round.
+"""Scale: 1,000 / 10,000 / 100,000 simulated clients through ``flwr run``, 100 trained per round.
 
-Every client is a SuperNode of Flower's Ray simulation (``flowerbed.simulation.simulate``,
-``num-supernodes`` = N) holding its natural partition of the FedProx paper's Synthetic(1, 1)
+Every client holds its natural partition of the FedProx paper's Synthetic(1, 1)
 (``dataset='synthetic'``, ``sim-nodes`` = N, ``partitioner='dataset-nodes'``: about 450
 samples per client, 60 features, 10 classes). Model ``logreg`` (multinomial logistic
 regression, 610 parameters: the paper's model), plain SGD (learning rate 0.01, batch 10, one
 local epoch), FedAvg with ``fraction-train`` = 100 / N and no client-side evaluation (the
 server evaluates the global model on the held-out test split every round), 1 CPU per client
-(two Ray actors on two cores), ``handshake='lazy'`` (one node is asked at start; asking all N
-costs on the order of N^2 in Flower's simulation engine, see docs/benchmarks.md).
+(two Ray actors on two cores).
+
+The federation is laid out as ``flowerbed run --clients N`` lays it out
+(``flowerbed.simulation.federation_layout``, ``--layout virtual``, the default): above 100
+clients, 100 SuperNodes (the round's sample) carry the N clients (run-config
+``virtual-clients``), the handshake asks those 100, and sampling is reproducible from the seed.
+``--layout supernodes`` starts one SuperNode per client, Flower's way, with ``--handshake``
+(``lazy`` asks one node; ``all`` asks every node, about N^2 checks in Flower's engine).
 
 Per N it reports:
 
@@ -18,25 +23,34 @@ Per N it reports:
   /proc/<pid>/smaps_rollup, with the share of each kind of process at that peak;
 * seconds per round: the run's ``timings.csv`` (round 1 starts after the handshake), median
   over rounds 2.. (round 1 also starts the second Ray actor);
-* start-up: wall time minus the rounds; the data set's size (written once into a fresh
-  ``cache-dir`` by the first process that needs it and memory-mapped by every process: one copy
-  per machine; the pages a process touches count in its PSS, shared); the machine's 5-minute load average (mean of before and after the run:
-  on a shared machine, the seconds are only comparable at similar load).
+* start-up: wall time minus the rounds, and the handshake's seconds; the data set's size
+  (written once into a ``cache-dir`` by the first process that needs it and memory-mapped by
+  every process: one copy per machine; the pages a process touches count in its PSS, shared);
+  the machine's 5-minute load average (mean of before and after the run: on a shared machine,
+  the seconds are only comparable at similar load);
+* the SHA-256 of the final model (``model.pt``, first 12 hex digits): two runs of the same N and
+  seed that trained the same clients in every round end with the same model
+  (``--nodes 1000 1000`` runs it twice).
 
 Then a least-squares line through the points: how memory and seconds per round grow per 1,000
 clients. Writes ``runs.csv``, and ``table.md`` from it (``--report-only`` rewrites the table from
-``runs.csv`` alone), to ``--out`` (default ``benchmarks/results/scale``). Refuses to start a run when less than ``--min-free-gib`` of
-memory is available (this machine is shared).
+``runs.csv`` alone), to ``--out`` (default ``benchmarks/results/scale``). Refuses to start a run
+when less than ``--min-free-gib`` of memory is available (this machine is shared), or less than
+the data set's size plus 4 GiB.
 
-    python benchmarks/scale.py                 # 1,000, 5,000, 10,000 clients, 3 rounds
+    python benchmarks/scale.py                 # 1,000, 10,000, 100,000 clients, 3 rounds
     python benchmarks/scale.py --quick         # 200 and 1,000 clients, 2 rounds
-    python benchmarks/scale.py --nodes 200 1000 --handshake all --out benchmarks/results/scale-handshake-all
+    python benchmarks/scale.py --layout supernodes --nodes 200 1000 --handshake all \\
+        --out benchmarks/results/scale-handshake-all
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import json
+import math
 import os
 import re
 import shutil
@@ -48,10 +62,11 @@ from pathlib import Path
 import numpy as np
 from process_memory import PeakMemory, own_children
 
+from flowerbed.core import stages
 from flowerbed.core.processes import local_superlink_pids
 from flowerbed.core.results import round_seconds
 from flowerbed.data.fedprox_synthetic import NUM_FEATURES, PAPER_TRAINING, client_sizes
-from flowerbed.simulation import simulate
+from flowerbed.simulation import federation_layout, simulate
 
 PER_ROUND = 100
 SEED = 42
@@ -89,7 +104,28 @@ def data_gib(num_clients: int) -> float:
     return rows * (NUM_FEATURES * 4 + 8 + 8) / 2**30
 
 
-def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeout: float) -> dict:
+def central_evaluation_seconds(stage_file: Path) -> dict[int, float]:
+    """Round -> seconds of the server's central evaluation (its clinical metrics within), from
+    the run's stage times (``flowerbed.core.stages``); round 0 (the initial model) left out."""
+    out: dict[int, float] = {}
+    if not stage_file.exists():
+        return out
+    for line in stage_file.read_text().splitlines():
+        entry = json.loads(line)
+        top_level = entry["stage"] == stages.CENTRAL_EVALUATION and entry["within"] is None
+        if top_level and entry["round"]:
+            out[entry["round"]] = out.get(entry["round"], 0.0) + entry["seconds"]
+    return out
+
+
+def model_digest(run_dir: Path) -> str:
+    """The first 12 hex digits of the SHA-256 of the run's final model file."""
+    return hashlib.sha256((run_dir / "model.pt").read_bytes()).hexdigest()[:12]
+
+
+def run_one(
+    num_clients: int, rounds: int, layout: str, handshake: str, workdir: Path, timeout: float
+) -> dict:
     run_config = {
         **PAPER_TRAINING,
         "sim-nodes": num_clients,
@@ -105,7 +141,12 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
         # a fresh cache per run: the first process generates the set into it, the others map it
         "cache-dir": str(workdir / f"cache-{num_clients}"),
     }
+    supernodes = num_clients
+    if layout == "virtual":
+        supernodes, run_config = federation_layout(run_config, num_clients)
     load_before = os.getloadavg()[1]
+    stage_file = workdir / f"stages-{num_clients}.jsonl"
+    os.environ[stages.ENV] = str(stage_file)  # the run's processes inherit it (core.stages)
     for _attempt in range(3):  # Flower gives its local SuperLink 15 s to start: on a loaded
         home = Path(tempfile.mkdtemp(prefix="flwr-home-"))  # machine that can be too short
         with PeakMemory(
@@ -115,7 +156,7 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
         ) as peak:
             result = simulate(
                 run_config,
-                num_supernodes=num_clients,
+                num_supernodes=supernodes,
                 num_cpus_per_client=1,
                 flwr_home=home,
                 timeout=timeout,
@@ -123,6 +164,7 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
         if "Failed to start local SuperLink" not in result.log:
             break
         print("  the local SuperLink did not start within Flower's 15 s; again", flush=True)
+    del os.environ[stages.ENV]
     if result.returncode != 0 or result.run_dir is None:
         raise SystemExit(f"{num_clients} clients: flwr run failed:\n{result.log[-3000:]}")
     rows = result.history[1:]
@@ -131,14 +173,19 @@ def run_one(num_clients: int, rounds: int, handshake: str, workdir: Path, timeou
         r["clients_trained"] for r in rows
     ]
     handshake_seconds = re.findall(r"answered the handshake in ([0-9.]+) s", result.log)
+    evaluation = central_evaluation_seconds(stage_file)
+    later = [r for r in range(2, len(seconds) + 1) if r in evaluation] or list(evaluation)
     return {
         "clients": num_clients,
-        "handshake": handshake,
+        "supernodes": supernodes,
+        "handshake": handshake if layout == "supernodes" else "all",
+        "model": model_digest(result.run_dir),
         "rounds": rounds,
         "wall_s": result.seconds,
         "startup_s": result.seconds - sum(seconds),
         "handshake_s": float(handshake_seconds[-1]) if handshake_seconds else float("nan"),
         "round_s": statistics.median(seconds[1:] if len(seconds) > 1 else seconds),
+        "evaluation_s": statistics.median(evaluation[r] for r in later) if later else float("nan"),
         "all_rounds_s": " ".join(f"{s:.1f}" for s in seconds),
         "peak_gib": peak.peak_bytes / 2**30,
         "processes": peak.peak_processes,
@@ -158,20 +205,28 @@ def slope_per_thousand(x: list[float], y: list[float]) -> tuple[float, float]:
 
 def table(results: list[dict]) -> str:
     kinds = sorted({k for r in results for k in r if k.startswith("peak_") and k != "peak_gib"})
+    virtual = all(r.get("supernodes", r["clients"]) < r["clients"] for r in results)
+    layout = (
+        "virtual clients (the SuperNodes of the round's sample carry the N clients)"
+        if virtual
+        else f"one SuperNode per client, handshake={results[0]['handshake']}"
+    )
     title = (
         f"FedAvg on Synthetic(1, 1), logreg, {PER_ROUND} clients trained per round, flwr run"
-        f" (Ray, 2 CPUs, 1 per client), handshake={results[0]['handshake']}"
+        f" (Ray, 2 CPUs, 1 per client), {layout}"
     )
     header = (
-        "| clients | data set (one copy) GiB | peak PSS GiB | s/round (median, rounds 2..) |"
-        " rounds (s) | start-up s | handshake s | load |"
+        "| clients | SuperNodes | data set (one copy) GiB | peak PSS GiB |"
+        " s/round (median, rounds 2..) | of it central evaluation | rounds (s) | start-up s |"
+        " handshake s | load | final model |"
     )
-    lines = [title, "", header, "|---|---|---|---|---|---|---|---|"]
+    lines = [title, "", header, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(
-            f"| {r['clients']:,} | {r['data_gib']:.2f} | {r['peak_gib']:.2f} | {r['round_s']:.1f} |"
+            f"| {r['clients']:,} | {r.get('supernodes') or r['clients']:,} | {r['data_gib']:.2f} |"
+            f" {r['peak_gib']:.2f} | {r['round_s']:.1f} | {evaluation_text(r)} |"
             f" {r['all_rounds_s']} | {r['startup_s']:.0f} | {r['handshake_s']:.1f} |"
-            f" {r['load']:.1f} |"
+            f" {r['load']:.1f} | {r.get('model') or 'not recorded'} |"
         )
     x = [r["clients"] for r in results]
     memory, memory_at_0 = slope_per_thousand(x, [r["peak_gib"] for r in results])
@@ -184,6 +239,7 @@ def table(results: list[dict]) -> str:
     )
     lines += [
         *(["", fit] if len(results) > 1 else []),
+        *(["", *against_smallest(results)] if len(results) > 1 else []),
         "",
         "Peak PSS by process kind (GiB):",
         "",
@@ -196,10 +252,58 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-RESULTS = Path(__file__).parent / "results" / "scale"
+def evaluation_text(r: dict) -> str:
+    value = r.get("evaluation_s", float("nan"))
+    return f"{value:.1f}" if math.isfinite(value) else "not recorded"  # NaN: an older run
+
+
+def against_smallest(results: list[dict]) -> list[str]:
+    """Per N above the smallest: its seconds per round as a ratio to the smallest N's (runs of
+    the same N: their medians' median), the peak memory above one copy of the data set, and
+    whether the runs of one N ended with the same model."""
+    by_n: dict[int, list[dict]] = {}
+    for r in results:
+        by_n.setdefault(r["clients"], []).append(r)
+    smallest = min(by_n)
+    base = statistics.median(r["round_s"] for r in by_n[smallest])
+    base_rest = statistics.median(rest_of_round(r) for r in by_n[smallest])
+    lines = []
+    for n, runs in sorted(by_n.items()):
+        ratio = statistics.median(r["round_s"] for r in runs) / base
+        rest = statistics.median(rest_of_round(r) for r in runs) / base_rest
+        above = max(r["peak_gib"] - r["data_gib"] for r in runs)
+        models = {r.get("model") or "not recorded" for r in runs}
+        same = (
+            f"; {len(runs)} runs, {'the same final model' if len(models) == 1 else 'different final models'}"
+            if len(runs) > 1
+            else ""
+        )
+        without = f" ({rest:.2f}x without the central evaluation)" if math.isfinite(rest) else ""
+        lines.append(
+            f"- {n:,} clients: s/round {ratio:.2f}x that of {smallest:,}{without}; peak memory"
+            f" {above:.2f} GiB above one copy of the data set{same}"
+        )
+    return lines
+
+
+def rest_of_round(r: dict) -> float:
+    """A round's median seconds without its central evaluation (NaN where not recorded)."""
+    return r["round_s"] - r.get("evaluation_s", float("nan"))
+
+
+RESULTS = Path(__file__).parent / "results" / "scale"  # virtual clients, the default layout
+# (runs.csv, table.md) of every published layout: one SuperNode per client with each handshake
+PUBLISHED = [
+    (folder / "runs.csv", folder / "table.md")
+    for folder in (
+        RESULTS,
+        RESULTS.with_name("scale-supernodes-lazy"),
+        RESULTS.with_name("scale-handshake-all"),
+    )
+]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"  # includes table.md
-TEXT_COLUMNS = ("all_rounds_s", "handshake")
-INT_COLUMNS = ("clients", "processes", "rounds")
+TEXT_COLUMNS = ("all_rounds_s", "handshake", "model")
+INT_COLUMNS = ("clients", "processes", "rounds", "supernodes")
 
 
 def report(runs_csv: Path) -> str:
@@ -210,7 +314,7 @@ def report(runs_csv: Path) -> str:
         {
             key: value
             if key in TEXT_COLUMNS
-            else int(value)
+            else int(value or 0)
             if key in INT_COLUMNS
             else float(value or 0.0)
             for key, value in row.items()
@@ -224,10 +328,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="200 and 1,000 clients, 2 rounds")
-    parser.add_argument("--handshake", choices=("lazy", "all"), default="lazy")
+    parser.add_argument("--layout", choices=("virtual", "supernodes"), default="virtual")
+    parser.add_argument(
+        "--handshake", choices=("lazy", "all"), default="lazy", help="with --layout supernodes"
+    )
     parser.add_argument("--out", default="benchmarks/results/scale")
     parser.add_argument("--min-free-gib", type=float, default=8.0)
     parser.add_argument("--timeout", type=float, default=3600.0)
@@ -244,15 +351,18 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="flowerbed-scale-"))
     results = []
     for num_clients in nodes:
-        free = available_gib()
-        if free < args.min_free_gib:
+        free, needed = available_gib(), max(args.min_free_gib, data_gib(num_clients) + 4)
+        if free < needed:
             raise SystemExit(
-                f"only {free:.1f} GiB available, --min-free-gib={args.min_free_gib}: not starting"
-                f" the {num_clients}-client run"
+                f"only {free:.1f} GiB available, {needed:.1f} GiB needed (--min-free-gib="
+                f"{args.min_free_gib}, the data set and 4 GiB): not starting the"
+                f" {num_clients}-client run"
             )
         started = time.perf_counter()
         print(f"{num_clients} clients ({free:.1f} GiB available) ...", flush=True)
-        results.append(run_one(num_clients, rounds, args.handshake, workdir, args.timeout))
+        results.append(
+            run_one(num_clients, rounds, args.layout, args.handshake, workdir, args.timeout)
+        )
         print(
             f"  done in {time.perf_counter() - started:.0f} s: peak {results[-1]['peak_gib']:.2f}"
             f" GiB, {results[-1]['round_s']:.1f} s/round",

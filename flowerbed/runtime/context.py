@@ -168,8 +168,9 @@ SETTINGS = (
         " reproducible from `seed`; `lazy`: one node is asked (for the number of partitions),"
         " the others' partition ids are learnt from their replies, and client sampling follows"
         " Flower's random node ids (not reproducible). Flower's simulation engine checks every"
-        " pending message for every node, so asking all N nodes costs about N^2 checks: use"
-        " `lazy` for thousands of nodes (see `benchmarks/scale.py`)",
+        " pending message for every node, so asking all N nodes costs about N^2 checks: a"
+        " simulation of many clients uses `virtual-clients` instead (reproducible); `lazy` is"
+        " for thousands of real SuperNodes (see `benchmarks/scale.py`)",
         choices=("all", "lazy"),
     ),
     Setting(
