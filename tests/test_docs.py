@@ -101,6 +101,7 @@ def test_a_broken_link_fails_the_strict_build(tmp_path):
     for name in ("mkdocs.yml", "README.md"):
         shutil.copy(ROOT / name, root / name)
     (root / "benchmarks").symlink_to(ROOT / "benchmarks")  # the included result files
+    (root / "reproductions").symlink_to(ROOT / "reproductions")
     page = root / "docs" / "gpus.md"
     page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
     result, _ = mkdocs_build(root, tmp_path / "site")
@@ -114,6 +115,7 @@ def test_a_broken_anchor_fails_the_strict_build(tmp_path):
     for name in ("mkdocs.yml", "README.md"):
         shutil.copy(ROOT / name, root / name)
     (root / "benchmarks").symlink_to(ROOT / "benchmarks")
+    (root / "reproductions").symlink_to(ROOT / "reproductions")
     page = root / "docs" / "gpus.md"
     page.write_text(page.read_text() + "\nSee [resume](resume.md#no-such-section).\n")
     result, _ = mkdocs_build(root, tmp_path / "site")
