@@ -216,6 +216,10 @@ def test_protocols_with_state_outside_the_rounds_and_site_data_are_refused():
         parse_run_config({**base, "virtual-clients": 30, "partitioner": "site"})
     with pytest.raises(ConfigError, match="virtual-clients"):
         parse_run_config({**base, "virtual-clients": -1})
+    with pytest.raises(
+        ConfigError, match="virtual-clients=5 is fewer than min-available-clients=8"
+    ):
+        parse_run_config({**base, "virtual-clients": 5, "min-available-clients": 8})
 
 
 def test_federation_layout_starts_supernodes_for_the_sample_above_the_threshold():

@@ -62,7 +62,13 @@ SETTINGS = (
 
 
 def check(config: RunConfig) -> None:
-    """Virtual clients need data that flowerbed partitions: a site's own data is its node's."""
+    """Virtual clients need data that flowerbed partitions (a site's own data is its node's),
+    and at least ``min-available-clients`` of them (a strategy would wait for more for ever)."""
+    if 0 < config.virtual_clients < config.min_available_clients:
+        raise ConfigError(
+            f"virtual-clients={config.virtual_clients} is fewer than min-available-clients="
+            f"{config.min_available_clients}; valid: virtual-clients >= min-available-clients"
+        )
     if config.virtual_clients and nodes_report_data(config):
         raise ConfigError(
             f"virtual-clients={config.virtual_clients} needs data that flowerbed partitions;"
