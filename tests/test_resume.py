@@ -173,6 +173,22 @@ def test_a_killed_run_resumes_to_the_history_of_an_uninterrupted_run(name, tmp_p
     assert json.loads((resumed / "config.json").read_text())["resume"] == ""
 
 
+def test_a_killed_run_of_virtual_clients_resumes_to_the_uninterrupted_history(tmp_path, one_thread):
+    """8 SCAFFOLD clients carried by 4 nodes, half of them sampled a round: each client's c_i
+    lives only in the run folder, so the resumed run must find it there."""
+    virtual = {"virtual-clients": 8}
+    reference = run_in_process(overrides("scaffold", tmp_path / "reference", **virtual), 4)
+    killed = run_and_kill_after(
+        overrides("scaffold", tmp_path / "killed", **virtual), tmp_path / "killed", 2
+    )
+    assert 2 <= read_checkpoint(killed).round < ROUNDS
+    resumed = run_in_process(
+        overrides("scaffold", tmp_path / "killed", resume=str(killed), **virtual), 4
+    )
+    assert status(resumed) == "completed"
+    assert (resumed / "history.json").read_bytes() == (reference / "history.json").read_bytes()
+
+
 class LateNodesGrid(InProcessGrid):
     """A federation whose last nodes connect late: the first listing shows ``early`` nodes
     (enough for min-available-clients), every later one all of them, as SuperNodes still
