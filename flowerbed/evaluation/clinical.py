@@ -115,12 +115,15 @@ def weighted_statistics(
     positive: int | None,
     weights: np.ndarray,
     orders: list[np.ndarray] | None = None,
+    brier: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Balanced accuracy, macro AUROC, the positive class's AUROC (binary) and the Brier score
-    under each row of ``weights`` (B, N); the point estimates for a row of ones. ``orders``:
-    ``score_orders(probabilities)``, if already made (the bootstrap sorts once)."""
+    under each row of ``weights`` (B, N); the point estimates for a row of ones. ``orders``
+    (``score_orders``) and ``brier`` (``brier_terms``): if already made (the bootstrap makes
+    them once for all its resamples)."""
     num_classes = probabilities.shape[1]
     orders = score_orders(probabilities) if orders is None else orders
+    brier = brier_terms(probabilities, labels, positive) if brier is None else brier
     correct = probabilities.argmax(axis=1) == labels
     recalls, areas = [], []
     for c in range(num_classes):
@@ -135,7 +138,7 @@ def weighted_statistics(
     stats = {
         "balanced_accuracy": _nanmean_rows(recalls),
         "auroc": _nanmean_rows(areas),
-        "brier": weights @ brier_terms(probabilities, labels, positive) / weights.sum(axis=1),
+        "brier": weights @ brier / weights.sum(axis=1),
     }
     if num_classes == 2 and positive is not None:
         stats["auroc_positive"] = weighted_auroc(
@@ -182,7 +185,7 @@ def bootstrap_intervals(
         return {}
     resamples = bootstrap_resamples(n) if resamples is None else resamples
     chunk = max(1, min(chunk, BOOTSTRAP_CHUNK_VALUES // n))
-    orders = score_orders(probabilities)
+    orders, brier = score_orders(probabilities), brier_terms(probabilities, labels, positive)
     rng = np.random.default_rng(seed)
     draws: dict[str, list[np.ndarray]] = {}
     for start in range(0, resamples, chunk):
@@ -190,7 +193,7 @@ def bootstrap_intervals(
         draws_of_rows = rng.integers(0, n, size=(size, n)) + n * np.arange(size)[:, None]
         weights = np.bincount(draws_of_rows.ravel(), minlength=size * n).reshape(size, n)
         weights = weights.astype(np.float64)  # each resample's multiplicities
-        stats = weighted_statistics(probabilities, labels, positive, weights, orders)
+        stats = weighted_statistics(probabilities, labels, positive, weights, orders, brier)
         for name, values in stats.items():
             draws.setdefault(name, []).append(values)
     intervals = {}
