@@ -266,31 +266,29 @@ class RecordingGrid:
         """Connected nodes (not those left out), in partition order (unknown nodes last, by id);
         by id alone after a handshake that asked one node (an order that does not change as
         partitions are learnt); the clients' ids when clients are virtual (``act_as_clients``)."""
-        connected = (
-            [n for n in self._grid.get_node_ids() if n not in self.left_out]
-            if self.virtual is None
-            else []
-        )
         if self.virtual is not None:
             nodes = self.virtual.client_ids()
-        elif not self.nodes_in_partition_order:
-            nodes = sorted(connected)
-        else:  # only the nodes of the handshake take part
-            strangers = [node for node in connected if node not in self.partition_of]
-            for node in sorted(set(strangers) - self.strangers):
-                log(
-                    WARNING,
-                    "flowerbed: node %d is not one of the nodes that answered the handshake;"
-                    " it is never sampled in this run",
-                    node,
-                )
-            self.strangers.update(strangers)
-            nodes = sorted(
-                (n for n in connected if n in self.partition_of), key=self.partition_of.get
-            )
+        else:
+            nodes = self._connected_nodes()
         if self.sampling_seed is not None:
             random.seed(self.sampling_seed)
         return nodes
+
+    def _connected_nodes(self) -> list[int]:
+        """The connected nodes, not those left out, in the order ``get_node_ids`` names."""
+        connected = [n for n in self._grid.get_node_ids() if n not in self.left_out]
+        if not self.nodes_in_partition_order:
+            return sorted(connected)
+        strangers = [node for node in connected if node not in self.partition_of]
+        for node in sorted(set(strangers) - self.strangers):  # only the handshake's take part
+            log(
+                WARNING,
+                "flowerbed: node %d is not one of the nodes that answered the handshake;"
+                " it is never sampled in this run",
+                node,
+            )
+        self.strangers.update(strangers)
+        return sorted((n for n in connected if n in self.partition_of), key=self.partition_of.get)
 
     # --- traffic -------------------------------------------------------------------------------
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None):
