@@ -23,7 +23,9 @@ Per N it reports:
   /proc/<pid>/smaps_rollup, with the share of each kind of process at that peak;
 * seconds per round: the run's ``timings.csv`` (round 1 starts after the handshake), median
   over rounds 2.. (round 1 also starts the second Ray actor);
-* start-up: wall time minus the rounds, and the handshake's seconds; the data set's size
+* start-up + end: wall time minus the rounds (start-up, and the end of the run: the clinical
+  summary's bootstrap of the last and best rounds, the report), and the handshake's seconds;
+  the data set's size
   (written once into a ``cache-dir`` by the first process that needs it and memory-mapped by
   every process: one copy per machine; the pages a process touches count in its PSS, shared);
   the machine's 5-minute load average (mean of before and after the run: on a shared machine,
@@ -217,7 +219,7 @@ def table(results: list[dict]) -> str:
     )
     header = (
         "| clients | SuperNodes | data set (one copy) GiB | peak PSS GiB |"
-        " s/round (median, rounds 2..) | of it central evaluation | rounds (s) | start-up s |"
+        " s/round (median, rounds 2..) | of it central evaluation | rounds (s) | start-up + end s |"
         " handshake s | load | final model |"
     )
     lines = [title, "", header, "|---|---|---|---|---|---|---|---|---|---|---|"]
