@@ -179,7 +179,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
         if value and not PROTOCOLS[config.strategy].protocol(config).resumable:
             raise ConfigError(
                 f"{key}={value!r}: strategy={config.strategy!r} cannot {RESUMABLE_ONLY[key]};"
-                " only runs made of FL rounds can (the strategies"
+                " only runs made of FL rounds do (the strategies"
                 f" {', '.join(STRATEGIES)}, without kt-metrics or distill-objective)"
             )
     return config

@@ -131,7 +131,7 @@ def test_a_data_file_that_is_there_or_asked_for_passes_the_pre_flight(tmp_path):
     [
         (
             ["rnu"],
-            "invalid choice: 'rnu' (choose from 'run', 'sweep', 'report'); did you mean 'run'?",
+            "invalid choice: 'rnu' (choose from 'run', 'sweep', 'report', 'reproduce'); did you mean 'run'?",
         ),
         (
             ["run", "--sett", "seed=1"],
