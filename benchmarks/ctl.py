@@ -96,6 +96,7 @@ from result_tables import (
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.results import write_csv
 from flowerbed.data.simulations import SimulationOptions
+from flowerbed.experiments.ctl import lacking_class
 from flowerbed.experiments.stats import welch_test
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.methods.ctl.reference import generated_nodes, nodes_for, params_for, simulate
@@ -232,10 +233,9 @@ def usable_nodes(config, required_splits: tuple[str, ...], options: dict | None 
             nodes = nodes_for(config, NUM_NODES)
     except ValueError as error:  # an empty cluster
         return None, str(error)
-    for k, node in enumerate(nodes):
-        for split, labels in (("training", node.y_train), ("test", node.y_test)):
-            if split in required_splits and len(np.unique(labels)) != 2:
-                return None, f"node {k} lacks a class in its {split} data"
+    reason = lacking_class(nodes, tuple(required_splits))
+    if reason:
+        return None, reason
     return nodes, ""
 
 

@@ -93,11 +93,18 @@ def usable_nodes(config: RunConfig) -> tuple[list[NodeData] | None, str]:
         nodes = nodes_for(config, NUM_NODES)
     except ValueError as error:  # an empty cluster
         return None, str(error)
+    reason = lacking_class(nodes)
+    return (None, reason) if reason else (nodes, "")
+
+
+def lacking_class(nodes: list[NodeData], splits: tuple[str, ...] = ("training", "test")) -> str:
+    """Why the authors' rule discards these nodes (the first node lacking a class in one of
+    ``splits`` of its data), or "" when none does."""
     for k, node in enumerate(nodes):
         for split, labels in (("training", node.y_train), ("test", node.y_test)):
-            if len(np.unique(labels)) != 2:
-                return None, f"node {k} lacks a class in its {split} data"
-    return nodes, ""
+            if split in splits and len(np.unique(labels)) != 2:
+                return f"node {k} lacks a class in its {split} data"
+    return ""
 
 
 def first_round_above(curve: np.ndarray, target: float) -> int | None:
