@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 from sklearn.datasets import load_breast_cancer
 from sklearn.metrics import brier_score_loss, confusion_matrix, recall_score, roc_auc_score
 from sklearn.metrics import roc_curve as sklearn_roc_curve
@@ -18,6 +19,7 @@ from sklearn.metrics import roc_curve as sklearn_roc_curve
 from flowerbed.catalog import parse_run_config
 from flowerbed.data.classes import class_names, positive_class, run_classes
 from flowerbed.data.registry import DATASETS
+from flowerbed.data.splits import DatasetSplits, test_sample
 from flowerbed.evaluation import clinical as clinical_module
 from flowerbed.evaluation.clinical import (
     bootstrap_intervals,
@@ -389,3 +391,36 @@ def test_the_bootstrap_of_a_huge_test_set_is_bounded_and_its_chunks_change_nothi
     whole = bootstrap_intervals(probabilities, labels, None, resamples=300, chunk=100)
     monkeypatch.setattr(clinical_module, "BOOTSTRAP_CHUNK_VALUES", 2_000 * 7)  # 7 resamples a chunk
     assert bootstrap_intervals(probabilities, labels, None, resamples=300, chunk=100) == whole
+
+
+def test_a_test_set_above_central_test_samples_is_evaluated_on_one_seeded_sample(tmp_path):
+    x = torch.arange(1000, dtype=torch.float32)[:, None]  # each row says which sample it is
+    data = DatasetSplits("rows", x, torch.zeros(1000, dtype=torch.int64), x, torch.arange(1000), 2)
+    x_sample, y_sample = test_sample(data, 100)
+    rows = y_sample.numpy()
+    assert len(rows) == 100 and np.all(np.diff(rows) > 0)  # distinct, in the split's order
+    assert np.array_equal(x_sample[:, 0].numpy(), rows)  # inputs and labels stay paired
+    assert rows[-1] > 500  # drawn from the whole split, not its first rows
+    assert np.array_equal(test_sample(data, 100)[1].numpy(), rows)  # the same every time
+    for most in (0, 1000, 5000):  # 0 = all; a split within the limit is kept whole
+        assert test_sample(data, most)[1] is data.y_test
+
+    def run(seed: int):
+        config = {
+            "dataset": "breast-cancer",
+            "model": "mlp",
+            "num-server-rounds": 1,
+            "local-epochs": 1,
+            "central-test-samples": 50,
+            "seed": seed,
+            "output-dir": str(tmp_path / f"runs-{seed}"),
+        }
+        return run_in_process(config, 2)
+
+    labels = []
+    for seed in (1, 2):  # another seed, the same test samples
+        run_dir = run(seed)
+        last = json.loads((run_dir / "clinical.json").read_text())["last"]
+        assert last["n"] == 50 and sum(last["class_counts"]) == 50
+        labels.append(np.load(run_dir / "predictions_best.npz")["labels"])
+    assert np.array_equal(labels[0], labels[1]) and len(labels[0]) == 50

@@ -11,11 +11,12 @@ import numpy as np
 import torch
 
 from .image_cache import CachedImages
-from .mapped_images import MappedImages
+from .mapped_images import MappedImages, take
 
 # `download=true` fetches the MedMNIST and torchvision sets (the others are bundled, generated,
 # a site's own, or ModelNet, which has no download)
 DOWNLOAD_HINT = 'or run with --run-config "download=true" on a machine with internet'
+TEST_SAMPLE_SEED = 0  # one sample of a test set for every run: runs compare on the same samples
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -109,3 +110,15 @@ def standardised(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, n
         ((x_train - mean) / std).astype(np.float32),
         ((x_test - mean) / std).astype(np.float32),
     )
+
+
+def test_sample(data: DatasetSplits, most: int) -> tuple[torch.Tensor | MappedImages, torch.Tensor]:
+    """The test split's inputs and labels, or, when it has more than ``most`` samples
+    (``most`` > 0), a uniform sample of ``most`` of them without replacement, kept in the split's
+    order. The sample is drawn with ``TEST_SAMPLE_SEED``, not the run's seed, so that every run
+    of a data set is evaluated on the same samples and two runs compare pair by pair."""
+    if most <= 0 or len(data.y_test) <= most:
+        return data.x_test, data.y_test
+    chosen = np.random.default_rng(TEST_SAMPLE_SEED).choice(len(data.y_test), most, replace=False)
+    rows = torch.from_numpy(np.sort(chosen))
+    return take(data.x_test, rows), data.y_test[rows]

@@ -4,8 +4,9 @@ Server half: the algorithm's Flower ``Strategy`` (``StrategySpec.build_server``,
 ``check`` so that its requirements stop the run before any training) runs
 ``strategy.start`` on the run's recording grid for ``num-server-rounds`` rounds, starting
 from the handoff's global arrays (or the run's freshly built global model). After every
-round the global model is evaluated on the held-out test set (``central_accuracy``) and the
-history row is logged and written, with the strategy's own metrics of the round
+round the global model is evaluated on the held-out test set (``central_accuracy``; on a
+seeded sample of ``central-test-samples`` of it when it is larger, ``data.splits.test_sample``)
+and the history row is logged and written, with the strategy's own metrics of the round
 (``round_metrics``, e.g. QFedFisher's substituted fraction) as ``server_<name>``. The final arrays go to ``model.pt`` and to the handoff; the
 best round's (highest ``central_accuracy``, the earliest on a tie, round 0 included) go to
 ``model_best.pt``, with that round and accuracy in ``model_best.json``. "Best" is selected on
@@ -52,6 +53,7 @@ from flwr.serverapp.strategy import Strategy
 
 from ..core.results import atomic_write, save_model, write_json
 from ..core.stages import BEST_MODEL, CENTRAL_EVALUATION, CHECKPOINT, stage
+from ..data.splits import test_sample
 from ..evaluation.clinical import CLASS_COUNT_METRICS, clinical_summary
 from ..evaluation.metrics import BINARY, CLINICAL
 from ..runtime.checkpoint import (
@@ -104,6 +106,16 @@ SETTINGS = (
         " `accuracy`, the clinical metrics `balanced-accuracy`, `auroc`, or for two classes"
         " `sensitivity`, `specificity`, `auroc-positive`",
         choices=BEST_MODEL_METRICS,
+    ),
+    Setting(
+        "central-test-samples",
+        100_000,
+        "FL rounds: the most samples of the server's test set the global model is evaluated on"
+        " after each round. A larger test set (a simulated federation of many clients) is"
+        " evaluated on a uniform sample of this many, the same sample in every run of the data"
+        " set, so that a round's cost does not grow with the federation; its n is in"
+        " `clinical.json`. 0 = the whole test set",
+        low=0,
     ),
 )
 
@@ -231,6 +243,16 @@ class FLRounds(Phase):
         resumed = run.checkpoint
         best_accuracy = resumed.best_accuracy if resumed else -1.0
         stamp = checkpoint_stamp(run.run_dir) if config.checkpoint else {}  # versions, identity
+        if data is not None:
+            x_test, y_test = test_sample(data, config.central_test_samples)
+            if len(y_test) < len(data.y_test):
+                log(
+                    INFO,
+                    "flowerbed: the global model is evaluated on %d of the %d test samples"
+                    " (central-test-samples)",
+                    len(y_test),
+                    len(data.y_test),
+                )
 
         def central_evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
             nonlocal best_accuracy, latest, last_predictions
@@ -243,7 +265,7 @@ class FLRounds(Phase):
             else:  # one pass: loss, accuracy and the clinical metrics
                 with stage(CENTRAL_EVALUATION, server_round):
                     result = evaluate_clinical(
-                        model, data.x_test, data.y_test, data.num_classes, run.grid.positive_class
+                        model, x_test, y_test, data.num_classes, run.grid.positive_class
                     )
                 accuracy, loss = result.accuracy, result.loss
                 last_predictions = Predictions(server_round, result.probabilities, result.labels)
