@@ -5,12 +5,13 @@ as Flower 1.42 and Ray write them. The real runs are in ``tests/e2e/test_flowerb
 from __future__ import annotations
 
 import io
+import math
 from types import SimpleNamespace
 
 import pytest
 
 from flowerbed.run_console import LOG_FILE, MAX_WARNINGS, MISLEADING, RunConsole
-from flowerbed.runtime.history import failures_text
+from flowerbed.runtime.history import client_accuracy_text, failures_text
 from flowerbed.runtime.outcome import first_error
 from flowerbed.runtime.recording_grid import short_reason
 
@@ -189,3 +190,22 @@ def test_a_failed_rounds_reason_counts_the_failures_and_names_the_first():
     assert failures_text(row) == "3 failed; partition 0: A; 2 more in history.json"
     assert failures_text({"round": 1, "failures": ["partition 4: A"]}) == "1 failed; partition 4: A"
     assert failures_text({"round": 1}) == "no reply"
+
+
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        (
+            {"client_accuracy": 0.8, "client_accuracy_std": 0.05},
+            "client acc 0.8000 (sample-weighted) ± 0.0500 (std over clients)",
+        ),
+        (
+            {"client_accuracy": math.nan, "client_accuracy_unweighted_mean": 0.7},
+            "client acc 0.7000 (unweighted mean)",  # one client: no spread, no NaN
+        ),
+        ({}, "no client accuracy"),  # fraction-evaluate=0
+        ({"client_accuracy": math.nan, "client_accuracy_std": math.nan}, "no client accuracy"),
+    ],
+)
+def test_the_round_line_never_prints_nan_for_client_accuracy(row, expected):
+    assert client_accuracy_text(row) == expected

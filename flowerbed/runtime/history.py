@@ -271,12 +271,17 @@ def format_round(row: dict, num_rounds: int) -> str:
 
 def client_accuracy_text(row: dict) -> str:
     """The log line's client accuracy: sample-weighted where the replies allow (Flower's
-    number), else the unweighted mean, named so; ± the spread over clients."""
-    spread = f" ± {row.get('client_accuracy_std', math.nan):.4f} (std over clients)"
-    if "client_accuracy" in row:
-        return f"client acc {row['client_accuracy']:.4f} (sample-weighted){spread}"
-    mean = row.get("client_accuracy_unweighted_mean", math.nan)
-    return f"client acc {mean:.4f} (unweighted mean){spread}"
+    number), else the unweighted mean, named so; ± the spread over clients where there is one.
+    A round without client accuracies (``fraction-evaluate=0``) says so instead of NaN."""
+    if _finite(row.get("client_accuracy")):
+        text = f"client acc {row['client_accuracy']:.4f} (sample-weighted)"
+    elif _finite(row.get("client_accuracy_unweighted_mean")):
+        text = f"client acc {row['client_accuracy_unweighted_mean']:.4f} (unweighted mean)"
+    else:
+        return "no client accuracy"
+    if _finite(row.get("client_accuracy_std")):
+        text += f" ± {row['client_accuracy_std']:.4f} (std over clients)"
+    return text
 
 
 def round_pace(rows: list[dict], num_rounds: int) -> str:
