@@ -17,6 +17,7 @@ from flowerbed.experiments.reproduction_report import (
     reproduction_tables,
     summary,
 )
+from flowerbed.experiments.stats import SIGN_TEST
 from flowerbed.experiments.verdicts import (
     BEYOND_NOISE,
     INCLUDES_ZERO,
@@ -84,23 +85,24 @@ def test_each_claim_its_interval_and_verdict(files):
     half = half_width(1.0)
     assert half == pytest.approx(2.484, abs=1e-3)
     assert (
-        f"| A ahead of B (x) | 3 | 3.00 | [{3 - half:.2f}, {3 + half:.2f}] | 3 of 3 | reproduced |"
+        f"| A ahead of B (x) | 3 | mean 3.00 | [{3 - half:.2f}, {3 + half:.2f}] | 3 of 3 | reproduced |"
         f" {BEYOND_NOISE} |" in text
     )
     # B - C: mean -10/3, sd sqrt(1/3)
     half = half_width(math.sqrt(1 / 3))
     assert (
-        f"| B ahead of C (x) | 3 | -3.33 | [{-10 / 3 - half:.2f}, {-10 / 3 + half:.2f}] | 0 of 3 |"
+        f"| B ahead of C (x) | 3 | mean -3.33 | [{-10 / 3 - half:.2f}, {-10 / 3 + half:.2f}] | 0 of 3 |"
         f" reversed | {BEYOND_NOISE} |" in text
     )
     # A - D: mean 1/3, sd sqrt(4/3)
     half = half_width(math.sqrt(4 / 3))
     assert (
-        f"| A ahead of D (x) | 3 | 0.33 | [{1 / 3 - half:.2f}, {1 / 3 + half:.2f}] | 2 of 3 |"
+        f"| A ahead of D (x) | 3 | mean 0.33 | [{1 / 3 - half:.2f}, {1 / 3 + half:.2f}] | 2 of 3 |"
         f" within noise | {INCLUDES_ZERO} |" in text
     )
     assert (
-        "| A ahead of E (x) | 3 | 1.00 | [1.00, 1.00] (no spread) | 3 of 3 | within noise |" in text
+        "| A ahead of E (x) | 3 | mean 1.00 | [1.00, 1.00] (no spread) | 3 of 3 | within noise |"
+        in text
     )
     assert "| A ahead of F (x) | 0 | – | – | 0 of 0 | not judged |" in text
     assert "A ahead of B (x): seed 1: +2.00; seed 2: +3.00; seed 3: +4.00." in text
@@ -134,7 +136,7 @@ def test_the_page_holds_the_same_cells_escaped(files):
                 assert f">{html.escape(cell)}</t" in page
 
 
-def test_a_value_that_is_not_finite_is_shown_and_its_claims_not_judged():
+def test_a_value_that_is_not_finite_is_shown_and_its_claims_judged_by_the_sign_test():
     ctl = PAPERS["ctl"]
     values = {"Best": (10, 12, 14), "Worst": (20, 20, 30), "Local": (math.inf, math.inf, 25)}
     cells = [
@@ -146,15 +148,33 @@ def test_a_value_that_is_not_finite_is_shown_and_its_claims_not_judged():
     assert "| Local | ∞ | ∞ in 2 of 3 seeds; the other 1: 25.00 |" in text
     assert "| All | 15 | not measured |" in text
     results = {(r.better, r.worse): r for r in judge_claims(ctl, cells)}
-    # Best - Worst = -10 -8 -16: finite, judged (lower is better: the claimed side is negative)
+    # Best - Worst = -10 -8 -16: finite, a t interval (lower is better: the claimed side is
+    # negative)
     assert results["Best", "Worst"].verdict.word == REPRODUCED
     for claim, ordered in ((("Best", "Local"), 3), (("Worst", "Local"), 2)):
-        assert results[claim].verdict.word == NOT_JUDGED
-        assert results[claim].verdict.reason == NOT_FINITE
+        # an infinity: the sign test, whose interval cannot exclude 0 with 3 seeds
+        assert results[claim].verdict.word == WITHIN_NOISE
+        assert results[claim].verdict.interval.test == SIGN_TEST
         assert results[claim].ordered == ordered  # 30 vs 25: Worst behind Local in seed 3
     assert "Worst ahead of Local: seed 1: 20.00 vs ∞; seed 2: 20.00 vs ∞; seed 3: +5.00." in text
-    # only the one judged claim with 3 seeds counts: Best - Worst
-    assert "1 of 1 intervals exclude 0; about 0.05 would by chance alone" in text
+    # Worst - Local = -∞, -∞, +5: median -∞, interval (-∞, ∞) under 6 seeds
+    assert "| Worst ahead of Local | 3 | median -∞ | [-∞, ∞] (sign test) | 2 of 3 |" in text
+    assert "1 of 3 intervals exclude 0; about 0.15 would by chance alone" in text
+
+
+def test_with_six_seeds_an_infinity_behind_every_value_is_a_reproduced_ordering():
+    ctl = PAPERS["ctl"]
+    seeds = range(6)
+    cells = [Cell("Best", "", s, 10.0 + s) for s in seeds]
+    cells += [Cell("Local", "", s, math.inf) for s in seeds]
+    cells += [Cell("Local", "", 9, math.nan), Cell("Best", "", 9, 3.0)]  # a NaN: not judged
+    (result,) = [r for r in judge_claims(ctl, cells) if (r.better, r.worse) == ("Best", "Local")]
+    assert result.verdict.word == NOT_JUDGED
+    assert result.verdict.reason == NOT_FINITE  # the NaN seed makes the claim unjudgeable
+    cells = cells[:-2]
+    (result,) = [r for r in judge_claims(ctl, cells) if (r.better, r.worse) == ("Best", "Local")]
+    assert result.verdict.word == REPRODUCED and result.ordered == 6
+    assert (result.verdict.interval.low, result.verdict.interval.high) == (-math.inf, -math.inf)
 
 
 def test_summary_never_shows_a_number_for_infinity():

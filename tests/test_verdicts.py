@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from flowerbed.experiments.stats import sign_test
 from flowerbed.experiments.verdicts import (
     BEYOND_NOISE,
     INCLUDES_ZERO,
@@ -15,10 +16,12 @@ from flowerbed.experiments.verdicts import (
     NOT_JUDGED,
     REPRODUCED,
     REVERSED,
+    SIGN_BEYOND_NOISE,
     TOO_FEW_SEEDS,
     WITHIN_NOISE,
     Claim,
     chance_crossings,
+    sign_verdict,
     verdict,
 )
 
@@ -107,3 +110,33 @@ def test_a_claim_is_frozen_and_says_where_the_paper_makes_it():
     assert (claim.better, claim.worse, claim.source) == ("FedProx", "FedAvg", "Table 2, p. 7")
     with pytest.raises(dataclasses.FrozenInstanceError):
         claim.better = "FedAvg"
+
+
+# --- the sign test, for differences that may be infinite ------------------------------------------
+
+
+def test_the_sign_tests_interval_is_the_order_statistics_a_binomial_table_gives():
+    # n = 8: P(B <= 0) = 1/256 = 0.0039 <= 0.025, P(B <= 1) = 9/256 = 0.035 > 0.025, so k = 1:
+    # [d_(1), d_(8)], coverage 1 - 2/256 = 99.2 %; the median is (d_(4) + d_(5)) / 2
+    differences = [5.0, -1.0, 3.0, 2.0, 4.0, 7.0, 6.0, 1.0]
+    interval = sign_test(differences)
+    assert (interval.low, interval.high, interval.mean) == (-1.0, 7.0, 3.5)
+    assert interval.p == pytest.approx(2 * 9 / 256)  # 7 of 8 above 0: 2 P(B <= 1)
+    # n = 20: P(B <= 5) = 0.0207, P(B <= 6) = 0.0577, so k = 6: [d_(6), d_(15)]
+    interval = sign_test([float(d) for d in range(1, 21)])
+    assert (interval.low, interval.high) == (6.0, 15.0)
+
+
+def test_the_sign_test_judges_infinite_differences_and_needs_six_seeds():
+    never = [-math.inf] * 6  # the better method reached its target, the worse never did
+    result = sign_verdict(never, higher_is_better=False)
+    assert result.word == REPRODUCED and result.reason == SIGN_BEYOND_NOISE
+    assert (result.interval.low, result.interval.high) == (-math.inf, -math.inf)
+    assert sign_verdict([math.inf] * 6, higher_is_better=False).word == REVERSED
+    five = sign_verdict([-math.inf] * 5, higher_is_better=False)  # 1/32 > 0.025: no interval
+    assert five.word == WITHIN_NOISE and five.reason == INCLUDES_ZERO
+    assert (five.interval.low, five.interval.high) == (-math.inf, math.inf)
+    ties = sign_verdict([0.0] * 8)  # two ∞ in every seed: all ties
+    assert ties.word == WITHIN_NOISE and math.isnan(ties.interval.p)
+    assert sign_verdict([-math.inf]).word == NOT_JUDGED
+    assert sign_verdict([]).reason == TOO_FEW_SEEDS

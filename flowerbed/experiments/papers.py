@@ -199,7 +199,7 @@ CTL = PaperTable(
     title="Distributed Collaborative Learning with Representative Knowledge Sharing",
     source="Sec. 4.1.3 (Results) on Fig. 2(d), Mathematics 2025, 13(6), 1004 (no tables, no pages)",
     metric="first iteration at which the mean accuracy on non-local tasks exceeds 0.85 "
-    "(Simulation 1, mean of 100 simulations); math.inf: not within 100 iterations",
+    "(Simulation 1, mean of 100 simulations); ∞: not reached within 100 iterations",
     higher_is_better=False,
     rows=(
         PaperRow("Best", 12),

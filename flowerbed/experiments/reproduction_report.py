@@ -17,14 +17,17 @@ name and the measured time. What they show:
   (``verdicts.chance_crossings``);
 * the regime's differences from the paper's, the budget and the measured time.
 
-A claim whose paired values are not all finite is "not judged" (reason ``NOT_FINITE``): a t
-interval of differences such as 12 - ∞ has no meaning, and putting a number in the place of
-∞ (the last round + 1, say) would make the interval depend on that choice. Such a claim still
-shows, per seed, both values and whether the claimed order holds (∞ is behind every finite
-value when lower is better, ahead of it when higher is; two ∞ are a tie, so the order does
-not hold), so that the reader sees the ordering without a verdict that pretends to an
-interval. Only judged claims (at least 2 seeds, finite) count in the chance line, and an
-interval without spread (``stats.Interval.spread``) never counts as excluding 0.
+A claim whose paired values include an infinity (CTL's Local never reaching its target) is
+judged by the sign test instead of a t interval (``verdicts.sign_verdict``): the distribution-free
+95 % interval of the median per-seed difference, where 12 - ∞ is -∞ and two ∞ of the same sign
+are a tie. A t interval of such differences has no meaning, and putting a number in the place
+of ∞ (the last round + 1, say) would make the interval depend on that choice; the sign test uses
+only the differences' order. Its interval needs at least 6 seeds to exclude 0. A claim with a
+NaN value is "not judged" (reason ``NOT_FINITE``). Every claim also shows, per seed, both values
+and whether the claimed order holds (∞ is behind every finite value when lower is better, ahead
+of it when higher is; two ∞ are a tie, so the order does not hold). Only judged claims (at least
+2 seeds) count in the chance line, and a t interval without spread (``stats.Interval.spread``)
+never counts as excluding 0.
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ from dataclasses import dataclass
 from .document import Block, Heading, Paragraph, Table, html_page, markdown
 from .papers import PaperTable
 from .reproduction import Cell, RegimeDifference
-from .stats import Interval
-from .verdicts import NOT_JUDGED, Verdict, chance_crossings, verdict
+from .stats import SIGN_TEST, Interval
+from .verdicts import NOT_JUDGED, Verdict, chance_crossings, sign_verdict, verdict
 
 MARKDOWN, HTML = "reproduction.md", "report.html"
-NOT_FINITE = "a value is not finite: no t interval (see how claims are judged)"
+NOT_FINITE = "a value is NaN: no interval (see how claims are judged)"
 NOT_MEASURED = "not measured"
 
 
@@ -126,6 +129,9 @@ def judge(table: PaperTable, cells: list[Cell], claim: tuple[str, str, str]) -> 
     pairs = [(a[s], b[s]) for s in seeds]
     if all(math.isfinite(x) and math.isfinite(y) for x, y in pairs):
         judged = verdict([x - y for x, y in pairs], table.higher_is_better)
+    elif not any(math.isnan(x) or math.isnan(y) for x, y in pairs):  # an infinity
+        differences = [0.0 if x == y else x - y for x, y in pairs]  # ∞ vs ∞: a tie
+        judged = sign_verdict(differences, table.higher_is_better)
     else:
         no_interval = Interval(
             math.nan, math.nan, math.nan, len(seeds), math.nan, False, "paired t"
@@ -153,20 +159,28 @@ def claim_name(result: ClaimResult) -> str:
 
 
 def interval_text(interval: Interval) -> str:
-    """ "[low, high]", "(no spread)" where the differences do not vary, "–" without one."""
+    """ "[low, high]", "(no spread)" where the differences do not vary, "–" without one; a
+    sign test's bounds may be infinite ("[-∞, -∞] (sign test)")."""
+    if interval.test == SIGN_TEST:
+        return f"[{number(interval.low)}, {number(interval.high)}] (sign test)"
     if not math.isfinite(interval.low) or not math.isfinite(interval.high):
         return "–"
     text = f"[{number(interval.low)}, {number(interval.high)}]"
     return text + (" (no spread)" if not interval.spread else "")
 
 
+def centre_text(interval: Interval) -> str:
+    """The interval's centre, named: the mean of a t interval, the median of a sign test's."""
+    return f"{'median' if interval.test == SIGN_TEST else 'mean'} {number(interval.mean)}"
+
+
 def claim_line(result: ClaimResult) -> str:
     """One line per claim, as the command prints it."""
     interval = result.verdict.interval
-    mean = f"mean {number(interval.mean)}, 95 % interval {interval_text(interval)}, "
+    centre = f"{centre_text(interval)}, 95 % interval {interval_text(interval)}, "
     return (
         f"{claim_name(result)}: {result.verdict.word} ("
-        + (mean if result.judged else "")
+        + (centre if result.judged else "")
         + f"order holds in {result.ordered} of {len(result.seeds)} seeds; {result.verdict.reason})"
     )
 
@@ -211,7 +225,7 @@ def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
         (
             claim_name(r),
             str(len(r.seeds)),
-            number(r.verdict.interval.mean) if r.judged else "–",
+            centre_text(r.verdict.interval) if r.judged else "–",
             interval_text(r.verdict.interval) if r.judged else "–",
             f"{r.ordered} of {len(r.seeds)}",
             r.verdict.word,
@@ -224,13 +238,16 @@ def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
         Heading("The paper's claims"),
         Paragraph(
             "Each claim paired by seed (the seeds both methods have): the differences better -"
-            f" worse, their mean and 95 % t interval; the claimed side is {side}. A claim with a"
-            " value that is not finite is not judged: the difference has no finite value, and"
-            " replacing ∞ by a number would make the interval that number's; the seeds in which"
-            " the claimed order holds are counted instead (two ∞ are a tie)."
+            f" worse, their mean and 95 % t interval; the claimed side is {side}. Where a value"
+            " is ∞ (a target never reached) a t interval has no meaning and replacing ∞ by a"
+            " number would make the interval that number's: such a claim is judged by the sign"
+            " test, the distribution-free 95 % interval of the median difference (12 - ∞ = -∞;"
+            " two ∞ are a tie; at least 6 seeds to exclude 0). The seeds in which the claimed"
+            " order holds are counted for every claim."
         ),
         Table(
-            ("claim", "seeds", "mean", "95 % interval", "order holds", "verdict", "reason"), rows
+            ("claim", "seeds", "centre", "95 % interval", "order holds", "verdict", "reason"),
+            rows,
         ),
         Paragraph(chance_line(results)),
         Heading("Per-seed differences"),

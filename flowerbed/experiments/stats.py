@@ -1,6 +1,8 @@
 """The statistics that judge a comparison of per-seed results: a 95 % Student-t interval of a
 difference with the two-sided p-value of the same t test (``paired_test`` for per-seed
-differences, ``welch_test`` for two unpaired samples), the tolerance within which values count as
+differences, ``welch_test`` for two unpaired samples), the sign test's distribution-free
+interval of the median per-seed difference for differences that may be infinite
+(``sign_test``), the tolerance within which values count as
 the same (``same_within``), and the Holm-Bonferroni correction over a family of such tests
 (``holm``). An interval whose values do not vary has no spread: it is the mean alone, its
 p-value is NaN, and it is never called beyond noise."""
@@ -21,13 +23,13 @@ class Interval:
     interval is the mean alone (``low == high == mean``), the t statistic is undefined and
     ``p`` is NaN: such an interval is shown, counted, and never called beyond noise."""
 
-    mean: float
+    mean: float  # the sign test's: the median
     low: float
     high: float
     n: int
     p: float
-    spread: bool
-    test: str  # "paired t" or "Welch t"
+    spread: bool  # a sign-test interval is always informative: True
+    test: str  # "paired t", "Welch t" or SIGN_TEST
 
     @property
     def excludes_zero(self) -> bool:
@@ -68,6 +70,29 @@ def paired_test(differences: list[float], tolerance: float = same_within(1)) -> 
     half = stats.t.ppf(0.975, n - 1) * error
     p = 2 * stats.t.sf(abs(mean) / error, n - 1)
     return Interval(mean, mean - half, mean + half, n, float(p), True, "paired t")
+
+
+SIGN_TEST = "sign test"
+
+
+def sign_test(differences: list[float]) -> Interval:
+    """The sign test of per-seed differences that may be infinite (a target one method never
+    reaches: 12 - ∞ = -∞; two ∞ of the same sign are a tie, 0): the median difference, its
+    distribution-free 95 % interval from the order statistics, [d_(k), d_(n + 1 - k)] with k
+    the largest such that P(B <= k - 1) <= 0.025 for B ~ Binomial(n, 1/2) (coverage at least
+    95 % for any distribution), and the two-sided binomial p-value of the signs, ties left out.
+    It needs no finite value and no spread: every difference -∞ gives [-∞, -∞]. Under 6 seeds
+    no k exists (1/2^5 > 0.025): the interval is (-∞, ∞) and never excludes 0."""
+    values = sorted(0.0 if math.isnan(d) else d for d in differences)
+    n = len(values)
+    k = 0
+    while k < n // 2 and stats.binom.cdf(k, n, 0.5) <= 0.025:  # P(B <= k), the next k's
+        k += 1
+    low, high = (values[k - 1], values[n - k]) if k else (-math.inf, math.inf)
+    above, below = sum(d > 0 for d in values), sum(d < 0 for d in values)
+    p = float(stats.binomtest(above, above + below).pvalue) if above + below else math.nan
+    median = statistics.median(values) if n else math.nan
+    return Interval(median, low, high, n, p, True, SIGN_TEST)
 
 
 def welch_test(a: list[float], b: list[float], tolerance: float = same_within(1)) -> Interval:

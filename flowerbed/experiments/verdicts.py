@@ -1,6 +1,8 @@
 """Verdicts on the orderings papers claim: a ``Claim`` ("method A beats method B on this metric",
 and where the paper says so) and the ``verdict`` of its paired per-seed differences, one word
-of "reproduced", "reversed", "within noise" or "not judged" with the 95 % interval it rests on;
+of "reproduced", "reversed", "within noise" or "not judged" with the 95 % interval it rests on
+(the paired t interval of the mean difference; ``sign_verdict``: the sign test's interval of the
+median difference, for differences that may be infinite);
 and ``chance_crossings``, how many of a page's intervals would exclude 0 by chance alone."""
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from flowerbed.experiments.stats import Interval, paired_test, same_within
+from flowerbed.experiments.stats import Interval, paired_test, same_within, sign_test
 
 REPRODUCED = "reproduced"
 REVERSED = "reversed"
@@ -17,6 +19,7 @@ NOT_JUDGED = "not judged"
 
 # the reasons a verdict gives
 BEYOND_NOISE = "the interval excludes 0 and the differences vary"
+SIGN_BEYOND_NOISE = "the sign test's interval of the median excludes 0"
 INCLUDES_ZERO = "the interval includes 0"
 NO_SPREAD = "the differences do not vary (no spread): no t test can judge them"
 TOO_FEW_SEEDS = "fewer than 2 seeds"
@@ -79,6 +82,21 @@ def verdict(
         return Verdict(WITHIN_NOISE, interval, INCLUDES_ZERO)
     on_claimed_side = interval.low > 0 if higher_is_better else interval.high < 0
     return Verdict(REPRODUCED if on_claimed_side else REVERSED, interval, BEYOND_NOISE)
+
+
+def sign_verdict(differences: list[float], higher_is_better: bool = True) -> Verdict:
+    """The verdict on per-seed differences that may be infinite (a target never reached), from
+    the sign test's 95 % interval of their median (``stats.sign_test``, distribution-free, no
+    finite value needed): under 2 seeds "not judged"; the interval includes 0 (always under 6
+    seeds): "within noise"; otherwise "reproduced" on the claimed side, "reversed" on the
+    other, as ``verdict``."""
+    interval = sign_test(differences) if differences else NO_SEED
+    if interval.n < 2:
+        return Verdict(NOT_JUDGED, interval, TOO_FEW_SEEDS)
+    if not interval.excludes_zero:
+        return Verdict(WITHIN_NOISE, interval, INCLUDES_ZERO)
+    on_claimed_side = interval.low > 0 if higher_is_better else interval.high < 0
+    return Verdict(REPRODUCED if on_claimed_side else REVERSED, interval, SIGN_BEYOND_NOISE)
 
 
 def chance_crossings(n_intervals: int, alpha: float = 0.05) -> float:
