@@ -29,6 +29,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from flowerbed.core.results import atomic_write, write_csv
+from flowerbed.experiments.provenance import (  # noqa: F401 - the benchmarks import them here
+    PROVENANCE,
+    UNRECORDED,
+    provenance_line,
+    record_provenance,
+    unrecorded_provenance_line,
+)
 from flowerbed.experiments.stats import Interval, holm, paired_test, same_within
 from flowerbed.sweep import SweepSpec, mean_std, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
@@ -402,84 +409,3 @@ def docs_include(table: Path) -> str:
     the site is built: ``--8<-- "benchmarks/results/<name>/table.md"`` (pymdownx.snippets)."""
     root = Path(__file__).resolve().parent.parent
     return f'--8<-- "{table.resolve().relative_to(root).as_posix()}"'
-
-
-PROVENANCE = "measured.json"
-
-
-def record_provenance(folder: Path, argv: list[str], file: str = PROVENANCE) -> None:
-    """Write ``measured.json`` beside a benchmark's ``runs.csv``: the commit the runs were
-    measured at (and whether tracked files outside ``benchmarks/results`` had uncommitted
-    changes), the command, the machine and
-    the date, so a table says where its numbers come from. ``file``: another name, for a
-    second experiment measured into the same folder at another time."""
-    import json
-    import os
-    import platform
-    import subprocess
-    import sys
-    from datetime import UTC, datetime
-
-    root = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        run = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-        return run.stdout.strip()
-
-    record = {
-        "commit": git("rev-parse", "HEAD"),
-        # changes to tracked files other than the results themselves (a run rewrites its own
-        # committed data files before it records where they come from)
-        "uncommitted_changes": bool(
-            git(
-                "status",
-                "--porcelain",
-                "--untracked-files=no",
-                "--",
-                ".",
-                ":(exclude)benchmarks/results",
-            )
-        ),
-        "command": " ".join(["python", *argv]),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
-        f" {platform.release()}, Python {sys.version.split()[0]}",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-    }
-    atomic_write(folder / file, lambda f: f.write(json.dumps(record, indent=1) + "\n"))
-
-
-def provenance_line(folder: Path, file: str = PROVENANCE) -> str:
-    """One sentence naming the commit, command, machine and date of ``measured.json`` (or of
-    ``file``)."""
-    import json
-
-    path = folder / file
-    if not path.is_file():
-        return unrecorded_provenance_line(folder)
-    record = json.loads(path.read_text())
-    dirty = " with uncommitted changes" if record["uncommitted_changes"] else ""
-    return (
-        f"Measured on {record['date']} at commit {record['commit'][:10]}{dirty}, on"
-        f" {record['machine']}, by `{record['command']}`."
-    )
-
-
-UNRECORDED = "provenance.json"
-
-
-def unrecorded_provenance_line(folder: Path) -> str:
-    """For results measured before ``measured.json`` existed: what ``provenance.json`` (written
-    by hand from ``git log``) says is known, the commit the data file was last written at."""
-    import json
-
-    path = folder / UNRECORDED
-    if not path.is_file():
-        return "Provenance not recorded (measured before measured.json existed)."
-    record = json.loads(path.read_text())
-    written = record["last_written_at"]
-    evidence = f"; {record['evidence']}" if "evidence" in record else ""
-    return (
-        f"Measured before provenance was recorded: `{record['data']}` was last written at commit"
-        f" {written['commit'][:10]} ({written['date']}){evidence}; the commit, command, machine"
-        f" and date of the measurement are not known (`{UNRECORDED}`)."
-    )

@@ -14,6 +14,7 @@ from flowerbed.experiments.driver import (
     read_rows,
     run_study,
 )
+from flowerbed.experiments.provenance import INVOCATIONS, commit_text, git, provenance_lines
 
 
 class Toy:
@@ -135,3 +136,28 @@ def test_the_time_left_is_the_mean_run_times_the_runs_left_over_the_workers():
     assert progress_line(9, 10, [12.0], 1, to_run=1) == "9 of 10 runs done, about 12 s left"
     # none left to run (the last one failed): no time left to wait
     assert progress_line(9, 10, [12.0], 1, to_run=0) == "9 of 10 runs done"
+
+
+def test_each_invocation_that_measured_records_where_and_what_it_ran(tmp_path):
+    killed = KilledAfter(4)
+    with pytest.raises(Killed):
+        run_study(killed, tmp_path, "smoke", say=lambda _: None, command="first")
+    assert not (tmp_path / INVOCATIONS).exists()  # killed before the end: nothing claimed
+    run_study(FailsOnce(), tmp_path, "smoke", say=lambda _: None, command="second")
+    run_study(Toy(), tmp_path, "smoke", say=lambda _: None, command="third")  # (b, 1) again
+    run_study(Toy(), tmp_path, "smoke", say=lambda _: None, command="nothing left")
+    run_study(Toy(), tmp_path, "smoke", report_only=True, say=lambda _: None)
+    records = [json.loads(line) for line in (tmp_path / INVOCATIONS).read_text().splitlines()]
+    assert [(r["command"], r["runs"]) for r in records] == [("second", 1), ("third", 1)]
+    assert records[0]["commit"] == git("rev-parse", "HEAD")  # empty outside a git checkout
+    assert set(records[0]["versions"]) == {"flowerbed", "flwr", "torch", "numpy"}
+    lines = provenance_lines(tmp_path)
+    assert lines[1].startswith(f"1 run on {records[1]['date']} {commit_text(records[1])}, on ")
+    assert lines[1].endswith("by `third`.")
+
+
+def test_a_record_without_a_commit_names_the_installed_version():
+    record = {"commit": "", "uncommitted_changes": False, "versions": {"flowerbed": "0.1.0"}}
+    assert commit_text(record) == "with flowerbed 0.1.0 (no git checkout)"
+    dirty = {"commit": "a" * 40, "uncommitted_changes": True}
+    assert commit_text(dirty) == "at commit aaaaaaaaaa with uncommitted changes"

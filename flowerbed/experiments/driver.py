@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.results import atomic_write
+from .provenance import append_provenance
 
 ROWS = "rows.jsonl"
 Value = float | int | str
@@ -142,9 +144,13 @@ def run_study(
     workers: int = 1,
     report_only: bool = False,
     say: Callable[[str], None] = print,
+    command: str | None = None,
 ) -> dict[str, str]:
     """Run what is missing of ``study``'s grid for ``budget`` into ``folder`` (module docstring)
-    and write its tables; returns them. Failed runs are said, and left for the next start."""
+    and write its tables; returns them. Failed runs are said, and left for the next start. An
+    invocation that measured something appends where it did so to ``measured.jsonl``
+    (``provenance.append_provenance``: commit, ``command``, by default this process's command
+    line, machine, versions, date)."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     points, seeds = study.grid(budget)  # BudgetError before anything runs
@@ -166,6 +172,9 @@ def run_study(
             else:
                 seconds.append(float(row["seconds"]))
             say(progress_line(finished, total, seconds, workers, len(todo) - attempted))
+        if seconds:  # what this invocation measured, and where (``provenance``)
+            command = " ".join(["python", *sys.argv]) if command is None else command
+            append_provenance(folder, command, len(seconds))
     return write_report(study, folder)
 
 

@@ -24,6 +24,7 @@ from ..core.results import atomic_write
 from . import ctl, qkt
 from .driver import ROWS, BudgetError, measured, read_rows, run_study
 from .papers import PAPERS
+from .provenance import provenance_lines
 from .reproduction import Reproduction
 from .reproduction_report import claim_line, judge_claims, reproduction_tables
 
@@ -81,7 +82,8 @@ def write_reproduction(reproduction: Reproduction, folder: Path, budget: str) ->
     cells = reproduction.cells(rows)
     seconds = sum(float(row.get("seconds", 0.0)) for row in rows)
     table = PAPERS[reproduction.paper]
-    files = reproduction_tables(table, cells, reproduction.regime(budget), budget, seconds)
+    regime = reproduction.regime(budget)
+    files = reproduction_tables(table, cells, regime, budget, seconds, provenance_lines(folder))
     for name, text in files.items():
         atomic_write(folder / name, lambda f, t=text: f.write(t))
     return [claim_line(result) for result in judge_claims(table, cells)]
@@ -100,7 +102,11 @@ def reproduce(args: argparse.Namespace) -> int:
         return 0
     folder = args.out or default_folder(reproduction.paper, args.budget)
     study = reproduction.study
-    run_study(study, folder, args.budget, args.workers, args.report_only)
+    command = (
+        f"flowerbed reproduce {reproduction.paper} --budget {args.budget} --out {folder}"
+        f" --workers {args.workers}"
+    )
+    run_study(study, folder, args.budget, args.workers, args.report_only, command=command)
     lines = write_reproduction(reproduction, folder, args.budget)
     print("\n".join(lines))
     print(f"written: {folder / 'reproduction.md'} and {folder / 'report.html'}")

@@ -15,7 +15,8 @@ name and the measured time. What they show:
   and the verdict (``verdicts.verdict`` with the table's ``higher_is_better``);
 * how many intervals exclude 0 against how many would by chance alone
   (``verdicts.chance_crossings``);
-* the regime's differences from the paper's, the budget and the measured time.
+* the regime's differences from the paper's, the budget, the measured time, and where each
+  invocation measured its rows (``provenance.provenance_lines``: commit, command, machine, date).
 
 A claim whose paired values include an infinity (CTL's Local never reaching its target) is
 judged by the sign test instead of a t interval (``verdicts.sign_verdict``): the distribution-free
@@ -259,13 +260,18 @@ def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
     return blocks
 
 
-def regime_blocks(regime: list[RegimeDifference], budget: str, seconds: float) -> list[Block]:
+def regime_blocks(
+    regime: list[RegimeDifference], budget: str, seconds: float, provenance: list[str]
+) -> list[Block]:
     rows = tuple((d.aspect, d.paper, d.ours, d.reason) for d in regime)
+    measured = " ".join(f"Measured: {line}" for line in provenance) or (
+        "Where it was measured was not recorded (rows measured before measured.jsonl existed)."
+    )
     return [
         Heading("Regime"),
         Paragraph(
             f"Budget: {budget}. Measured time: {seconds:.0f} s ({seconds / 60:.1f} min), the sum"
-            " of the runs' own times."
+            f" of the runs' own times. {measured}"
         ),
         Table(("aspect", "paper", "ours", "why"), rows),
     ]
@@ -277,14 +283,17 @@ def reproduction_tables(
     regime: list[RegimeDifference],
     budget: str,
     seconds: float,
+    provenance: list[str] = (),
 ) -> dict[str, str]:
-    """``reproduction.md`` and ``report.html`` (module docstring), {file name: text}."""
+    """``reproduction.md`` and ``report.html`` (module docstring), {file name: text};
+    ``provenance``: one sentence per invocation that measured the rows
+    (``provenance.provenance_lines``)."""
     results = judge_claims(table, cells)
     blocks: list[Block] = [
         Paragraph(f"The paper's numbers: {table.source}."),
         *paper_blocks(table, cells),
         *claim_blocks(table, results),
-        *regime_blocks(regime, budget, seconds),
+        *regime_blocks(regime, budget, seconds, list(provenance)),
     ]
     title = f"Reproduction: {table.title}"
     return {MARKDOWN: markdown(title, blocks), HTML: html_page(title, blocks)}
