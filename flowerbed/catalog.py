@@ -79,6 +79,7 @@ def fl_protocol(spec: StrategySpec) -> ProtocolSpec:
         defaults=spec.defaults,
         kind=spec.kind,
         exchanged=spec.exchanged,
+        reproduction=spec.reproduction,
     )
 
 

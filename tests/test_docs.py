@@ -125,7 +125,7 @@ def test_a_broken_anchor_fails_the_strict_build(tmp_path):
 
 def test_the_readme_protocol_table_is_generated():
     block = tables.readme_protocol_block(README)
-    assert block == tables.protocol_table(PROTOCOLS), REGENERATE
+    assert block == tables.protocol_table(PROTOCOLS, ROOT), REGENERATE
 
 
 def test_the_run_config_reference_is_what_the_generator_makes_now():
@@ -267,3 +267,13 @@ def test_the_readme_is_short_and_holds_the_two_commands():
         '. .venv/bin/activate && pip install -e ".[test]" && ruff format --check . && ruff check .'
         " && pytest -q"
     ) in README
+
+
+def test_the_home_pages_protocol_table_is_generated_with_links_from_docs():
+    home = (ROOT / "docs" / "index.md").read_text()
+    block = tables.marked_block(home, tables.PROTOCOLS_START, tables.PROTOCOLS_END)
+    assert block == tables.protocol_table(PROTOCOLS, ROOT, from_docs=True), REGENERATE
+    # a protocol whose paper has published results links them, from each page's folder
+    readme_row = next(line for line in README.splitlines() if line.startswith("| `ctl` |"))
+    assert "([reproduction](docs/reproduction-ctl.md))" in readme_row
+    assert "([reproduction](reproduction-ctl.md))" in block

@@ -1,8 +1,9 @@
 """The documentation's generated pieces, made from the declarations and never typed by hand:
 
-* the README's protocol table (``protocol_table``: every registered protocol with its paper,
-  its kind and what crosses the network), between the markers ``PROTOCOLS_START`` and
-  ``PROTOCOLS_END``; the site's home page includes it from the README (pymdownx.snippets);
+* the protocol table of the README and of the site's home page (``protocol_table``: every
+  registered protocol with its paper, a link to the paper's published reproduction, its kind
+  and what crosses the network), between the markers ``PROTOCOLS_START`` and
+  ``PROTOCOLS_END``, each with links relative to itself;
 * ``docs/reference-run-config.md``: every run-config key, one table per topic of
   ``catalog.SETTING_GROUPS``;
 * ``docs/reference-commands.md``: the ``flowerbed`` commands, from ``flowerbed.cli.parser()``
@@ -35,7 +36,7 @@ from ..cli import parser as cli_parser
 from ..protocols.phase import ProtocolSpec
 from ..settings import Setting
 from .layout import ARCHITECTURE_PAGE, LAYOUT_END, LAYOUT_START, layout_block
-from .nav import MKDOCS, NAV_END, NAV_START, nav_lists, page_titles, read_mkdocs
+from .nav import HOME, MKDOCS, NAV_END, NAV_START, nav_lists, page_titles, read_mkdocs
 
 PROTOCOLS_START = "<!-- protocol table: "
 PROTOCOLS_END = "<!-- end of protocol table -->"
@@ -56,18 +57,32 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def protocol_table(protocols: Mapping[str, ProtocolSpec]) -> str:
-    """One row per registered protocol: its ``strategy`` name, paper, kind, what crosses the
-    network, and the values it uses where a key holds its global default
-    (``ProtocolSpec.defaults``)."""
+def reproduction_page(key: str) -> Path:
+    """The published results of ``flowerbed reproduce <key>`` (its cpu budget)."""
+    return Path("docs") / f"reproduction-{key}.md"
+
+
+def protocol_table(
+    protocols: Mapping[str, ProtocolSpec], root: Path = Path("."), from_docs: bool = False
+) -> str:
+    """One row per registered protocol: its ``strategy`` name, paper (linking the paper's
+    published reproduction, ``ProtocolSpec.reproduction``, where ``root`` has its page), kind,
+    what crosses the network, and the values it uses where a key holds its global default
+    (``ProtocolSpec.defaults``). The links are the README's (``docs/...``), or the home page's
+    (``from_docs``: relative to ``docs/``)."""
     lines = [
         "| `strategy` | paper | kind | what crosses the network | its own defaults |",
         "|---|---|---|---|---|",
     ]
     for name, spec in protocols.items():
         own = ", ".join(f"`{key}={value!r}`" for key, value in spec.defaults.items())
-        cells = (f"`{name}`", spec.paper, spec.kind, spec.exchanged, own)
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        paper = _cell(spec.paper)
+        page = reproduction_page(spec.reproduction)
+        if spec.reproduction and (root / page).is_file():
+            link = page.name if from_docs else page.as_posix()
+            paper += f" ([reproduction]({link}))"
+        cells = (f"`{name}`", paper, _cell(spec.kind), _cell(spec.exchanged), _cell(own))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -267,7 +282,8 @@ def write_docs(
     pages = page_titles(read_mkdocs((app_dir / MKDOCS).read_text()))
     layout = layout_block(app_dir / "flowerbed")
     blocks = [
-        (Path("README.md"), PROTOCOLS_START, PROTOCOLS_END, protocol_table(protocols)),
+        (Path("README.md"), PROTOCOLS_START, PROTOCOLS_END, protocol_table(protocols, app_dir)),
+        (HOME, PROTOCOLS_START, PROTOCOLS_END, protocol_table(protocols, app_dir, from_docs=True)),
         (STRATEGIES_PAGE, STRATEGIES_START, STRATEGIES_END, strategy_table(protocols, pages)),
         (ROBUSTNESS_PAGE, ROBUST_START, ROBUST_END, robust_table(protocols, pages)),
         (ARCHITECTURE_PAGE, LAYOUT_START, LAYOUT_END, layout),

@@ -35,6 +35,7 @@ def one_shot_protocol(
     broadcast: str,
     settings: tuple[Setting, ...] = (),
     kind: str = "one-shot baseline",
+    reproduction: str = "",
 ) -> ProtocolSpec:
     """Local fit (uploads unless nothing is broadcast), then the exchange with ``transfer``."""
 
@@ -50,4 +51,5 @@ def one_shot_protocol(
         settings=(*BASE_SETTINGS, *settings),
         kind=kind,
         exchanged=EXCHANGED[broadcast],
+        reproduction=reproduction,
     )

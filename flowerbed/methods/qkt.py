@@ -264,6 +264,7 @@ PROTOCOLS = (
         "teachers",
         (*TRANSFER_SETTINGS, *SETTINGS[1:]),
         kind="one-shot knowledge transfer",
+        reproduction="qkt",
     ),
     one_shot_protocol(
         "qkt-light",
@@ -274,5 +275,6 @@ PROTOCOLS = (
         "teachers",
         (*TRANSFER_SETTINGS, *SETTINGS),
         kind="one-shot knowledge transfer",
+        reproduction="qkt",
     ),
 )

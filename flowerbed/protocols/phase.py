@@ -146,6 +146,9 @@ class ProtocolSpec:
     # the network (``docs_gen.tables.protocol_table``).
     kind: str = ""
     exchanged: str = ""
+    # the key of ``flowerbed reproduce`` that reproduces this protocol's paper ("" for none);
+    # the protocol table links its published results (``docs/reproduction-<key>.md``)
+    reproduction: str = ""
 
     def protocol(self, config: RunConfig) -> Protocol:
         return Protocol(tuple(self.phases(config)))

@@ -78,6 +78,7 @@ class StrategySpec:
     # the network (``docs_gen.tables.protocol_table``).
     kind: str = "multi-round FL"
     exchanged: str = "the model's weights, both ways, every round"
+    reproduction: str = ""  # its protocol's (``ProtocolSpec.reproduction``)
 
     def build_model(self, config: RunConfig, input_shape: tuple[int, ...], num_classes: int):
         """The global model of this algorithm (the server's initial and evaluated model)."""

@@ -440,4 +440,5 @@ SPEC = StrategySpec(
     kind="multi-round FL (quantum; any model)",
     exchanged="down: the global model; up: the trained parameters and their layer-wise"
     " normalised diagonal Fisher information, every round",
+    reproduction="qfedfisher",
 )

@@ -369,4 +369,5 @@ PROTOCOL = ProtocolSpec(
     exchanged="once: each node's two class centroids (with counts) and class-wise feature"
     " moments; every round: each node's predictions on all representatives and its row of"
     " energy coefficients; never model parameters",
+    reproduction="ctl",
 )

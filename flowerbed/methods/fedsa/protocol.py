@@ -160,4 +160,5 @@ PROTOCOL = ProtocolSpec(
     exchanged="down: the target task's probe inputs (never labels) and copies of the target"
     " model; up: each teacher's saliency maps and each selected owner's distilled student;"
     " teachers and translators never leave their owners",
+    reproduction="fedsa",
 )
