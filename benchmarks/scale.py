@@ -57,12 +57,14 @@ import os
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from process_memory import PeakMemory, own_children
+from result_tables import provenance_line, record_provenance
 
 from flowerbed.core import stages
 from flowerbed.core.processes import local_superlink_pids
@@ -205,7 +207,7 @@ def slope_per_thousand(x: list[float], y: list[float]) -> tuple[float, float]:
     return 1000 * b, a
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict], folder: Path) -> str:
     kinds = sorted({k for r in results for k in r if k.startswith("peak_") and k != "peak_gib"})
     virtual = all(r.get("supernodes", r["clients"]) < r["clients"] for r in results)
     layout = (
@@ -251,6 +253,7 @@ def table(results: list[dict]) -> str:
     for r in results:
         cells = " | ".join(f"{r.get(k, 0.0):.2f}" for k in kinds)
         lines.append(f"| {r['clients']:,} | {cells} |")
+    lines += ["", provenance_line(folder)]
     return "\n".join(lines)
 
 
@@ -323,7 +326,7 @@ def report(runs_csv: Path) -> str:
         }
         for row in rows
     ]
-    return table(results) + "\n"
+    return table(results, runs_csv.parent) + "\n"
 
 
 def main() -> None:
@@ -375,10 +378,11 @@ def main() -> None:
             writer = csv.DictWriter(f, fieldnames=columns, restval="")
             writer.writeheader()
             writer.writerows(results)
-        (out / "table.md").write_text(table(results) + "\n")
+        record_provenance(out, sys.argv)
+        (out / "table.md").write_text(table(results, out) + "\n")
     shutil.rmtree(workdir, ignore_errors=True)
     print()
-    print(table(results))
+    print(table(results, out))
 
 
 if __name__ == "__main__":
