@@ -60,6 +60,9 @@ def test_the_regimes_list_their_differences_from_the_paper():
     assert all(d.reason for b in qfedfisher.BUDGETS for d in qfedfisher.regime(b))
     data = next(d for d in qfedfisher.regime("cpu") if d.aspect == "data")
     assert "ADNI" in data.paper and "mnist-5k" in data.ours
+    adam = next(d for d in qfedfisher.regime("cpu") if d.aspect == "QFedAdam's server optimiser")
+    assert "(defaults)" in adam.ours  # so no budget may set them
+    assert not [k for b in qfedfisher.BUDGETS.values() for k in b.config if "adaptive" in k]
     rounds = next(d for d in qfedfisher.regime("cpu") if d.aspect == "rounds")
     assert (rounds.paper, rounds.ours) == ("300", str(qfedfisher.CPU_ROUNDS))
 

@@ -28,7 +28,7 @@ Budgets (``BUDGETS``; how each differs from the paper: ``regime``):
   (``COMMON``), 10 clients, half of them a round, 2 rounds, 2 seeds: the pipeline;
 * ``cpu``: ``mnist-5k`` (real MNIST, offline) at the paper's 10 qubits, 100 clients and 5 of them
   a round (5 %), the ``LONG`` regime of ``benchmarks/quantum_fl.py`` otherwise (20 layers,
-  clients of 160 samples, lr 0.01), for ``CPU_ROUNDS`` rounds, 3 seeds (``CPU_REASON``);
+  clients of 160 samples, lr 0.01), for ``CPU_ROUNDS`` rounds, 3 seeds (``CPU_MEASUREMENT``);
 * ``paper``: Sec. IV's MNIST setting (``PAPER_MNIST``: 100 clients of 500 samples, Dir(0.5),
   5 % a round, 60 layers, Adam at 1e-3, E = 1, B = 32, delta = 0.01, 300 rounds) on the full
   MNIST from ``data-dir``; a run whose files are missing fails at once, naming the path.
@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..data.registry import missing_data
-from ..inprocess import run_in_process
+from ..inprocess import default_run_config, run_in_process
 from .driver import BudgetError, Point, Value
 from .papers import PAPERS
 from .qkt import data_dir, one_thread_without_report
@@ -152,7 +152,7 @@ def budget_of(name: str) -> Budget:
 # central evaluation of the global model (one forward pass per test sample); at a given register
 # size a forward pass costs about the same per sample and layer. SECONDS_PER_SAMPLE_LAYER is that
 # cost at 10 qubits, measured at the cpu point (CPU_MEASUREMENT); the smoke budget (6 qubits)
-# was timed whole (SMOKE_SECONDS, per seed).
+# was timed whole (SMOKE_SECONDS: its first seed, start-up included, in CPU seconds).
 SECONDS_PER_SAMPLE_LAYER = 2.9e-4
 SMOKE_SECONDS = 17.0
 TEST_SAMPLES = {"mnist-5k": 1_000, "mnist": 10_000}
@@ -393,7 +393,7 @@ def regime(budget: str) -> list[RegimeDifference]:
         RegimeDifference(
             "QFedAdam's server optimiser",
             "not stated",
-            "FedAdam with adaptive-eta 0.01, betas 0.9 and 0.99, tau 1e-3 (flowerbed's defaults)",
+            qfedadam_server(),
             "the paper gives no server settings for QFedAdam",
         ),
         RegimeDifference(
@@ -406,6 +406,16 @@ def regime(budget: str) -> list[RegimeDifference]:
         ),
     ]
     return differences
+
+
+def qfedadam_server() -> str:
+    """QFedAdam's server optimiser as every budget runs it: FedAdam with the run config's
+    defaults (no budget sets them)."""
+    defaults = default_run_config()
+    eta, beta_1, beta_2, tau = (
+        defaults[f"adaptive-{name}"] for name in ("eta", "beta-1", "beta-2", "tau")
+    )
+    return f"FedAdam, server lr {eta:g}, betas {beta_1:g} and {beta_2:g}, tau {tau:g} (defaults)"
 
 
 REPRODUCTION = Reproduction(paper="qfedfisher", study=QFedFisherStudy(), cells=cells, regime=regime)
