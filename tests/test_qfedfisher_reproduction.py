@@ -44,6 +44,9 @@ def test_the_cpu_and_paper_budgets_sample_the_papers_five_clients_a_round():
     assert paper["config"]["learning-rate"] == 1e-3
     assert paper["config"]["samples-per-client"] == 500
     assert paper["config"]["partitioner"] == "dirichlet-sized"
+    # QFedAdam's server lr is ten times the clients': the default 0.01 at the paper's 1e-3
+    assert cpu["config"]["adaptive-eta"] == pytest.approx(0.1)
+    assert paper["config"]["adaptive-eta"] == pytest.approx(0.01)
 
 
 def test_the_regimes_list_their_differences_from_the_paper():
@@ -61,7 +64,8 @@ def test_the_regimes_list_their_differences_from_the_paper():
     data = next(d for d in qfedfisher.regime("cpu") if d.aspect == "data")
     assert "ADNI" in data.paper and "mnist-5k" in data.ours
     adam = next(d for d in qfedfisher.regime("cpu") if d.aspect == "QFedAdam's server optimiser")
-    assert "(defaults)" in adam.ours  # so no budget may set them
+    assert "server lr 0.1 " in adam.ours and "(defaults)" in adam.ours
+    # the betas and tau are the defaults: no budget sets them
     assert not [k for b in qfedfisher.BUDGETS.values() for k in b.config if "adaptive" in k]
     rounds = next(d for d in qfedfisher.regime("cpu") if d.aspect == "rounds")
     assert (rounds.paper, rounds.ours) == ("300", str(qfedfisher.CPU_ROUNDS))
