@@ -28,7 +28,8 @@ Budgets (``BUDGETS``; how each differs from the paper: ``regime``):
   (``COMMON``) with 2 layers, 10 clients, half of them a round, 2 rounds, 2 seeds: the pipeline;
 * ``cpu``: ``mnist-5k`` (real MNIST, offline) at the paper's 10 qubits, 100 clients and 5 of them
   a round (5 %), the ``LONG`` regime of ``benchmarks/quantum_fl.py`` otherwise (20 layers,
-  clients of 160 samples, lr 0.01), for ``CPU_ROUNDS`` rounds, 3 seeds (``CPU_MEASUREMENT``);
+  clients of 160 samples, lr 0.01), for ``CPU_ROUNDS`` rounds, ``CPU_SEEDS`` seeds
+  (``CPU_MEASUREMENT``);
 * ``paper``: Sec. IV's MNIST setting (``PAPER_MNIST``: 100 clients of 500 samples, Dir(0.5),
   5 % a round, 60 layers, Adam at 1e-3, E = 1, B = 32, delta = 0.01, 300 rounds) on the full
   MNIST from ``data-dir``; a run whose files are missing fails at once, naming the path.
@@ -104,13 +105,10 @@ LONG_ROUNDS = 50
 # 300 rounds; 10 qubits and one Pauli-Z readout per class follow from the data (vqc-qubits 0,
 # vqc-readout auto)
 PAPER_MNIST_CLIENTS, PAPER_MNIST_ROUNDS = 100, 300
-PAPER_MNIST = {
-    **PAPER,
-    "vqc-layers": 60,
-    "samples-per-client": 500,
-    "fraction-train": 0.05,
-}
-CPU_ROUNDS = 45  # why: CPU_MEASUREMENT
+PAPER_MNIST = {**PAPER, "vqc-layers": 60, "samples-per-client": 500, "fraction-train": 0.05}
+# the pipeline on digits; 2 layers, not COMMON's 4: the smoke runs take 21 CPU s, not 28
+SMOKE = {**COMMON, "vqc-layers": 2, "dirichlet-alpha": 0.5, "fraction-train": 0.5}
+CPU_ROUNDS, CPU_SEEDS = 35, 4  # why: CPU_MEASUREMENT
 # QFedAdam's server learning rate over the clients' (module docstring)
 QFEDADAM_ETA_PER_LR = 10
 QFEDADAM_REASON = (
@@ -136,22 +134,9 @@ class Budget:
 
 
 BUDGETS = {
-    "smoke": Budget(
-        "digits",
-        clients=10,
-        rounds=2,
-        seeds=2,
-        # 2 layers, not COMMON's 4: a smoke run of the three rules takes 21 CPU s, not 28
-        config={**COMMON, "vqc-layers": 2, "dirichlet-alpha": 0.5, "fraction-train": 0.5},
-    ),
-    "cpu": Budget("mnist-5k", clients=PAPER_MNIST_CLIENTS, rounds=CPU_ROUNDS, seeds=3, config=LONG),
-    "paper": Budget(
-        "mnist",
-        clients=PAPER_MNIST_CLIENTS,
-        rounds=PAPER_MNIST_ROUNDS,
-        seeds=3,
-        config=PAPER_MNIST,
-    ),
+    "smoke": Budget("digits", clients=10, rounds=2, seeds=2, config=SMOKE),
+    "cpu": Budget("mnist-5k", PAPER_MNIST_CLIENTS, CPU_ROUNDS, seeds=CPU_SEEDS, config=LONG),
+    "paper": Budget("mnist", PAPER_MNIST_CLIENTS, PAPER_MNIST_ROUNDS, seeds=3, config=PAPER_MNIST),
 }
 
 
@@ -177,12 +162,14 @@ CPU_MEASUREMENT = (
     " took 28.2 (QFedAvg), 22.8 (QFedAdam) and 39.5 (QFedFisher) CPU seconds, round 0's"
     " evaluation and start-up included: 90.5 s for 312,000 sample-layer forward passes"
     " (round_work), 2.9e-4 s each (the same setting with clients of 500 samples: 225 s for"
-    " 720,000, 3.1e-4 s). A round of the three then takes 252,000 x 2.9e-4 = 73 s, and the"
-    f" grid's 3 seeds x ({CPU_ROUNDS} + 1) rounds x 73 s = 10,070 s = 84 min with 2 workers,"
-    " 36 min of 2 hours to spare for a busy machine (50 rounds, the long regime's: 93 min)."
-    f" 5 of 100 clients a round over {CPU_ROUNDS} rounds sees each client 2.25 times in the"
-    " mean (one comes back about every 20 rounds, as in the paper): the cpu budget keeps the"
-    " paper's 100 clients"
+    " 720,000, 3.1e-4 s; 2 rounds through the study's run: 155 s, 164 s by the model). A round"
+    " of the three then takes 252,000 x 2.9e-4 = 73 s, and a seed's run"
+    f" ({CPU_ROUNDS} + 1) x 73 s = 44 min. A run is one seed, so 2 workers run the seeds two at"
+    f" a time: {CPU_SEEDS} seeds take two turns, 88 min, 32 min of 2 hours to spare for a busy"
+    " machine (3 seeds would take as long; 45 rounds 112 min). 5 of 100 clients a round over"
+    f" {CPU_ROUNDS} rounds sees each client 1.75 times in the mean (one comes back about every"
+    " 20 rounds, as in the paper): the cpu budget keeps the paper's 100 clients; and lr x"
+    f" rounds, 0.01 x {CPU_ROUNDS} = 0.35, is close to the paper's 1e-3 x 300 = 0.3"
 )
 
 
@@ -375,6 +362,12 @@ DATA = {
     "paper": "MNIST (60,000 to train, 10,000 to test; 10 qubits) from data-dir",
 }
 SMOKE_REASON = "smoke: the pipeline, not the numbers"
+SEEDS_REASON = {
+    "smoke": SMOKE_REASON,
+    "cpu": "at least 3 for a paired per-seed difference with its interval; 4 because 2 workers"
+    " run the seeds two at a time, so a fourth takes no longer than a third (CPU_MEASUREMENT)",
+    "paper": "at least 3 for a paired per-seed difference with its interval",
+}
 CPU_REASON = {
     "samples per client": "the long regime's clients (benchmarks/quantum_fl.py): a round's"
     " cost is mostly its clients' samples, and 160 a client leave room for more rounds",
@@ -416,9 +409,7 @@ def regime(budget: str) -> list[RegimeDifference]:
             "seeds",
             "not stated (Table I gives one value per cell)",
             str(chosen.seeds),
-            SMOKE_REASON
-            if budget == "smoke"
-            else "at least 3 seeds for a paired per-seed difference with its interval",
+            SEEDS_REASON[budget],
         ),
     ]
     return differences
