@@ -6,10 +6,12 @@ import math
 
 import pytest
 
+from flowerbed.catalog import parse_run_config
 from flowerbed.experiments import qfedfisher
 from flowerbed.experiments.driver import BudgetError, read_rows, run_study
 from flowerbed.experiments.reproduce import write_reproduction
 from flowerbed.experiments.reproduction import Cell
+from flowerbed.inprocess import resolve_run_config
 
 METHODS = ("QFedAvg", "QFedAdam", "QFedFisher")
 
@@ -31,6 +33,8 @@ def test_the_grid_has_one_point_per_data_set(budget, data, clients, seeds):
     config = settings["config"]
     assert config["dataset"] == data and config["model"] == "vqc"
     assert "strategy" not in config and "seed" not in config  # run sets them
+    for _, strategy in qfedfisher.METHODS:  # every key is a run-config key, every value valid
+        parse_run_config(resolve_run_config({**config, "strategy": strategy, "seed": 0}))
 
 
 def test_the_cpu_and_paper_budgets_sample_the_papers_five_clients_a_round():
@@ -46,6 +50,9 @@ def test_the_cpu_and_paper_budgets_sample_the_papers_five_clients_a_round():
     assert paper["config"]["learning-rate"] == 1e-3
     assert paper["config"]["samples-per-client"] == 500
     assert paper["config"]["partitioner"] == "dirichlet-sized"
+    assert paper["config"]["dirichlet-alpha"] == 0.5 and paper["config"]["qfedfisher-delta"] == 0.01
+    assert paper["config"]["local-epochs"] == 1 and paper["config"]["batch-size"] == 32
+    assert paper["config"]["vqc-init"] == "kaiming-uniform"
     # QFedAdam's server lr is ten times the clients': the default 0.01 at the paper's 1e-3
     assert cpu["config"]["adaptive-eta"] == pytest.approx(0.1)
     assert paper["config"]["adaptive-eta"] == pytest.approx(0.01)

@@ -301,7 +301,7 @@ def results_table(rows: list[dict[str, Value]]) -> str:
             f"Final global model on {', '.join(data) or 'no data yet'} (the paper's {SETTING}"
             " column): accuracy (%) and loss, mean ± sample std over seeds (n seeds); the"
             " clients' mean share of entries kept by QFedFisher's client rule (rounds 2 on,"
-            " %); mean seconds of one run."
+            " %; a client in its first round keeps none); mean seconds of one run."
         ),
         "",
         "| Rule | accuracy (%) | loss | kept (%) | seconds |",
