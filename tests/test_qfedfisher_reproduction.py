@@ -96,6 +96,9 @@ def test_the_estimates_grow_from_smoke_to_paper_and_the_cpu_budget_fits_two_hour
     seeds = len(study.grid("cpu")[1])
     turns = math.ceil(seeds / 2)  # a run is one seed: 2 workers run them two at a time
     assert turns * cpu / seeds <= 2 * 3600
+    # the arithmetic written down is the budget's
+    assert f"({qfedfisher.CPU_ROUNDS} + 1) x 73 s" in qfedfisher.CPU_MEASUREMENT
+    assert turns == 2 and f"{seeds} seeds take two turns" in qfedfisher.CPU_MEASUREMENT
 
 
 def row(seed, setting="MNIST", **accuracies):

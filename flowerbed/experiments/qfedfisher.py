@@ -164,12 +164,12 @@ CPU_MEASUREMENT = (
     " (round_work), 2.9e-4 s each (the same setting with clients of 500 samples: 225 s for"
     " 720,000, 3.1e-4 s; 2 rounds through the study's run: 155 s, 164 s by the model). A round"
     " of the three then takes 252,000 x 2.9e-4 = 73 s, and a seed's run"
-    f" ({CPU_ROUNDS} + 1) x 73 s = 44 min. A run is one seed, so 2 workers run the seeds two at"
-    f" a time: {CPU_SEEDS} seeds take two turns, 88 min, 32 min of 2 hours to spare for a busy"
+    " (35 + 1) x 73 s = 44 min. A run is one seed, so 2 workers run the seeds two at"
+    " a time: 4 seeds take two turns, 88 min, 32 min of 2 hours to spare for a busy"
     " machine (3 seeds would take as long; 45 rounds 112 min). 5 of 100 clients a round over"
-    f" {CPU_ROUNDS} rounds sees each client 1.75 times in the mean (one comes back about every"
+    " 35 rounds sees each client 1.75 times in the mean (one comes back about every"
     " 20 rounds, as in the paper): the cpu budget keeps the paper's 100 clients; and lr x"
-    f" rounds, 0.01 x {CPU_ROUNDS} = 0.35, is close to the paper's 1e-3 x 300 = 0.3"
+    " rounds, 0.01 x 35 = 0.35, is close to the paper's 1e-3 x 300 = 0.3"
 )
 
 
