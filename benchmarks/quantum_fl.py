@@ -93,45 +93,22 @@ from result_tables import (
     write_table,
 )
 
+from flowerbed.experiments.qfedfisher import (  # the regimes' settings (module docstring)
+    COMMON,
+    LONG,
+    LONG_ROUNDS,
+    PAPER,
+    PAPER_CLIENTS,
+)
 from flowerbed.sweep import Axis, SweepSpec, load_history, mean_std, run_sweep
 
-# The paper: Adam, E = 1, B = 32, delta = 0.01, all clients every round on ADNI. Our learning
-# rate is higher than the paper's 1e-3 because we run a few rounds, not hundreds. Only the global
-# model is evaluated (on the held-out test split), as in the paper's Table I.
-COMMON = {
-    "model": "vqc",
-    "local-epochs": 1,
-    "batch-size": 32,
-    "optimizer": "adam",
-    "learning-rate": 0.05,
-    "fraction-train": 1.0,
-    "fraction-evaluate": 0.0,
-    "vqc-layers": 4,
-    "qfedfisher-delta": 0.01,
-}
 DATASETS = {
     "digits": {"dataset": "digits", "dirichlet-alpha": 0.5},
     # Dir(0.1) over 10 clients leaves some clients (almost) empty on 455 samples: no minimum
     "breast-cancer": {"dataset": "breast-cancer", "dirichlet-alpha": 0.1, "min-partition-size": 0},
 }
-# The paper's Sec. IV, scaled (module docstring): the values that differ from COMMON
-PAPER_CLIENTS = 40
-PAPER = {
-    **COMMON,
-    "learning-rate": 1e-3,
-    "vqc-layers": 20,
-    "vqc-init": "kaiming-uniform",
-    "partitioner": "dirichlet-sized",
-    "dirichlet-alpha": 0.5,
-    "samples-per-client": 160,
-    "fraction-train": 0.1,
-}
 PAPER_DATASETS = {"digits": {"dataset": "digits"}, "mnist": {"dataset": "mnist"}}
-# the long regime (module docstring): the paper regime at the paper's 5 % participation and
-# lr 0.01 (instead of 1e-3 over 300 rounds, which do not fit: 50 rounds of 3 variants x 3
-# seeds take about 20-30 minutes on one core), the accuracy read at these rounds and the last
-LONG = {**PAPER, "fraction-train": 0.05, "learning-rate": 0.01}
-LONG_ROUNDS = 50
+# the long regimes' accuracy is read at these rounds and the last
 CHECKPOINTS = (10, 30)
 VARIANTS = {
     "qfedavg": {"strategy": "qfedavg"},
