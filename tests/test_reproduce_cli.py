@@ -12,6 +12,7 @@ from flowerbed.experiments.papers import PAPERS
 from flowerbed.experiments.reproduction_report import HTML, MARKDOWN
 
 SMOKE_SEEDS = ctl.KEPT_SEEDS[: ctl.BUDGETS["smoke"][0]]
+PAPER_LIST = ", ".join(reproduce.REPRODUCTIONS)
 
 
 def test_list_names_each_paper_its_budgets_and_results(tmp_path, monkeypatch, capsys):
@@ -19,21 +20,21 @@ def test_list_names_each_paper_its_budgets_and_results(tmp_path, monkeypatch, ca
     assert cli.main(["reproduce", "--list"]) == 0
     lines = [
         f"{paper}: {PAPERS[paper].title} (budgets smoke, cpu, paper; no results yet)"
-        for paper in ("ctl", "qkt")
+        for paper in reproduce.REPRODUCTIONS
     ]
     assert capsys.readouterr().out.splitlines() == lines
     (tmp_path / "reproductions" / "ctl-smoke").mkdir(parents=True)
     (tmp_path / "reproductions" / "ctl-smoke" / ROWS).write_text("")
     assert cli.main(["reproduce", "--list"]) == 0
-    ctl_line = capsys.readouterr().out.splitlines()[0]
+    ctl_line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("ctl:"))
     assert ctl_line.endswith("(budgets smoke, cpu, paper; results: smoke)")
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["reproduce", "nope"], "unknown paper 'nope'; one of: ctl, qkt"),
-        (["reproduce"], "name a paper; one of: ctl, qkt"),
+        (["reproduce", "nope"], f"unknown paper 'nope'; one of: {PAPER_LIST}"),
+        (["reproduce"], f"name a paper; one of: {PAPER_LIST}"),
         (["reproduce", "ctl", "--workers", "0"], "--workers must be at least 1, not 0"),
     ],
 )

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ..core.results import atomic_write
-from . import ctl, qkt
+from . import ctl, qfedfisher, qkt
 from .driver import ROWS, BudgetError, measured, read_rows, run_study
 from .papers import PAPERS
 from .provenance import provenance_lines
@@ -30,7 +30,8 @@ from .reproduction_report import claim_line, judge_claims, reproduction_tables
 
 BUDGETS = ("smoke", "cpu", "paper")
 REPRODUCTIONS: dict[str, Reproduction] = {
-    reproduction.paper: reproduction for reproduction in (ctl.REPRODUCTION, qkt.REPRODUCTION)
+    reproduction.paper: reproduction
+    for reproduction in (ctl.REPRODUCTION, qkt.REPRODUCTION, qfedfisher.REPRODUCTION)
 }
 
 
