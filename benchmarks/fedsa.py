@@ -70,7 +70,7 @@ from result_tables import (
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.results import round_seconds
 from flowerbed.data.federation import load_splits
-from flowerbed.experiments.fedsa import owner_teacher
+from flowerbed.experiments.fedsa_transfer import owner_teacher
 from flowerbed.inprocess import resolve_run_config
 from flowerbed.methods.fedsa.owner import private_client
 from flowerbed.methods.fedsa.target import adapt, target_set

@@ -36,7 +36,7 @@ authors' code; the paper adapts the head alone, ``regime``):
 * Scratch Training: ``fedsa-selection=scratch``, the weak model trained on D_T, then adapted;
 * FedAvg+: ``all``, every teacher every round, uniform average;
 * FedSA: ``saliency``, K = 3 teachers drawn per selection by saliency similarity;
-* Transfer: each clean teacher fine-tuned on D_T the same way (``target.adapt``), the mean over
+* Transfer (``fedsa_transfer``): each clean teacher fine-tuned on D_T the same way, the mean over
   the 5 clean teachers (the paper fine-tunes "a teacher" without saying which); the best one
   (an oracle) is in the row beside it;
 * FedMD+ is not in flowerbed: no cells.
@@ -49,26 +49,21 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from flwr.app import Context, RecordDict
 
 from ..catalog import parse_run_config
-from ..data.federation import load_splits, server_split
+from ..data.federation import server_split
 from ..data.registry import missing_data
 from ..inprocess import resolve_run_config, run_in_process
-from ..methods.fedsa.owner import is_foreign, teacher_model
-from ..methods.fedsa.target import adapt, target_set
-from ..models import Classifier
+from ..methods.fedsa.target import target_set
 from ..settings import RunConfig
-from ..training.local_client import LocalClient
-from ..training.loops import evaluate
 from .driver import BudgetError, Point, Value
+from .fedsa_transfer import TRANSFER, transfer
 from .papers import PAPERS
 from .qkt import data_dir, mean_std_cell, one_thread_without_report
 from .reproduction import Cell, RegimeDifference, Reproduction
@@ -78,7 +73,6 @@ NUM_CLIENTS, FOREIGN_TEACHERS = 10, 5
 SHARES = {"1%": 0.01, "5%": 0.05, "10%": 0.10, "100%": 1.0}  # the paper's settings
 # (name in the paper's table, fedsa-selection); Transfer is computed beside the runs
 METHODS = (("Scratch Training", "scratch"), ("FedAvg+", "all"), ("FedSA", "saliency"))
-TRANSFER = "Transfer"
 # the regime every budget shares (module docstring)
 SETTING = {
     "strategy": "fedsa",
@@ -250,46 +244,6 @@ def foreign_share(log: dict) -> float:
     foreign = {t["partition"] for t in log["teachers"] if t["foreign"]}
     draws = [(int(pid), m) for s in log["selections"] for pid, m in s["selected"].items()]
     return sum(m for pid, m in draws if pid in foreign) / sum(m for _, m in draws)
-
-
-def owner_teacher(
-    run_config: dict, config: RunConfig, pid: int, num_clients: int = NUM_CLIENTS
-) -> tuple[LocalClient, Classifier]:
-    """Owner ``pid``'s client and teacher, rebuilt in this process as a run builds them
-    (deterministic: the same data and the same pre-trained teacher, from the process cache
-    when a run of the same seed trained it here)."""
-    context = Context(
-        run_id=1,
-        node_id=1,
-        node_config={"partition-id": pid, "num-partitions": num_clients},
-        state=RecordDict(),
-        run_config=run_config,
-    )
-    client = LocalClient.from_context(context, config)
-    return client, teacher_model(client)
-
-
-def transfer(overrides: dict, clients: int) -> dict[str, Value]:
-    """Transfer: every clean teacher fine-tuned on D_T as the runs adapt their target model (a
-    new head, every parameter: ``target.adapt``), its test accuracy; ``acc/Transfer`` is the
-    mean over the clean teachers, ``transfer-best`` their best (an oracle)."""
-    started = time.perf_counter()
-    run_config = resolve_run_config({**overrides, "fedsa-selection": "saliency"})
-    config = parse_run_config(run_config)
-    x, y = target_set(config)
-    data = load_splits(config)
-    accuracies = []
-    for pid in range(clients):
-        if is_foreign(config, pid, clients):
-            continue
-        _, teacher = owner_teacher(run_config, config, pid, clients)
-        tuned = adapt(teacher, x, y, config, "all", 0)
-        accuracies.append(evaluate(tuned, data.x_test, data.y_test)[1])
-    return {
-        f"acc/{TRANSFER}": statistics.mean(accuracies),
-        "transfer-best": max(accuracies),
-        f"seconds/{TRANSFER}": time.perf_counter() - started,
-    }
 
 
 def accuracies(rows: list[dict[str, Value]]) -> dict[tuple[str, str], dict[int, float]]:
