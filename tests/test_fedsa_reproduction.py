@@ -2,6 +2,8 @@
 it makes of rows, its regime, and the smoke budget end to end through the driver and the
 report."""
 
+import math
+
 import pytest
 
 from flowerbed.catalog import parse_run_config
@@ -51,6 +53,13 @@ def test_the_budgets_differ_as_their_regimes_say():
     paper_data = next(d for d in fedsa.regime("paper") if d.aspect == "data")
     assert "CIFAR-10" in paper_data.ours
     assert all(d.reason for budget in fedsa.BUDGETS for d in fedsa.regime(budget))
+
+
+def test_the_cpu_budget_is_estimated_to_fit_two_hours_with_two_workers():
+    study = fedsa.FedsaStudy()
+    assert 0 < study.estimate("cpu") / 2 <= 2 * 3600
+    assert 0 < study.estimate("smoke") < 60
+    assert math.isnan(study.estimate("paper"))  # never measured
 
 
 @pytest.mark.parametrize("call", ["grid", "regime", "estimate"])

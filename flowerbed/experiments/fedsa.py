@@ -25,7 +25,9 @@ found to make teachers transfer, on larger images:
 Measured before choosing (seed 0, 1 %, k = 2, 2026-11-28): the clean teachers fine-tuned on
 D_T (Transfer) reach 55-71 % against Scratch's 46.1 %, so the teachers' features transfer (the
 premise that failed for the two-class digits teachers of ``benchmarks/fedsa.py``); the foreign
-ones 30-40 %; FedSA's target model after 10 rounds 52.0 %.
+ones 30-40 %; FedSA's target model after 10 rounds 52.0 %. The cpu budget's timing points
+(seed 0, 10 rounds, ``ROUNDS_REASON``) gave, Scratch / FedAvg+ / FedSA / Transfer: 46.1 / 54.5
+/ 53.6 / 63.7 % at 1 % and 96.0 / 96.5 / 96.8 / 94.2 % at 100 %: one seed, not a result.
 
 Methods, all on the same seed, hence the same teachers (``local_fit.train_local_model`` trains
 a teacher once per process and every run and the Transfer row reuse it), so that the report's
@@ -84,7 +86,7 @@ SETTING = {
     "fedsa-local-epochs": 2,
     "fedsa-adapt": "all",
 }
-CPU_ROUNDS = 10  # why: ROUNDS_REASON["cpu"]
+CPU_ROUNDS = 20  # why: ROUNDS_REASON["cpu"]
 # every round adapts a copy of the target model to measure it (``phases``): at 100 % (2,000
 # images) the authors' 30 epochs would be 1,890 steps a round; why 250: ROUNDS_REASON["cpu"]
 CPU_ADAPT_STEPS = 250
@@ -128,7 +130,6 @@ BUDGETS = {
         "cnn",
         seeds=3,
         rounds=CPU_ROUNDS,
-        config={"fedsa-selection-gap": CPU_ROUNDS // 2},
         adapt_steps=CPU_ADAPT_STEPS,
     ),
     # the authors' code: 50 rounds, 10 distillation epochs per round
@@ -214,9 +215,12 @@ class FedsaStudy:
         return {"table.md": accuracy_table(rows)}
 
     def estimate(self, budget: str) -> float:
-        """Seconds on one worker, from ``SECONDS`` (measured; ``ROUNDS_REASON``)."""
+        """Seconds on one worker with a core of its own, from ``POINT_SECONDS`` (grounded in
+        measurements: ``ROUNDS_REASON``); NaN for the paper budget, never measured."""
         points, seeds = self.grid(budget)
-        return len(seeds) * sum(SECONDS[budget](p.settings["share"]) for p in points)
+        if budget not in POINT_SECONDS:
+            return math.nan
+        return len(seeds) * sum(POINT_SECONDS[budget][p.settings["setting"]] for p in points)
 
 
 def run_method(method: str, overrides: dict, clients: int) -> dict[str, Value]:
@@ -301,15 +305,28 @@ def accuracy_table(rows: list[dict[str, Value]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# Seconds per point and seed, by labelled share (measured: ROUNDS_REASON)
-SECONDS = {
-    "smoke": lambda share: 3.0,
-    "cpu": lambda share: 600.0,
-    "paper": lambda share: 0.0,
+# CPU seconds of one (share, seed), the teachers' pre-training counted in every share (an upper
+# bound: a worker pre-trains a seed's teachers once). smoke: its test took 19 CPU seconds for 4;
+# cpu: the arithmetic of ROUNDS_REASON["cpu"]
+POINT_SECONDS = {
+    "smoke": {"1%": 5.0, "100%": 5.0},
+    "cpu": {"1%": 88 + 80, "5%": 245 + 177, "10%": 440 + 297, "100%": 571 + 378},
 }
 ROUNDS_REASON = {
     "smoke": "smoke: the pipeline, not the numbers",
-    "cpu": "TO MEASURE",
+    "cpu": (
+        "measured first, at 10 rounds (selection every 5), seed 0, one process, niced, on 2"
+        " cores at load 3 to 11 (2026-11-28): the 100 % point took 571 CPU seconds (1,534 s"
+        " wall), the teachers' pre-training included, of which the FedAvg+ and FedSA rounds"
+        " about 378; the 1 % point, teachers cached, 88 (150 s wall), its rounds about 80."
+        " Every round adapts a copy of the target model (adaptation images x epochs: 600, 3,000,"
+        " 6,000, 8,000 from 1 % to 100 %), so 5 % and 10 % are interpolated in those: 245 and"
+        " 440. 20 rounds add the rounds' cost once more (80, 177, 297, 378): 2,276 CPU seconds"
+        " a seed, 3 seeds 114 min on one core, about 57 min with 2 workers that have a core"
+        " each, half of 2 hours spare for a busy machine; the authors' 50 rounds would take about"
+        " 127 min with 2 workers. 2 distillation epochs a round (flowerbed's default): the"
+        " code's 10 would multiply the distillation's cost by 5"
+    ),
 }
 
 
@@ -347,9 +364,16 @@ def regime(budget: str) -> list[RegimeDifference]:
             "task adaptation",
             "the decoder (head) trained on the labelled target data",
             "a new head and every parameter fine-tuned on D_T (fedsa-adapt=all, the authors'"
-            " code), for every method, Transfer and Scratch alike",
+            " code), for every method, Transfer and Scratch alike, 30 epochs"
+            + (f", at most {chosen.adapt_steps} steps" if chosen.adapt_steps else ""),
             "one final step for all methods; the 30-epoch head-only adaptation is too short at"
-            " small shares (docs/fedsa.md, Testing the explanations, point 3)",
+            " small shares (docs/fedsa.md, Testing the explanations, point 3)"
+            + (
+                "; every round adapts a copy to measure it, and at 100 % 30 epochs would be"
+                " 1,890 steps a round"
+                if chosen.adapt_steps
+                else ""
+            ),
         ),
         RegimeDifference(
             "methods",
