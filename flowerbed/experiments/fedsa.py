@@ -1,6 +1,8 @@
 """FedSA's reproduction: Table 1 of "Federated Selective Aggregation for Knowledge Amalgamation"
-(Xie et al., 2022; ``papers.PAPERS["fedsa"]``: CIFAR-10, homogeneous students, test accuracy
-at 1, 5, 10 and 100 % of the target's training set labelled) as a study.
+as a study.
+
+Xie et al., 2022; ``papers.PAPERS["fedsa"]``: CIFAR-10, homogeneous students, test accuracy at
+1, 5, 10 and 100 % of the target's training set labelled.
 
 The paper's regime cannot be expressed offline, nor by flowerbed's FedSA protocol at all:
 its teachers are ResNet34s pre-trained on ten 100-class subsets of ImageNet 32x32, a data set
