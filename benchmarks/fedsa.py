@@ -52,7 +52,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from flwr.app import Context, RecordDict
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -71,11 +70,11 @@ from result_tables import (
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.results import round_seconds
 from flowerbed.data.federation import load_splits
+from flowerbed.experiments.fedsa_transfer import owner_teacher
 from flowerbed.inprocess import resolve_run_config
-from flowerbed.methods.fedsa.owner import private_client, teacher_model
+from flowerbed.methods.fedsa.owner import private_client
 from flowerbed.methods.fedsa.target import adapt, target_set
 from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
-from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import evaluate
 
 NUM_CLIENTS, FOREIGN = 10, 5
@@ -198,20 +197,6 @@ def foreign_draws(record: dict) -> tuple[int, int]:
     foreign = {t["partition"] for t in log["teachers"] if t["foreign"]}
     draws = [(int(pid), m) for s in log["selections"] for pid, m in s["selected"].items()]
     return sum(m for pid, m in draws if pid in foreign), sum(m for _, m in draws)
-
-
-def owner_teacher(run_config: dict, config, pid: int) -> tuple[LocalClient, torch.nn.Module]:
-    """Owner ``pid``'s client and teacher, rebuilt in this process as the run built them
-    (deterministic: the same data and the same pre-trained teacher)."""
-    context = Context(
-        run_id=1,
-        node_id=1,
-        node_config={"partition-id": pid, "num-partitions": NUM_CLIENTS},
-        state=RecordDict(),
-        run_config=run_config,
-    )
-    client = LocalClient.from_context(context, config)
-    return client, teacher_model(client)
 
 
 def probe_teachers(out: Path, record: dict) -> dict:
