@@ -142,3 +142,10 @@ def test_a_failed_run_gives_exit_1(tmp_path, monkeypatch, capsys):
 
 def test_registry_holds_ctl():
     assert reproduce.REPRODUCTIONS["ctl"] is ctl.REPRODUCTION
+
+
+def test_a_dry_run_without_a_timed_estimate_says_so_instead_of_a_number(capsys):
+    assert cli.main(["reproduce", "fedsa", "--budget", "paper", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "estimated time: not known (this budget's runs were never timed)" in out
+    assert "nan" not in out

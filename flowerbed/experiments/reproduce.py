@@ -17,11 +17,12 @@ Adding a paper is one line in ``REPRODUCTIONS``.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from ..core.results import atomic_write
-from . import ctl, qfedfisher, qkt
+from . import ctl, fedsa, qfedfisher, qkt
 from .driver import ROWS, BudgetError, measured, read_rows, run_study
 from .papers import PAPERS
 from .provenance import provenance_lines
@@ -31,7 +32,12 @@ from .reproduction_report import claim_line, judge_claims, reproduction_tables
 BUDGETS = ("smoke", "cpu", "paper")
 REPRODUCTIONS: dict[str, Reproduction] = {
     reproduction.paper: reproduction
-    for reproduction in (ctl.REPRODUCTION, qkt.REPRODUCTION, qfedfisher.REPRODUCTION)
+    for reproduction in (
+        ctl.REPRODUCTION,
+        fedsa.REPRODUCTION,
+        qfedfisher.REPRODUCTION,
+        qkt.REPRODUCTION,
+    )
 }
 
 
@@ -71,9 +77,11 @@ def plan_lines(reproduction: Reproduction, budget: str) -> list[str]:
     lines += [f"  point {point.name}: {point.settings}" for point in points]
     lines.append(f"  seeds: {', '.join(map(str, seeds))}")
     estimate = getattr(reproduction.study, "estimate", None)
-    if estimate is not None:
-        seconds = estimate(budget)
+    seconds = estimate(budget) if estimate is not None else math.nan
+    if math.isfinite(seconds):
         lines.append(f"  estimated time: {seconds / 60:.1f} min on one worker")
+    else:  # never measured in this budget: no number rather than a guess
+        lines.append("  estimated time: not known (this budget's runs were never timed)")
     return lines
 
 
