@@ -11,6 +11,9 @@ the reproduction of its Table 1 (``experiments.flkd``).
   MOON mu = 1, temperature 0.5; Ditto lambda = 0.1; FedAvgM server learning rate 1, momentum
   0.9; FedAdam / FedYogi eta_s = 0.05, beta1 0.9, beta2 0.999, tau 1e-3; FedAdagrad eta_s 0.05,
   tau 1e-3;
+* ``METHODS``: the names Table 1 gives the 13 strategies, in its order, and ``CENTRALIZED``,
+  its reference's; ``BN_AVERAGED`` marks a server optimiser run with flowerbed's batch-norm
+  rule instead of the paper code's (``experiments.flkd``);
 * ``train_central``: the model trained with cross-entropy on the whole training split, Adam
   (``ADAM``), StepLR x0.7 every E/10 epochs (the paper: 200 epochs, every 20), the data set's
   training augmentation (the point clouds' dropout, scaling and translation; none for images or
@@ -49,6 +52,24 @@ STRATEGIES = {
     "fedadagrad": {"adaptive-eta": 0.05, "adaptive-tau": 1e-3},
 }
 SERVER_OPTIMIZERS = ("fedavgm", "fedadam", "fedyogi", "fedadagrad")
+CENTRALIZED = "Centralized"
+# (name in Table 1, flowerbed strategy), in Table 1's order (ModelNet40's ranking)
+METHODS = (
+    ("FedNova", "fednova"),
+    ("FedProx", "fedprox"),
+    ("FedDyn", "feddyn"),
+    ("SCAFFOLD", "scaffold"),
+    ("Ditto", "ditto"),
+    ("FedAvg", "fedavg"),
+    ("FedBN", "fedbn"),
+    ("MOON", "moon"),
+    ("FedMedian", "fedmedian"),
+    ("FedAdagrad", "fedadagrad"),
+    ("FedAdam", "fedadam"),
+    ("FedAvgM", "fedavgm"),
+    ("FedYogi", "fedyogi"),
+)
+BN_AVERAGED = " (BN averaged)"  # the server optimisers with flowerbed's buffer rule
 CENTRAL_BATCH_SIZE = 24
 
 
