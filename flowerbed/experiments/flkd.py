@@ -29,10 +29,11 @@ not a cell of the paper's table.
 Budgets (``BUDGETS``; how each differs from the paper: ``regime``):
 
 * ``smoke``: digits and ``mlp``, 2 seeds, 1 round of 1 local epoch, Centralized 1 epoch, the
-  table's nine FL methods: the whole pipeline in about half a minute;
+  table's nine FL methods: the whole pipeline in about 20 s of CPU;
 * ``cpu``: digits with ``cnn-bn`` (batch norm) for the ModelNet40 column and breast-cancer with
   ``mlp`` for the Craniosynostosis column (``DataChoice``), the paper's seeds, rounds, epochs
-  and all 13 strategies, Centralized 40 epochs;
+  and all 13 strategies, Centralized 40 epochs: about 35 min with ``--workers 2`` on two free
+  cores (measured: ``SECONDS_PER_RUN``);
 * ``paper``: ModelNet40 from ``data-dir`` with PointNet++ SSG (``pointnet2``) and the paper's
   augmentation, Centralized 200 epochs; a run whose files are missing fails at once, naming
   the path. The craniosynostosis shapes have no loader: that column is not measured.
@@ -371,10 +372,21 @@ ALWAYS = [
 ]
 
 
-SECONDS_PER_RUN = {  # one (point, seed): measured (flkd_regime.CPU_MEASUREMENT)
-    "smoke": {"digits": 15.0},
-    "cpu": {"digits": 900.0, "breast-cancer": 120.0},
-    # paper: not measured (no ModelNet40 here)
+# Measured (one torch thread, nice'd, on the 2-core machine beside other jobs at load 2 to 11,
+# 2026-11-28), CPU seconds of one seed (7) of each point, method by method: digits with cnn-bn,
+# Centralized 24 s (40 epochs), the FL runs 40 to 94 s each (SCAFFOLD 40, FedAvg 51, FedProx
+# 64, FedDyn 69, MOON 82, Ditto 94: it trains two models), 17 runs 912 s in all: 936 s;
+# breast-cancer with mlp, Centralized 4 s, the 13 FL runs 6 to 15 s: 109 s (85 s again at
+# load 2: a busy machine costs CPU time too). The cpu grid's 3 seeds take 3 x (936 + 109) s =
+# 52 min on one worker; with --workers 2 the three digits runs (16 min each) take 32 min and
+# the breast-cancer runs fit beside the third: about 35 min on 2 free cores. The wall clock of
+# this measurement was 1.0 to 6.5 times its CPU time (the load), so 2 hours hold up to a load
+# that slows it 3.4 times. The smoke budget: 18 s of CPU for both seeds (the test process,
+# imports included: 25 s).
+SECONDS_PER_RUN = {  # one (point, seed), CPU seconds (above)
+    "smoke": {"digits": 9.0},
+    "cpu": {"digits": 936.0, "breast-cancer": 109.0},
+    # paper: not measured (no ModelNet40 here): the estimate is NaN
 }
 
 REPRODUCTION = Reproduction(paper="flkd", study=FlkdStudy(), cells=cells, regime=regime)
