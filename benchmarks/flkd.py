@@ -91,6 +91,7 @@ from result_tables import (
 from flowerbed.catalog import get_protocol, parse_run_config
 from flowerbed.core.results import atomic_write, save_model, write_json
 from flowerbed.data.federation import load_splits
+from flowerbed.experiments.flkd_stage1 import ADAM, STRATEGIES, train_central
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.kd.classic_objectives import NAMES as OBJECTIVES
 from flowerbed.kd.objectives import MODES, KDParams, Objective, get_objective
@@ -98,31 +99,8 @@ from flowerbed.kd.student import cpu_latency_ms, distill_student
 from flowerbed.models import build_model
 from flowerbed.models.classifier import parameter_count, size_bytes
 from flowerbed.protocols.distill import distill_params, student_training
-from flowerbed.training.loops import evaluate, train_local
+from flowerbed.training.loops import evaluate
 
-ADAM = {"optimizer": "adam", "learning-rate": 1e-3, "weight-decay": 1e-4}
-ADAPTIVE = {
-    "adaptive-eta": 0.05,
-    "adaptive-beta-1": 0.9,
-    "adaptive-beta-2": 0.999,
-    "adaptive-tau": 1e-3,
-}
-# the 13 strategies and the paper's keys
-STRATEGIES = {
-    "fedavg": {},
-    "fedprox": {"proximal-mu": 0.01},
-    "scaffold": {"optimizer": "sgd", "momentum": 0.0, "weight-decay": 0.0},
-    "fednova": {"optimizer": "sgd", "momentum": 0.9, "weight-decay": 0.0},
-    "feddyn": {"feddyn-alpha": 0.01},
-    "moon": {"moon-mu": 1.0, "moon-temperature": 0.5},
-    "ditto": {"ditto-lambda": 0.1},
-    "fedbn": {},
-    "fedmedian": {},
-    "fedavgm": {"server-learning-rate": 1.0, "server-momentum": 0.9},
-    "fedadam": ADAPTIVE,
-    "fedyogi": ADAPTIVE,
-    "fedadagrad": {"adaptive-eta": 0.05, "adaptive-tau": 1e-3},
-}
 SWEEP = (0, 1, 2, 3, 5, 10, 20)
 DATASETS = ("digits", "breast-cancer")
 SEEDS = (7, 42, 123)
@@ -194,34 +172,6 @@ def make_teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[dict, d
             "curve": [row["central_accuracy"] for row in history],
         }
     return state, {"teacher": name, "seconds": time.perf_counter() - start, **record}
-
-
-def train_central(config, data, model_name: str, epochs: int = 40) -> tuple[dict, dict]:
-    """``model_name`` trained with cross-entropy on the whole training split: Adam, StepLR
-    x0.7 every E/10 epochs, the best epoch on the test set (the paper's "Centralized")."""
-    torch.manual_seed(config.seed)
-    model = build_model(model_name, data.input_shape, data.num_classes)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
-    scheduler = torch.optim.lr_scheduler.StepLR(
-        optimizer, step_size=max(1, epochs // 10), gamma=0.7
-    )
-    generator = torch.Generator().manual_seed(config.seed)
-    best, accuracy = (-1.0, 0, None), math.nan
-    for epoch in range(1, epochs + 1):
-        train_local(
-            model,
-            data.x_train,
-            data.y_train,
-            epochs=1,
-            batch_size=24,
-            optimizer=optimizer,
-            generator=generator,
-        )
-        scheduler.step()
-        accuracy = evaluate(model, data.x_test, data.y_test)[1]
-        if accuracy > best[0]:
-            best = (accuracy, epoch, {k: v.clone() for k, v in model.state_dict().items()})
-    return best[2], {"test_accuracy": best[0], "round": best[1], "final_accuracy": accuracy}
 
 
 def teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[torch.nn.Module, dict]:

@@ -149,3 +149,7 @@ def test_a_dry_run_without_a_timed_estimate_says_so_instead_of_a_number(capsys):
     out = capsys.readouterr().out
     assert "estimated time: not known (this budget's runs were never timed)" in out
     assert "nan" not in out
+
+
+def test_every_paper_with_a_headline_table_has_a_reproduction():
+    assert sorted(reproduce.REPRODUCTIONS) == sorted(PAPERS)

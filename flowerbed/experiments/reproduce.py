@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ..core.results import atomic_write
-from . import ctl, fedsa, qfedfisher, qkt
+from . import ctl, fedsa, flkd, qfedfisher, qkt
 from .driver import ROWS, BudgetError, measured, read_rows, run_study
 from .papers import PAPERS
 from .provenance import provenance_lines
@@ -35,6 +35,7 @@ REPRODUCTIONS: dict[str, Reproduction] = {
     for reproduction in (
         ctl.REPRODUCTION,
         fedsa.REPRODUCTION,
+        flkd.REPRODUCTION,
         qfedfisher.REPRODUCTION,
         qkt.REPRODUCTION,
     )
