@@ -19,7 +19,7 @@ from sklearn.metrics import roc_curve as sklearn_roc_curve
 from flowerbed.catalog import parse_run_config
 from flowerbed.data.classes import class_names, positive_class, run_classes
 from flowerbed.data.registry import DATASETS
-from flowerbed.data.splits import DatasetSplits, test_sample
+from flowerbed.data.splits import DatasetSplits, sampled_test_split
 from flowerbed.evaluation import clinical as clinical_module
 from flowerbed.evaluation.clinical import (
     bootstrap_intervals,
@@ -396,14 +396,14 @@ def test_the_bootstrap_of_a_huge_test_set_is_bounded_and_its_chunks_change_nothi
 def test_a_test_set_above_central_test_samples_is_evaluated_on_one_seeded_sample(tmp_path):
     x = torch.arange(1000, dtype=torch.float32)[:, None]  # each row says which sample it is
     data = DatasetSplits("rows", x, torch.zeros(1000, dtype=torch.int64), x, torch.arange(1000), 2)
-    x_sample, y_sample = test_sample(data, 100)
+    x_sample, y_sample = sampled_test_split(data, 100)
     rows = y_sample.numpy()
     assert len(rows) == 100 and np.all(np.diff(rows) > 0)  # distinct, in the split's order
     assert np.array_equal(x_sample[:, 0].numpy(), rows)  # inputs and labels stay paired
     assert rows[-1] > 500  # drawn from the whole split, not its first rows
-    assert np.array_equal(test_sample(data, 100)[1].numpy(), rows)  # the same every time
+    assert np.array_equal(sampled_test_split(data, 100)[1].numpy(), rows)  # the same every time
     for most in (0, 1000, 5000):  # 0 = all; a split within the limit is kept whole
-        assert test_sample(data, most)[1] is data.y_test
+        assert sampled_test_split(data, most)[1] is data.y_test
 
     def run(seed: int):
         config = {

@@ -112,7 +112,9 @@ def standardised(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, n
     )
 
 
-def test_sample(data: DatasetSplits, most: int) -> tuple[torch.Tensor | MappedImages, torch.Tensor]:
+def sampled_test_split(
+    data: DatasetSplits, most: int
+) -> tuple[torch.Tensor | MappedImages, torch.Tensor]:
     """The test split's inputs and labels, or, when it has more than ``most`` samples
     (``most`` > 0), a uniform sample of ``most`` of them without replacement, kept in the split's
     order. The sample is drawn with ``TEST_SAMPLE_SEED``, not the run's seed, so that every run

@@ -5,8 +5,8 @@ Server half: the algorithm's Flower ``Strategy`` (``StrategySpec.build_server``,
 ``strategy.start`` on the run's recording grid for ``num-server-rounds`` rounds, starting
 from the handoff's global arrays (or the run's freshly built global model). After every
 round the global model is evaluated on the held-out test set (``central_accuracy``; on a
-seeded sample of ``central-test-samples`` of it when it is larger, ``data.splits.test_sample``)
-and the history row is logged and written, with the strategy's own metrics of the round
+seeded sample of ``central-test-samples`` of it when it is larger,
+``data.splits.sampled_test_split``) and the history row is logged and written, with the strategy's own metrics of the round
 (``round_metrics``, e.g. QFedFisher's substituted fraction) as ``server_<name>``. The final arrays go to ``model.pt`` and to the handoff; the
 best round's (highest ``central_accuracy``, the earliest on a tie, round 0 included) go to
 ``model_best.pt``, with that round and accuracy in ``model_best.json``. "Best" is selected on
@@ -53,7 +53,7 @@ from flwr.serverapp.strategy import Strategy
 
 from ..core.results import atomic_write, save_model, write_json
 from ..core.stages import BEST_MODEL, CENTRAL_EVALUATION, CHECKPOINT, stage
-from ..data.splits import test_sample
+from ..data.splits import sampled_test_split
 from ..evaluation.clinical import CLASS_COUNT_METRICS, clinical_summary
 from ..evaluation.metrics import BINARY, CLINICAL
 from ..runtime.checkpoint import (
@@ -244,7 +244,7 @@ class FLRounds(Phase):
         best_accuracy = resumed.best_accuracy if resumed else -1.0
         stamp = checkpoint_stamp(run.run_dir) if config.checkpoint else {}  # versions, identity
         if data is not None:
-            x_test, y_test = test_sample(data, config.central_test_samples)
+            x_test, y_test = sampled_test_split(data, config.central_test_samples)
             if len(y_test) < len(data.y_test):
                 log(
                     INFO,
