@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from flowerbed.experiments import provenance
 from flowerbed.experiments.driver import (
     ROWS,
     BudgetError,
@@ -161,3 +162,19 @@ def test_a_record_without_a_commit_names_the_installed_version():
     assert commit_text(record) == "with flowerbed 0.1.0 (no git checkout)"
     dirty = {"commit": "a" * 40, "uncommitted_changes": True}
     assert commit_text(dirty) == "at commit aaaaaaaaaa with uncommitted changes"
+
+
+def test_an_invocation_records_the_commit_it_started_at(tmp_path, monkeypatch):
+    commit = {"now": "a" * 40}
+    monkeypatch.setattr(
+        provenance, "git", lambda *args: commit["now"] if args[0] == "rev-parse" else ""
+    )
+
+    class CommitsWhileRunning(Toy):
+        def run(self, point, seed):
+            commit["now"] = "b" * 40  # someone commits while the study runs
+            return super().run(point, seed)
+
+    run_study(CommitsWhileRunning(), tmp_path, "smoke", say=lambda _: None, command="x")
+    (record,) = [json.loads(line) for line in (tmp_path / INVOCATIONS).read_text().splitlines()]
+    assert record["commit"] == "a" * 40 and record["runs"] == 6

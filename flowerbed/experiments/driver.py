@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.results import atomic_write
-from .provenance import append_provenance
+from .provenance import append_provenance, study_record
 
 ROWS = "rows.jsonl"
 Value = float | int | str
@@ -158,6 +158,8 @@ def run_study(
     folder.mkdir(parents=True, exist_ok=True)
     if not report_only:
         close_cut_line(folder)
+        command = " ".join(["python", *sys.argv]) if command is None else command
+        started_at = study_record(folder, command)  # the code that runs is this moment's
         done = measured(read_rows(folder))
         todo = [(p, s) for p in points for s in seeds if (p.name, s) not in done]
         total = len(points) * len(seeds)
@@ -173,8 +175,7 @@ def run_study(
                 seconds.append(float(row["seconds"]))
             say(progress_line(finished, total, seconds, workers, len(todo) - attempted))
         if seconds:  # what this invocation measured, and where (``provenance``)
-            command = " ".join(["python", *sys.argv]) if command is None else command
-            append_provenance(folder, command, len(seconds))
+            append_provenance(folder, started_at, len(seconds))
     return write_report(study, folder)
 
 

@@ -3,9 +3,10 @@ the date of the measurement, written beside the results and read back as one sen
 
 * ``record_provenance(folder, argv)``: ``measured.json`` beside a benchmark's data file, one
   record for the measurement that wrote it (a rerun replaces it);
-* ``append_provenance(folder, command, runs)``: one line of ``measured.jsonl`` per invocation of
-  a study that measured something (``driver.run_study``): a resumable study is measured over
-  several invocations, perhaps at several commits, and each says what it ran;
+* ``append_provenance(folder, study_record(folder, command), runs)``: one line of
+  ``measured.jsonl`` per invocation of a study that measured something (``driver.run_study``,
+  which takes the record when it starts): a resumable study is measured over several
+  invocations, perhaps at several commits, and each says what it ran;
 * ``provenance_line`` and ``provenance_lines`` read them back for a table or a report.
 
 The commit is the repository's that holds this file, when it is a git checkout (an installed
@@ -78,16 +79,20 @@ def record_provenance(folder: Path, argv: list[str], file: str = PROVENANCE) -> 
     atomic_write(Path(folder) / file, lambda f: f.write(json.dumps(record, indent=1) + "\n"))
 
 
-def append_provenance(folder: Path, command: str, runs: int) -> None:
-    """One line of ``measured.jsonl`` in ``folder`` for an invocation (``command``) that ran
-    ``runs`` runs, with the versions of ``VERSIONED`` (an installed flowerbed may have no
-    commit)."""
-    record = provenance_record(command, Path(folder).resolve()) | {
-        "runs": runs,
-        "versions": {name: package_version(name) for name in VERSIONED},
+def study_record(folder: Path, command: str) -> dict:
+    """The record of a study invocation, taken when it starts (the code it runs is the code of
+    that moment, whatever is committed while it runs), with the versions of ``VERSIONED`` (an
+    installed flowerbed may have no commit)."""
+    return provenance_record(command, Path(folder).resolve()) | {
+        "versions": {name: package_version(name) for name in VERSIONED}
     }
+
+
+def append_provenance(folder: Path, record: dict, runs: int) -> None:
+    """One line of ``measured.jsonl`` in ``folder``: ``record`` (``study_record``) of an
+    invocation that ran ``runs`` runs."""
     with open(Path(folder) / INVOCATIONS, "a") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.write(json.dumps(record | {"runs": runs}, sort_keys=True) + "\n")
 
 
 def commit_text(record: dict) -> str:

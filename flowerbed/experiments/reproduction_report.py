@@ -214,11 +214,24 @@ def paper_blocks(table: PaperTable, cells: list[Cell]) -> list[Block]:
         Heading("The paper's numbers and ours"),
         Paragraph(
             f"Metric: {table.metric}; {'higher' if table.higher_is_better else 'lower'} is"
-            " better. Ours: mean ± standard deviation over seeds (n - 1 in the denominator);"
-            " ∞: not finite (the target was never reached)."
+            " better. Ours: mean ± standard deviation over seeds (n - 1 in the denominator)"
+            + ("; ∞: not finite (the target was never reached)." if infinite(cells) else ".")
         ),
         Table(header, tuple(rows)),
     ]
+
+
+SIGN_TEST_TEXT = (
+    " Where a value is ∞ (a target never reached) a t interval has no meaning and replacing ∞ by"
+    " a number would make the interval that number's: such a claim is judged by the sign test,"
+    " the distribution-free 95 % interval of the median difference (12 - ∞ = -∞; two ∞ are a"
+    " tie; at least 6 seeds to exclude 0)."
+)
+
+
+def infinite(cells: list[Cell]) -> bool:
+    """Whether any measured value is ∞ (a target never reached)."""
+    return any(math.isinf(cell.value) for cell in cells)
 
 
 def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
@@ -239,12 +252,9 @@ def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
         Heading("The paper's claims"),
         Paragraph(
             "Each claim paired by seed (the seeds both methods have): the differences better -"
-            f" worse, their mean and 95 % t interval; the claimed side is {side}. Where a value"
-            " is ∞ (a target never reached) a t interval has no meaning and replacing ∞ by a"
-            " number would make the interval that number's: such a claim is judged by the sign"
-            " test, the distribution-free 95 % interval of the median difference (12 - ∞ = -∞;"
-            " two ∞ are a tie; at least 6 seeds to exclude 0). The seeds in which the claimed"
-            " order holds are counted for every claim."
+            f" worse, their mean and 95 % t interval; the claimed side is {side}."
+            + (SIGN_TEST_TEXT if any(r.verdict.interval.test == SIGN_TEST for r in results) else "")
+            + " The seeds in which the claimed order holds are counted for every claim."
         ),
         Table(
             ("claim", "seeds", "centre", "95 % interval", "order holds", "verdict", "reason"),
