@@ -6,8 +6,9 @@ Server half: the algorithm's Flower ``Strategy`` (``StrategySpec.build_server``,
 from the handoff's global arrays (or the run's freshly built global model). After every
 round the global model is evaluated on the held-out test set (``central_accuracy``; on a
 seeded sample of ``central-test-samples`` of it when it is larger,
-``data.splits.sampled_test_split``) and the history row is logged and written, with the strategy's own metrics of the round
-(``round_metrics``, e.g. QFedFisher's substituted fraction) as ``server_<name>``. The final arrays go to ``model.pt`` and to the handoff; the
+``data.splits.sampled_test_split``) and the history row is logged and written, with the
+strategy's own metrics of the round (``round_metrics``, e.g. QFedFisher's substituted
+fraction) as ``server_<name>``. The final arrays go to ``model.pt`` and to the handoff; the
 best round's (highest ``central_accuracy``, the earliest on a tie, round 0 included) go to
 ``model_best.pt``, with that round and accuracy in ``model_best.json``. "Best" is selected on
 the test set, as the point-cloud FL + KD benchmark does for its teachers: an optimistic choice,
