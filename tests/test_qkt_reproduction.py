@@ -1,6 +1,7 @@
 """QKT's reproduction study (``flowerbed.experiments.qkt``): its grid per budget, the cells it
 makes of rows, its regime, and the smoke budget end to end through the driver."""
 
+import logging
 import os
 
 import pytest
@@ -125,11 +126,14 @@ def test_the_smoke_budget_runs_end_to_end_through_the_driver(tmp_path):
     assert "(n=2)" in tables["table.md"]
 
 
-def test_runs_use_one_thread_and_no_report_and_leave_both_as_they_were(monkeypatch):
+def test_runs_use_one_thread_no_report_and_few_log_lines_and_leave_all_as_they_were(monkeypatch):
     monkeypatch.delenv(qkt.REPORT_SWITCH, raising=False)
-    threads = torch.get_num_threads()
-    with qkt.one_thread_without_report():
+    threads, level = torch.get_num_threads(), qkt.FLOWER_LOGGER.level
+    with qkt.one_thread_quietly():
         assert torch.get_num_threads() == 1
         assert os.environ[qkt.REPORT_SWITCH] == "0"
+        assert not qkt.FLOWER_LOGGER.isEnabledFor(logging.INFO)  # the rounds' lines
+        assert qkt.FLOWER_LOGGER.isEnabledFor(logging.WARNING)
     assert torch.get_num_threads() == threads
     assert qkt.REPORT_SWITCH not in os.environ
+    assert qkt.FLOWER_LOGGER.level == level

@@ -69,7 +69,7 @@ from ..settings import RunConfig
 from .driver import BudgetError, Point, Value
 from .fedsa_transfer import TRANSFER, transfer
 from .papers import PAPERS
-from .qkt import data_dir, mean_std_cell, one_thread_without_report
+from .qkt import data_dir, mean_std_cell, one_thread_quietly
 from .reproduction import Cell, RegimeDifference, Reproduction
 
 PAPER = PAPERS["fedsa"]
@@ -191,7 +191,7 @@ class FedsaStudy:
 
     def run(self, point: Point, seed: int) -> dict[str, Value]:
         """Scratch, FedAvg+, FedSA and Transfer at the point's share with ``seed``, one torch
-        thread and no report (``qkt.one_thread_without_report``)."""
+        thread and no report (``qkt.one_thread_quietly``)."""
         overrides = {**point.settings["config"], "seed": seed}
         missing = missing_data(overrides["dataset"], data_dir(overrides))
         if missing:
@@ -207,7 +207,7 @@ class FedsaStudy:
             )
         row: dict[str, Value] = {"setting": point.settings["setting"], "labels-per-class": k}
         clients = point.settings["clients"]
-        with one_thread_without_report():
+        with one_thread_quietly():
             for method, selection in METHODS:
                 row |= run_method(method, {**overrides, "fedsa-selection": selection}, clients)
             row |= transfer(overrides, clients)

@@ -63,7 +63,7 @@ from .flkd_stage1 import (
 )
 from .flkd_table import accuracies, accuracy_table
 from .papers import PAPERS
-from .qkt import data_dir, one_thread_without_report
+from .qkt import data_dir, one_thread_quietly
 from .reproduction import Cell, RegimeDifference, Reproduction
 
 PAPER = PAPERS["flkd"]
@@ -168,7 +168,7 @@ class FlkdStudy:
 
     def run(self, point: Point, seed: int) -> dict[str, Value]:
         """Centralized and every FL method of the point with ``seed``
-        (``one_thread_without_report``)."""
+        (``one_thread_quietly``)."""
         config = {**point.settings["config"], "seed": seed}
         missing = missing_data(config["dataset"], data_dir(config))
         if missing:
@@ -178,7 +178,7 @@ class FlkdStudy:
             "model": config["model"],
             "setting": point.settings["setting"],
         }
-        with one_thread_without_report():
+        with one_thread_quietly():
             row |= run_centralized(config, point.settings["central-epochs"])
             for name, strategy, buffers in point.settings["methods"]:
                 overrides = {**config, "strategy": strategy, **STRATEGIES[strategy]}

@@ -57,7 +57,7 @@ from ..data.registry import missing_data
 from ..inprocess import default_run_config, run_in_process
 from .driver import BudgetError, Point, Value
 from .papers import PAPERS
-from .qkt import data_dir, one_thread_without_report
+from .qkt import data_dir, one_thread_quietly
 from .reproduction import Cell, RegimeDifference, Reproduction
 
 TABLE = PAPERS["qfedfisher"]
@@ -217,7 +217,7 @@ class QFedFisherStudy:
 
     def run(self, point: Point, seed: int) -> dict[str, Value]:
         """The three rules of ``METHODS`` on the point's setting with ``seed``
-        (``one_thread_without_report``)."""
+        (``one_thread_quietly``)."""
         config = {**point.settings["config"], "seed": seed}
         missing = missing_data(config["dataset"], data_dir(config))
         if missing:
@@ -226,7 +226,7 @@ class QFedFisherStudy:
             "data": point.settings["data"],
             "setting": point.settings["setting"],
         }
-        with one_thread_without_report():
+        with one_thread_quietly():
             for method, strategy in METHODS:
                 row |= run_method(
                     method, {**config, "strategy": strategy}, point.settings["clients"]

@@ -35,6 +35,7 @@ Budgets (``BUDGETS``; how each differs from the paper: ``regime``):
 from __future__ import annotations
 
 import json
+import logging
 import os
 import statistics
 import tempfile
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from flwr.common.logger import FLOWER_LOGGER
 
 from ..data.registry import missing_data
 from ..inprocess import default_run_config, run_in_process
@@ -176,7 +178,7 @@ class QktStudy:
 
     def run(self, point: Point, seed: int) -> dict[str, Value]:
         """Every method of ``METHODS`` on the point's setting with ``seed``
-        (``one_thread_without_report``)."""
+        (``one_thread_quietly``)."""
         config = {**point.settings["config"], "seed": seed}
         missing = missing_data(config["dataset"], data_dir(config))
         if missing:
@@ -184,7 +186,7 @@ class QktStudy:
         row: dict[str, Value] = {
             key: point.settings[key] for key in ("data", "partition", "query")
         } | {"setting": setting_name(point.settings["partition"], point.settings["query"])}
-        with one_thread_without_report():
+        with one_thread_quietly():
             for method, strategy in METHODS:
                 overrides = {**config, "strategy": strategy}
                 if strategy == "fedavg":
@@ -200,17 +202,22 @@ class QktStudy:
 
 
 @contextmanager
-def one_thread_without_report() -> Iterator[None]:
+def one_thread_quietly() -> Iterator[None]:
     """One torch thread (a row does not depend on how many runs share the machine, and
-    ``--workers`` runs use one core each) and no ``report.html`` (its run folder is deleted:
-    the report would be a quarter of a smoke run's time), both as they were afterwards."""
+    ``--workers`` runs use one core each), no ``report.html`` (its run folder is deleted: the
+    report would be a quarter of a smoke run's time) and Flower's logger at WARNING (a study's
+    runs would otherwise print every round of every method; the driver says the progress), all
+    as they were afterwards."""
     threads, switch = torch.get_num_threads(), os.environ.get(REPORT_SWITCH)
+    flower_level = FLOWER_LOGGER.level
     torch.set_num_threads(1)
     os.environ[REPORT_SWITCH] = "0"
+    FLOWER_LOGGER.setLevel(logging.WARNING)
     try:
         yield
     finally:
         torch.set_num_threads(threads)
+        FLOWER_LOGGER.setLevel(flower_level)
         if switch is None:
             os.environ.pop(REPORT_SWITCH)
         else:
