@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from flowerbed.experiments import qkt
+from flowerbed.experiments import qkt, study_runs
 from flowerbed.experiments.driver import BudgetError, read_rows, run_study
 from flowerbed.experiments.papers import PAPERS
 from flowerbed.experiments.reproduction import Cell
@@ -127,13 +127,13 @@ def test_the_smoke_budget_runs_end_to_end_through_the_driver(tmp_path):
 
 
 def test_runs_use_one_thread_no_report_and_few_log_lines_and_leave_all_as_they_were(monkeypatch):
-    monkeypatch.delenv(qkt.REPORT_SWITCH, raising=False)
-    threads, level = torch.get_num_threads(), qkt.FLOWER_LOGGER.level
-    with qkt.one_thread_quietly():
+    monkeypatch.delenv(study_runs.REPORT_SWITCH, raising=False)
+    threads, level = torch.get_num_threads(), study_runs.FLOWER_LOGGER.level
+    with study_runs.one_thread_quietly():
         assert torch.get_num_threads() == 1
-        assert os.environ[qkt.REPORT_SWITCH] == "0"
-        assert not qkt.FLOWER_LOGGER.isEnabledFor(logging.INFO)  # the rounds' lines
-        assert qkt.FLOWER_LOGGER.isEnabledFor(logging.WARNING)
+        assert os.environ[study_runs.REPORT_SWITCH] == "0"
+        assert not study_runs.FLOWER_LOGGER.isEnabledFor(logging.INFO)  # the rounds' lines
+        assert study_runs.FLOWER_LOGGER.isEnabledFor(logging.WARNING)
     assert torch.get_num_threads() == threads
-    assert qkt.REPORT_SWITCH not in os.environ
-    assert qkt.FLOWER_LOGGER.level == level
+    assert study_runs.REPORT_SWITCH not in os.environ
+    assert study_runs.FLOWER_LOGGER.level == level

@@ -62,15 +62,14 @@ import numpy as np
 
 from ..catalog import parse_run_config
 from ..data.federation import server_split
-from ..data.registry import missing_data
 from ..inprocess import resolve_run_config, run_in_process
 from ..methods.fedsa.target import target_set
 from ..settings import RunConfig
 from .driver import BudgetError, Point, Value
 from .fedsa_transfer import TRANSFER, transfer
 from .papers import PAPERS
-from .qkt import data_dir, mean_std_cell, one_thread_quietly
 from .reproduction import Cell, RegimeDifference, Reproduction
+from .study_runs import mean_std_cell, one_thread_quietly, seeded_config
 
 PAPER = PAPERS["fedsa"]
 NUM_CLIENTS, FOREIGN_TEACHERS = 10, 5
@@ -191,11 +190,8 @@ class FedsaStudy:
 
     def run(self, point: Point, seed: int) -> dict[str, Value]:
         """Scratch, FedAvg+, FedSA and Transfer at the point's share with ``seed``, one torch
-        thread and no report (``qkt.one_thread_quietly``)."""
-        overrides = {**point.settings["config"], "seed": seed}
-        missing = missing_data(overrides["dataset"], data_dir(overrides))
-        if missing:
-            raise FileNotFoundError(missing)
+        thread and no report (``study_runs.one_thread_quietly``)."""
+        overrides = seeded_config(point, seed)
         config = parse_run_config(resolve_run_config(overrides))
         k = labels_per_class(config, point.settings["share"])
         overrides["fedsa-labels-per-class"] = k

@@ -49,7 +49,6 @@ from dataclasses import dataclass
 
 from ..catalog import parse_run_config
 from ..data.federation import load_splits
-from ..data.registry import missing_data
 from ..inprocess import resolve_run_config, run_in_process
 from .driver import BudgetError, Point, Value
 from .flkd_stage1 import (
@@ -63,8 +62,8 @@ from .flkd_stage1 import (
 )
 from .flkd_table import accuracies, accuracy_table
 from .papers import PAPERS
-from .qkt import data_dir, one_thread_quietly
 from .reproduction import Cell, RegimeDifference, Reproduction
+from .study_runs import one_thread_quietly, seeded_config
 
 PAPER = PAPERS["flkd"]
 NUM_CLIENTS, ROUNDS, LOCAL_EPOCHS, BATCH_SIZE = 5, 20, 5, 24  # Sec. 4.1, Table A2
@@ -169,10 +168,7 @@ class FlkdStudy:
     def run(self, point: Point, seed: int) -> dict[str, Value]:
         """Centralized and every FL method of the point with ``seed``
         (``one_thread_quietly``)."""
-        config = {**point.settings["config"], "seed": seed}
-        missing = missing_data(config["dataset"], data_dir(config))
-        if missing:
-            raise FileNotFoundError(missing)
+        config = seeded_config(point, seed)
         row: dict[str, Value] = {
             "data": config["dataset"],
             "model": config["model"],

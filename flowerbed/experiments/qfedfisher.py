@@ -53,12 +53,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from ..data.registry import missing_data
 from ..inprocess import default_run_config, run_in_process
 from .driver import BudgetError, Point, Value
 from .papers import PAPERS
-from .qkt import data_dir, one_thread_quietly
 from .reproduction import Cell, RegimeDifference, Reproduction
+from .study_runs import mean_std_cell, one_thread_quietly, seeded_config
 
 TABLE = PAPERS["qfedfisher"]
 SETTING = "MNIST"  # the column of Table I every budget's runs stand for
@@ -218,10 +217,7 @@ class QFedFisherStudy:
     def run(self, point: Point, seed: int) -> dict[str, Value]:
         """The three rules of ``METHODS`` on the point's setting with ``seed``
         (``one_thread_quietly``)."""
-        config = {**point.settings["config"], "seed": seed}
-        missing = missing_data(config["dataset"], data_dir(config))
-        if missing:
-            raise FileNotFoundError(missing)
+        config = seeded_config(point, seed)
         row: dict[str, Value] = {
             "data": point.settings["data"],
             "setting": point.settings["setting"],
@@ -321,14 +317,6 @@ def results_table(rows: list[dict[str, Value]]) -> str:
 def column(rows: list[dict[str, Value]], key: str, method: str) -> list[float]:
     """``key/method`` of every row that has it."""
     return [float(row[f"{key}/{method}"]) for row in rows if f"{key}/{method}" in row]
-
-
-def mean_std_cell(values: list[float], digits: int) -> str:
-    """``75.0 ± 1.2 (n=3)`` with ``digits`` decimals; – for none."""
-    if not values:
-        return "–"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.{digits}f} ± {std:.{digits}f} (n={len(values)})"
 
 
 def described(budget: Budget) -> dict[str, str]:

@@ -35,26 +35,17 @@ Budgets (``BUDGETS``; how each differs from the paper: ``regime``):
 from __future__ import annotations
 
 import json
-import logging
-import os
 import statistics
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import torch
-from flwr.common.logger import FLOWER_LOGGER
-
-from ..data.registry import missing_data
-from ..inprocess import default_run_config, run_in_process
-from ..report import ENV_SWITCH as REPORT_SWITCH
+from ..inprocess import run_in_process
 from .driver import BudgetError, Point, Value
 from .papers import PAPERS
 from .reproduction import Cell, RegimeDifference, Reproduction
+from .study_runs import mean_std_cell, one_thread_quietly, seeded_config
 
 PAPER = PAPERS["qkt"]
 NUM_CLIENTS = 10  # the paper's cross-silo setting
@@ -179,10 +170,7 @@ class QktStudy:
     def run(self, point: Point, seed: int) -> dict[str, Value]:
         """Every method of ``METHODS`` on the point's setting with ``seed``
         (``one_thread_quietly``)."""
-        config = {**point.settings["config"], "seed": seed}
-        missing = missing_data(config["dataset"], data_dir(config))
-        if missing:
-            raise FileNotFoundError(missing)
+        config = seeded_config(point, seed)
         row: dict[str, Value] = {
             key: point.settings[key] for key in ("data", "partition", "query")
         } | {"setting": setting_name(point.settings["partition"], point.settings["query"])}
@@ -199,34 +187,6 @@ class QktStudy:
 
     def report(self, rows: list[dict[str, Value]]) -> dict[str, str]:
         return {"table.md": accuracy_table(rows)}
-
-
-@contextmanager
-def one_thread_quietly() -> Iterator[None]:
-    """One torch thread (a row does not depend on how many runs share the machine, and
-    ``--workers`` runs use one core each), no ``report.html`` (its run folder is deleted: the
-    report would be a quarter of a smoke run's time) and Flower's logger at WARNING (a study's
-    runs would otherwise print every round of every method; the driver says the progress), all
-    as they were afterwards."""
-    threads, switch = torch.get_num_threads(), os.environ.get(REPORT_SWITCH)
-    flower_level = FLOWER_LOGGER.level
-    torch.set_num_threads(1)
-    os.environ[REPORT_SWITCH] = "0"
-    FLOWER_LOGGER.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        FLOWER_LOGGER.setLevel(flower_level)
-        if switch is None:
-            os.environ.pop(REPORT_SWITCH)
-        else:
-            os.environ[REPORT_SWITCH] = switch
-
-
-def data_dir(config: dict) -> Path:
-    """The folder the run reads its data set's files from (the run config's ``data-dir``)."""
-    return Path(str(config.get("data-dir", default_run_config()["data-dir"]))).expanduser()
 
 
 def run_method(method: str, overrides: dict) -> dict[str, Value]:
@@ -291,14 +251,6 @@ def accuracy_table(rows: list[dict[str, Value]]) -> str:
             + " |"
         )
     return "\n".join(lines) + "\n"
-
-
-def mean_std_cell(values: list[float]) -> str:
-    """``75.0 ± 1.2 (n=3)``; – for none."""
-    if not values:
-        return "–"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.1f} ± {std:.1f} (n={len(values)})"
 
 
 def regime(budget: str) -> list[RegimeDifference]:
