@@ -77,11 +77,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from result_tables import (
     interval_cell,
     interval_text,
@@ -92,6 +87,7 @@ from result_tables import (
     table_head,
     write_table,
 )
+from scipy import stats
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.results import write_csv

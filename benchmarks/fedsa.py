@@ -52,11 +52,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import stats
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from result_tables import (
     paired_cell,
     percent_cell,
@@ -66,6 +61,7 @@ from result_tables import (
     table_head,
     write_table,
 )
+from scipy import stats
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.results import round_seconds

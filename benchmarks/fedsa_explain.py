@@ -67,11 +67,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import stats
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from fedsa import SETTING, foreign_draws, overrides, owner_teacher, run_records, sweep_spec
 from result_tables import (
     interval_cell,
@@ -83,6 +78,7 @@ from result_tables import (
     table_head,
     write_table,
 )
+from scipy import stats
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.results import write_csv

@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flowerbed.core.results import atomic_write
 from flowerbed.models import build_model

@@ -74,8 +74,6 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from result_tables import (
     accuracy_cell,
     column,

@@ -43,10 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from result_tables import (
     measure_and_report,

@@ -68,8 +68,6 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from result_tables import (
     measure_and_report,
     paired_cell,

@@ -48,10 +48,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from result_tables import (
     accuracy_cell,

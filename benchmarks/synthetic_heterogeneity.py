@@ -42,16 +42,12 @@ import json
 import logging
 import math
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 from flwr.app import MessageType
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from result_tables import interval_cell, provenance_line, table_head, write_table
 
 from flowerbed.data.fedprox_synthetic import PAPER_TRAINING
