@@ -112,7 +112,7 @@ RESULTS_PAGES = (
     "robustness",
     "strategies",
     "fedsa",
-    "qkt",
+    "studies-qkt",
     "ctl",
     "distillation",
     "quantum-fl",
