@@ -113,7 +113,7 @@ RESULTS_PAGES = (
     "strategies",
     "fedsa",
     "studies-qkt",
-    "ctl",
+    "studies-ctl",
     "distillation",
     "quantum-fl",
     "benchmarks",
