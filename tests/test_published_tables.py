@@ -111,7 +111,7 @@ RANGES = {BENCHMARKS / "results" / "quantum_fl" / "client_overhead.md"}
 RESULTS_PAGES = (
     "robustness",
     "strategies",
-    "fedsa",
+    "studies-fedsa",
     "studies-qkt",
     "studies-ctl",
     "distillation",
