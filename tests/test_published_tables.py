@@ -114,7 +114,7 @@ RESULTS_PAGES = (
     "studies-fedsa",
     "studies-qkt",
     "studies-ctl",
-    "distillation",
+    "studies-distillation",
     "quantum-fl",
     "benchmarks",
 )
