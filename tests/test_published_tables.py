@@ -115,7 +115,7 @@ RESULTS_PAGES = (
     "studies-qkt",
     "studies-ctl",
     "studies-distillation",
-    "quantum-fl",
+    "studies-quantum-fl",
     "benchmarks",
 )
 
