@@ -16,20 +16,20 @@ fedadagrad (eta 0.05, tau 1e-3), each with ``server-optimizer-buffers`` = ``aver
 ``optimize``; seeds 7, 42, 123. Every run is the real ServerApp/ClientApp code in this process
 (``run_in_process``), one torch thread.
 
-The runs are one sweep (``flowerbed.sweep``: seed x method, as Ray tasks, up to ``--workers``
-at a time; a method is a strategy with its buffer rule) in ``<out>/runs``; a rerun skips the
-completed points, and asking for more strategies or seeds adds them to the sweep. Outputs
-under ``--out`` (default ``benchmarks/results/bn_collapse``; ``--quick``: ``<out>/quick``):
-``bn_collapse.csv`` (one row per run) and ``bn_collapse.md`` (the tables, also printed), which
-``report`` makes from ``bn_collapse.csv`` alone (``--report-only``) and ``docs/distillation.md``
-includes: the per-method table and the paired per-seed differences (``optimize`` minus
-``average``; each method minus FedAvg). The paper reports the best round on the test set, not
-the final one, so the run folders' histories (git-ignored) are also kept round by round:
-``rounds.csv`` (per run and round: central accuracy, loss, whether it is finite), from which
-``rounds_report`` makes ``rounds.md`` (best round and final round per method, the round of the
-best, the first round at chance and the first non-finite loss per seed, and ``optimize`` minus
-``average`` paired by seed on both metrics) and ``plot_rounds`` makes ``rounds.png`` (accuracy
-by round, mean over seeds, with the chance line); ``--report-only`` rewrites all three.
+The runs are one sweep (``flowerbed.sweep``: seed x method, as Ray tasks, up to ``--workers`` at a
+time; a method is a strategy with its buffer rule) in ``<out>/runs``; a rerun skips the completed
+points, and asking for more strategies or seeds adds them to the sweep. Outputs under ``--out``
+(default ``benchmarks/results/bn_collapse``; ``--quick``: ``<out>/quick``): ``bn_collapse.csv`` (one
+row per run) and ``bn_collapse.md`` (the tables, also printed), which ``report`` makes from
+``bn_collapse.csv`` alone (``--report-only``) and ``docs/studies-distillation.md`` includes: the
+per-method table and the paired per-seed differences (``optimize`` minus ``average``; each method
+minus FedAvg). The paper reports the best round on the test set, not the final one, so the run
+folders' histories (git-ignored) are also kept round by round: ``rounds.csv`` (per run and round:
+central accuracy, loss, whether it is finite), from which ``rounds_report`` makes ``rounds.md``
+(best round and final round per method, the round of the best, the first round at chance and the
+first non-finite loss per seed, and ``optimize`` minus ``average`` paired by seed on both metrics)
+and ``plot_rounds`` makes ``rounds.png`` (accuracy by round, mean over seeds, with the chance line);
+``--report-only`` rewrites all three.
 
 Usage::
 
@@ -95,7 +95,7 @@ ROUNDS_PLOT = RESULTS / "rounds.png"
 # (data, table) of every published table
 PUBLISHED = [(DATA, TABLE), (ROUNDS_DATA, ROUNDS_TABLE)]
 # the page that includes bn_collapse.md
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "distillation.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-distillation.md"
 
 
 def grid(strategies: list[str]) -> list[tuple[str, str | None]]:

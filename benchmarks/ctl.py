@@ -52,9 +52,10 @@ skips what exists (``--quick`` writes to its own folder). The committed data fil
 * ``measured.json``: commit, command, machine, date.
 
 ``report`` (``--report-only``) makes ``table.md`` (Simulation 1), ``table_sim2.md``,
-``table_energy.md`` and ``table_sensitivity.md`` from these files alone; ``docs/ctl.md`` includes them. The run also writes
-``ctl_sim1.png`` (mean curves with 95 % intervals, as the paper's Fig. 2) and ``ctl.md`` (its
-log: the tables, seconds per simulation, the Flower cross-check), which no table depends on.
+``table_energy.md`` and ``table_sensitivity.md`` from these files alone;
+``docs/studies-ctl.md`` includes them. The run also writes ``ctl_sim1.png`` (mean curves with
+95 % intervals, as the paper's Fig. 2) and ``ctl.md`` (its log: the tables, seconds per
+simulation, the Flower cross-check), which no table depends on.
 
 Usage::
 
@@ -130,14 +131,14 @@ SENSITIVITY_DATA = "sensitivity_runs.csv"
 # the sensitivity check's perturbation: H times (1 + 2^-52), one or two units in the last place
 ONE_ULP = 2.0**-52
 DISCARDED = "discarded.csv"
-# (data file, the table ``report`` makes of it); docs/ctl.md includes every table
+# (data file, the table ``report`` makes of it); docs/studies-ctl.md includes every table
 PUBLISHED = [
     (RESULTS / SIM1_DATA, RESULTS / "table.md"),
     (RESULTS / SIM2_DATA, RESULTS / "table_sim2.md"),
     (RESULTS / ENERGY_DATA, RESULTS / "table_energy.md"),
     (RESULTS / SENSITIVITY_DATA, RESULTS / "table_sensitivity.md"),
 ]
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "ctl.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-ctl.md"
 
 
 @dataclass(frozen=True)

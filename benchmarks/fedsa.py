@@ -29,8 +29,8 @@ is the sum of a run's rounds. Outputs under ``--out`` (default ``benchmarks/resu
 ``--quick``: ``<out>/quick``): ``fedsa.md``, ``fedsa.csv`` (one row per run),
 ``fedsa_curves.png`` (mean accuracy per round at k = 5), and ``table.md``: the accuracy,
 paired-difference and foreign-share tables made from ``fedsa.csv`` alone (``report``,
-``--report-only``), which ``docs/fedsa.md`` includes. The Table 3 analogue comes from the
-probes under ``<out>/probes``, which are not committed: it is in ``fedsa.md`` only.
+``--report-only``), which ``docs/studies-fedsa.md`` includes. The Table 3 analogue comes from
+the probes under ``<out>/probes``, which are not committed: it is in ``fedsa.md`` only.
 
 Usage::
 
@@ -108,7 +108,7 @@ RESULTS = Path(__file__).parent / "results" / "fedsa"
 DATA = RESULTS / "fedsa.csv"
 TABLE = RESULTS / "table.md"
 # the page that includes table.md
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "fedsa.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-fedsa.md"
 # the paired comparisons of the paper's orderings (c): (mine, base)
 ORDERINGS = (("FedSA", "FedAvg+"), ("FedSA", "Random"), ("Random", "Least-K"))
 

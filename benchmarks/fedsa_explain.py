@@ -1,4 +1,4 @@
-"""Why FedSA's orderings did not appear on digits: the hypotheses of ``docs/fedsa.md``, tested.
+"""Why FedSA's orderings did not appear on digits: ``docs/studies-fedsa.md``'s hypotheses, tested.
 
 ``benchmarks/fedsa.py`` reproduces FedSA ("Federated Selective Aggregation for Knowledge
 Amalgamation", Xie et al., 2022) on digits; none of the paper's orderings appeared. This
@@ -92,7 +92,7 @@ from flowerbed.training.loops import evaluate
 RESULTS = Path(__file__).parent / "results" / "fedsa-explain"
 RUNS, TEACHERS = RESULTS / "runs.csv", RESULTS / "teachers.csv"
 PUBLISHED = [(RUNS, RESULTS / "table.md"), (TEACHERS, RESULTS / "teachers.md")]
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "fedsa.md"  # includes both tables
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-fedsa.md"  # includes both tables
 
 # optimiser steps of the head-only adaptation, whatever k: at 1000 the head fits D_T (loss
 # ~0.1) and test accuracy moves by about a point up to 4000 (checked at k = 1 and 10)

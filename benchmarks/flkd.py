@@ -32,8 +32,8 @@ sweep teachers. Plots: a heat map of the grid per mode, student vs teacher accur
 objective.
 
 ``table.md`` (``report``, ``--report-only``): made from ``runs.csv`` alone, the table
-``docs/distillation.md`` includes: per data set, objective and mode, the student behind the
-chance teacher, behind the best FL or sweep teacher and r20; and the paired per-seed
+``docs/studies-distillation.md`` includes: per data set, objective and mode, the student
+behind the chance teacher, behind the best FL or sweep teacher and r20; and the paired per-seed
 differences labeled minus no-ce behind the chance, the best and the central teacher. The
 teachers' own tables and the student alone come from the JSONs under ``--out``, which are not
 committed: they are in ``flkd.md`` only.
@@ -105,7 +105,7 @@ NUM_CLIENTS, ROUNDS, LOCAL_EPOCHS = 5, 20, 5
 QUICK_OBJECTIVES = ("vanilla", "logit-mse", "feature", "crd", "dkd")
 RESULTS = Path(__file__).parent / "results" / "flkd"
 # the page that includes table.md
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "distillation.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-distillation.md"
 
 
 def fl_overrides(dataset: str, strategy: str, rounds: int, seed: int, out: Path) -> dict:

@@ -59,7 +59,7 @@ from flowerbed.experiments.qkt import APPENDIX_A2, PARTITIONS, QUERY_THRESHOLD
 from flowerbed.sweep import Axis, SweepSpec
 
 RESULTS = Path(__file__).parent / "results" / "qkt"
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "qkt.md"  # includes table.md
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-qkt.md"  # includes table.md
 # the tables the docs include: digits (the default run) and real MNIST (--data mnist-5k)
 PUBLISHED = tuple(
     (folder / "runs.csv", folder / "table.md")

@@ -1,9 +1,9 @@
 """Why QKT forgets on digits: its noise filter and its lambda, measured on the real code path.
 
-``docs/qkt.md`` reports that QKT (the QKT paper, "Query-based Knowledge Transfer", ICLR 2025)
-forgets much of its local classes on digits. This benchmark measures three things, for QKT on
-digits, 10 clients, single-class queries, the pathological partition (3 classes per client)
-and Dirichlet(0.1), 3 seeds, with the settings of ``benchmarks/qkt.py`` (Appendix A.2:
+``docs/studies-qkt.md`` reports that QKT (the QKT paper, "Query-based Knowledge Transfer",
+ICLR 2025) forgets much of its local classes on digits. This benchmark measures three things,
+for QKT on digits, 10 clients, single-class queries, the pathological partition (3 classes per
+client) and Dirichlet(0.1), 3 seeds, with the settings of ``benchmarks/qkt.py`` (Appendix A.2:
 ``flowerbed.experiments.qkt.APPENDIX_A2``, ``kt-query-threshold=10``):
 
 1. **The noise filter (Eq. 2).** Per client, how many of its 9 teachers the filter keeps (the
@@ -85,7 +85,7 @@ from flowerbed.sweep import Axis, SweepSpec, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
 
 RESULTS = Path(__file__).parent / "results" / "qkt-explain"
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "qkt.md"  # includes table.md
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-qkt.md"  # includes table.md
 LAMBDAS = (1.0, 1.5, 2.0, 4.0)
 DEFAULT_LAMBDA = "1.5"
 DEFAULT_WEIGHT = "sum"  # qkt-teacher-weight of Eq. 4; 'mean' is the averaged variant

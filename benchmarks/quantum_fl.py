@@ -16,9 +16,9 @@ evaluation (with several workers, runs share the machine's cores: compare second
 one at a time). ``<out>/runs.json`` keeps what the tables read from each run (accuracy and loss
 per round, seconds, bytes, kept and substituted shares); ``--report-only`` rebuilds
 ``<out>/<regime>.md`` and ``.png`` from it, and ``<out>/table.md``: the tables that
-``docs/quantum-fl.md`` includes (``report``: final accuracy and loss, mean ± std and per seed,
-and the paired per-seed differences between the strategies with their 95 % t intervals), made
-from ``<out>/runs.json`` alone (the threshold sweep's also reads the default regime's
+``docs/studies-quantum-fl.md`` includes (``report``: final accuracy and loss, mean ± std and per
+seed, and the paired per-seed differences between the strategies with their 95 % t intervals),
+made from ``<out>/runs.json`` alone (the threshold sweep's also reads the default regime's
 ``runs.json`` for QFedAvg, run with the same setting and seeds).
 
 Regimes (``--regime``):
@@ -150,7 +150,7 @@ PUBLISHED = (
     (OVERHEAD_DATA, OVERHEAD_TABLE),
 )
 DATA, TABLE = PUBLISHED[0]
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "quantum-fl.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-quantum-fl.md"
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,7 @@ def test_the_vqc_parameters_are_the_built_models():
     "overrides",
     [
         {},  # the defaults: digits, 6 qubits, 4 layers
-        # the paper's regime as docs/quantum-fl.md scales it, and the paper's own (MNIST)
+        # the paper's regime as docs/studies-quantum-fl.md scales it, and the paper's own (MNIST)
         {"vqc-layers": 20, "partitioner": "dirichlet-sized", "samples-per-client": 160},
         {"vqc-layers": 60, "dataset": "mnist", "partitioner": "dirichlet-sized"},
     ],

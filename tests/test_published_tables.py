@@ -111,11 +111,11 @@ RANGES = {BENCHMARKS / "results" / "quantum_fl" / "client_overhead.md"}
 RESULTS_PAGES = (
     "robustness",
     "strategies",
-    "fedsa",
-    "qkt",
-    "ctl",
-    "distillation",
-    "quantum-fl",
+    "studies-fedsa",
+    "studies-qkt",
+    "studies-ctl",
+    "studies-distillation",
+    "studies-quantum-fl",
     "benchmarks",
 )
 

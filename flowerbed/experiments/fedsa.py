@@ -365,7 +365,7 @@ def regime(budget: str) -> list[RegimeDifference]:
             " code), for every method, Transfer and Scratch alike, 30 epochs"
             + (f", at most {chosen.adapt_steps} steps" if chosen.adapt_steps else ""),
             "one final step for all methods; the 30-epoch head-only adaptation is too short at"
-            " small shares (docs/fedsa.md, Testing the explanations, point 3)"
+            " small shares (docs/studies-fedsa.md, Testing the explanations, point 3)"
             + (
                 "; every round adapts a copy to measure it, and at 100 % 30 epochs would be"
                 " 1,890 steps a round"

@@ -21,10 +21,10 @@ model, excluded), and for Centralized the best epoch's. A row holds per method i
 The server optimisers (FedAvgM, FedAdam, FedYogi, FedAdagrad) run as the paper's code runs
 them, on every float entry of the model, batch-norm running statistics included
 (``server-optimizer-buffers='optimize'``): the paper's collapse of these methods is tied to
-that (``docs/distillation.md``, "Two checks of Stage 1"). On a batch-norm model the study also
-runs them with flowerbed's rule (``average``: the statistics are averaged, outside the
-pseudo-gradient), as the methods "FedAvgM (BN averaged)", ...: a reference beside the cells,
-not a cell of the paper's table.
+that (``docs/studies-distillation.md``, "The server optimisers' collapse"). On a batch-norm
+model the study also runs them with flowerbed's rule (``average``: the statistics are averaged,
+outside the pseudo-gradient), as the methods "FedAvgM (BN averaged)", ...: a reference beside
+the cells, not a cell of the paper's table.
 
 Budgets (``BUDGETS``; how each differs from the paper: ``regime``):
 

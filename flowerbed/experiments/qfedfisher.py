@@ -41,8 +41,8 @@ step stays in proportion to the clients' whichever learning rate a budget runs a
 (``QFEDADAM_REASON``).
 
 The settings ``COMMON``, ``PAPER``, ``PAPER_CLIENTS``, ``LONG`` and ``LONG_ROUNDS`` are the
-regimes of ``benchmarks/quantum_fl.py`` (documented there and in ``docs/quantum-fl.md``), which
-imports them from here.
+regimes of ``benchmarks/quantum_fl.py`` (documented there and in
+``docs/studies-quantum-fl.md``), which imports them from here.
 """
 
 from __future__ import annotations
@@ -113,10 +113,10 @@ QFEDADAM_ETA_PER_LR = 10
 QFEDADAM_REASON = (
     "the paper gives no server settings for QFedAdam. A server learning rate of ten times the"
     " clients' is flowerbed's default 0.01 at the paper's 1e-3, where QFedAdam ran level with"
-    " QFedAvg (docs/quantum-fl.md, the paper's regime scaled: 24.9 against 21.8 %); a fixed 0.01"
-    " with clients at 0.05 left it near chance (the default comparison there: 12.6 against"
-    " 41.4 %), and with the cpu budget's clients at 0.01 it was at 8.9 % after 2 rounds (one"
-    " seed) where QFedAvg was at 20.3 %: the baseline would lose by its step size alone. At"
+    " QFedAvg (docs/studies-quantum-fl.md, the paper's regime scaled: 24.9 against 21.8 %); a"
+    " fixed 0.01 with clients at 0.05 left it near chance (the default comparison there: 12.6"
+    " against 41.4 %), and with the cpu budget's clients at 0.01 it was at 8.9 % after 2 rounds"
+    " (one seed) where QFedAvg was at 20.3 %: the baseline would lose by its step size alone. At"
     " 0.1 (ten times) it was at 40.6 % there"
 )
 
@@ -362,7 +362,7 @@ CPU_REASON = {
     "VQC layers": "the long regime's 20 (a round's cost grows with the layers); 60 layers would"
     " leave a third of the rounds",
     "learning rate": "ten times the paper's, as the long regime: over fewer rounds than 300 the"
-    " paper's 1e-3 leaves every rule near chance (docs/quantum-fl.md)",
+    " paper's 1e-3 leaves every rule near chance (docs/studies-quantum-fl.md)",
     "rounds": CPU_MEASUREMENT,
 }
 
