@@ -27,15 +27,19 @@ the version itself when it joins).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 from .settings import ConfigError
 
+LOCAL = "local"  # the address of a private Ray instance on this machine
+OBJECT_STORE_BYTES = 100 * 2**20  # tasks that hand back small dicts: a small object store
 RAY_CLIENT_PORT = 10001  # Ray Client's default port, for ``ray://host`` without one
 CONNECT_TIMEOUT = 5.0  # seconds to wait for the head to accept a connection
 
@@ -123,3 +127,37 @@ def in_flower_simulation() -> bool:
     """True in the process of Flower's simulation runtime (``flwr-simulation``), where the
     ServerApp runs beside the Ray backend; the deployment ServerApp uses no Ray."""
     return Path(sys.argv[0]).name == "flwr-simulation"
+
+
+def task_address(address: str | None) -> str:
+    """Where Ray tasks run: ``address``, else ``RAY_ADDRESS``, else ``local`` (a private
+    instance); an existing cluster is checked first (``check_ray_cluster``: one line, not
+    minutes of Ray's retries, when nothing answers)."""
+    address = address or os.environ.get("RAY_ADDRESS") or LOCAL
+    if address != LOCAL:
+        check_ray_cluster({"RAY_ADDRESS": address})
+    return address
+
+
+@contextmanager
+def joined_ray(address: str, workers: int) -> Iterator[object]:
+    """The ``ray`` module, joined to the cluster at ``address`` or started as a private
+    instance with ``workers`` CPUs (``local``), shut down when the block ends; a Ray that this
+    process already joined is used as it is and left running. GPUs stay visible to tasks that
+    ask for none (``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0``, Ray's announced default)."""
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    import ray  # seconds to import: only the commands that run Ray tasks pay it
+
+    own = not ray.is_initialized()
+    if own:
+        options = {"logging_level": logging.ERROR, "log_to_driver": False}
+        if address == LOCAL:
+            options.update(
+                num_cpus=workers, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES
+            )
+        ray.init(address=address, **options)
+    try:
+        yield ray
+    finally:
+        if own:
+            ray.shutdown()

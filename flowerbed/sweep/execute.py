@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -37,7 +36,7 @@ import torch
 
 from ..core.results import atomic_write
 from ..inprocess import run_in_process
-from ..ray_cluster import check_ray_cluster
+from ..ray_cluster import joined_ray, task_address
 from ..runtime.outcome import one_line
 from ..settings import ConfigError
 from ..simulation import generated_app, simulate
@@ -48,7 +47,6 @@ from .report import write_sweep_files
 
 VIA = ("inprocess", "flwr")
 POLL_SECONDS = 1.0  # how often the progress line's clock moves
-OBJECT_STORE_BYTES = 100 * 2**20
 
 
 @dataclass(frozen=True)
@@ -127,9 +125,7 @@ def run_sweep(
     if not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an integer, at least 1, got {workers!r}")
     check_grid(spec)
-    address = ray_address or os.environ.get("RAY_ADDRESS") or "local"
-    if address != "local":
-        check_ray_cluster({"RAY_ADDRESS": address})
+    address = task_address(ray_address)
     sweep_dir = Path(sweep_dir).expanduser().resolve()
     spec = prepare(sweep_dir, spec, extend)
     points = check_grid(spec)
@@ -158,17 +154,12 @@ def execute(
 ) -> dict[str, PointState]:
     """The states of ``todo`` after running them as Ray tasks, ``workers`` at a time;
     ``after_point()`` once points have completed and the next ones are started."""
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # Ray's future default
-    import ray
+    with joined_ray(address, workers) as ray:
+        return run_tasks(ray, sweep_dir, todo, num_clients, workers, via, bar, after_point)
 
-    own = not ray.is_initialized()
-    if own:
-        options = {"logging_level": logging.ERROR, "log_to_driver": False}
-        if address == "local":  # points hand back small dicts: a small object store
-            options.update(
-                num_cpus=workers, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES
-            )
-        ray.init(address=address, **options)
+
+def run_tasks(ray, sweep_dir, todo, num_clients, workers, via, bar, after_point):
+    """``execute``'s loop, with ``ray`` joined."""
     task = ray.remote(num_cpus=1, max_retries=0)(run_point)
     queue, pending, states, changed = list(todo), {}, {}, False
     try:
@@ -203,6 +194,4 @@ def execute(
         bar.show()
     finally:
         bar.close()
-        if own:
-            ray.shutdown()
     return states
