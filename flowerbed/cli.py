@@ -73,10 +73,13 @@ verdict per claimed ordering from paired per-seed differences) into the output f
   flowerbed reproduce ctl --budget smoke
   flowerbed reproduce ctl --dry-run
   flowerbed reproduce ctl --workers 2 --out reproductions/ctl-cpu
+  flowerbed reproduce qkt --budget paper --gpus-per-client 1 --workers 4
+  flowerbed reproduce qkt --budget paper --ray-address 10.0.0.5:6379 --workers 32
 
 Budgets: smoke (the whole pipeline on tiny settings), cpu (the closest regime a 2-core machine
 finishes in 2 hours), paper (the paper's own settings). A rerun continues where a killed one
-stopped and retries failed runs. Exit status: 0 every run succeeded and the report was
+stopped and retries failed runs. With --ray-address or --gpus-per-client every run is a Ray
+task (on that cluster, else on this machine) with one CPU and that many GPUs. Exit status: 0 every run succeeded and the report was
 written, 1 some run failed (rerun to retry), 2 bad input."""
 
 
@@ -264,10 +267,23 @@ def add_reproduce(commands) -> None:
     )
     reproduce.add_argument("--workers", type=int, default=1, help="runs at the same time")
     reproduce.add_argument(
+        "--ray-address",
+        help="run every run as a task on the Ray cluster with this head (host:port)",
+    )
+    reproduce.add_argument(
+        "--gpus-per-client",
+        type=float,
+        default=0.0,
+        help="GPUs of each run, whose clients train one after another (a fraction shares one);"
+        " runs on Ray: --ray-address, else RAY_ADDRESS, else a private Ray here",
+    )
+    reproduce.add_argument(
         "--report-only", action="store_true", help="only write the report from the rows on disk"
     )
     reproduce.add_argument(
-        "--dry-run", action="store_true", help="print the grid and its estimated time; run nothing"
+        "--dry-run",
+        action="store_true",
+        help="print the grid, its estimated time and memory; run nothing",
     )
 
 

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from ..core.results import atomic_write
 from .provenance import append_provenance, study_record
+from .ray_runs import RayPlacement, rows_on_ray
 
 ROWS = "rows.jsonl"
 Value = float | int | str
@@ -145,12 +146,14 @@ def run_study(
     report_only: bool = False,
     say: Callable[[str], None] = print,
     command: str | None = None,
+    placement: RayPlacement | None = None,
 ) -> dict[str, str]:
     """Run what is missing of ``study``'s grid for ``budget`` into ``folder`` (module docstring)
     and write its tables; returns them. Failed runs are said, and left for the next start. An
     invocation that measured something appends where it did so to ``measured.jsonl``
     (``provenance.append_provenance``: commit, ``command``, by default this process's command
-    line, machine, versions, date)."""
+    line, machine, versions, date). With a ``placement`` every run is a Ray task (``ray_runs``),
+    ``workers`` at a time."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     points, seeds = study.grid(budget)  # BudgetError before anything runs
@@ -166,7 +169,8 @@ def run_study(
         say(f"{study.name} ({budget}): {total - len(todo)} of {total} runs already done")
         seconds: list[float] = []
         finished = total - len(todo)
-        for attempted, row in enumerate(run_all(study, todo, workers), start=1):
+        rows = run_all(study, todo, workers, placement)
+        for attempted, row in enumerate(rows, start=1):
             append_row(folder, row)
             finished += "failed" not in row
             if "failed" in row:
@@ -179,9 +183,14 @@ def run_study(
     return write_report(study, folder)
 
 
-def run_all(study: Study, todo: list[tuple[Point, int]], workers: int):
-    """The rows of ``todo``'s runs as they finish: in this process in order, or ``workers`` at
-    a time in spawned processes."""
+def run_all(
+    study: Study, todo: list[tuple[Point, int]], workers: int, placement: RayPlacement | None
+):
+    """The rows of ``todo``'s runs as they finish: as Ray tasks where ``placement`` says,
+    else in this process in order, or ``workers`` at a time in spawned processes."""
+    if placement is not None:
+        yield from rows_on_ray(one_run, study, todo, workers, placement)
+        return
     if workers == 1:
         for point, seed in todo:
             yield one_run(study, point, seed)

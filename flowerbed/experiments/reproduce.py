@@ -5,8 +5,10 @@ The study runs through ``driver.run_study`` into ``--out`` (default
 ``reproductions/<paper>-<budget>`` under the working folder): resumable (a rerun runs only what
 ``rows.jsonl`` lacks, and again what failed), ``--workers`` at a time, with progress and the
 time left. ``--report-only`` writes the report from the rows on disk; ``--dry-run`` prints the
-grid (points x seeds) and the study's time estimate where it has one, and runs nothing;
-``--list`` names every paper, its title, budgets and whether results exist.
+grid (points x seeds), the study's time estimate where it has one and the memory of one run
+(the pre-flight's estimate of a run config's process, ``runtime.needs``, for the largest
+point), and runs nothing; ``--list`` names every paper, its title, budgets and whether results
+exist. ``--ray-address`` or ``--gpus-per-client`` make every run a Ray task (``ray_runs``).
 
 Exit status: 0 when every run of the grid succeeded and the report was written, 1 when some
 run failed (it runs again on the next start), 2 for bad input (one line on stderr).
@@ -21,11 +23,17 @@ import math
 import sys
 from pathlib import Path
 
+from ..catalog import parse_run_config
 from ..core.results import atomic_write
+from ..inprocess import resolve_run_config
+from ..ray_cluster import task_address
+from ..runtime.needs import GIB, estimate
+from ..settings import ConfigError
 from . import ctl, fedsa, flkd, qfedfisher, qkt
 from .driver import ROWS, BudgetError, measured, read_rows, run_study
 from .papers import PAPERS
 from .provenance import provenance_lines
+from .ray_runs import RayPlacement
 from .reproduction import Reproduction
 from .reproduction_report import claim_line, judge_claims, reproduction_tables
 
@@ -68,8 +76,32 @@ def list_lines() -> list[str]:
     return lines
 
 
-def plan_lines(reproduction: Reproduction, budget: str) -> list[str]:
-    """The grid of ``budget`` (points x seeds) and the study's estimate of its time, if any."""
+def run_memory(point) -> int | None:
+    """The bytes of one run's process at ``point``: the pre-flight's estimate for its run
+    config (``settings["config"]``, with its number of ``clients`` where it names one); None
+    for a point without a run config (CTL's simulator)."""
+    if "config" not in point.settings:
+        return None
+    config = parse_run_config(resolve_run_config(point.settings["config"]))
+    return estimate(config, point.settings.get("clients")).memory_bytes
+
+
+def memory_line(points, workers: int) -> str:
+    """The largest point's memory per run, and with ``workers`` runs at a time."""
+    sizes = {point.name: run_memory(point) for point in points}
+    sizes = {name: size for name, size in sizes.items() if size is not None}
+    if not sizes:
+        return "  estimated memory: not known (its runs have no run config to size)"
+    name = max(sizes, key=sizes.get)
+    line = f"  estimated memory: {sizes[name] / GIB:.1f} GiB per run (point {name})"
+    if workers > 1:
+        line += f", {workers * sizes[name] / GIB:.1f} GiB with {workers} workers"
+    return line + " (one process's estimate: extra models of some protocols not counted)"
+
+
+def plan_lines(reproduction: Reproduction, budget: str, workers: int = 1) -> list[str]:
+    """The grid of ``budget`` (points x seeds), the study's estimate of its time, if any, and
+    of one run's memory."""
     points, seeds = reproduction.study.grid(budget)
     runs = len(points) * len(seeds)
     lines = [
@@ -83,6 +115,7 @@ def plan_lines(reproduction: Reproduction, budget: str) -> list[str]:
         lines.append(f"  estimated time: {seconds / 60:.1f} min on one worker")
     else:  # never measured in this budget: no number rather than a guess
         lines.append("  estimated time: not known (this budget's runs were never timed)")
+    lines.append(memory_line(points, workers))
     return lines
 
 
@@ -107,8 +140,11 @@ def reproduce(args: argparse.Namespace) -> int:
     reproduction = chosen(args.paper)
     if args.workers < 1:
         raise InputError(f"--workers must be at least 1, not {args.workers}")
+    placement = None
+    if args.ray_address or args.gpus_per_client:
+        placement = RayPlacement(task_address(args.ray_address), args.gpus_per_client)
     if args.dry_run:
-        print("\n".join(plan_lines(reproduction, args.budget)))
+        print("\n".join(plan_lines(reproduction, args.budget, args.workers)))
         return 0
     folder = args.out or default_folder(reproduction.paper, args.budget)
     study = reproduction.study
@@ -116,7 +152,17 @@ def reproduce(args: argparse.Namespace) -> int:
         f"flowerbed reproduce {reproduction.paper} --budget {args.budget} --out {folder}"
         f" --workers {args.workers}"
     )
-    run_study(study, folder, args.budget, args.workers, args.report_only, command=command)
+    if placement is not None:
+        command += f" --ray-address {placement.address} --gpus-per-client {placement.gpus:g}"
+    run_study(
+        study,
+        folder,
+        args.budget,
+        args.workers,
+        args.report_only,
+        command=command,
+        placement=placement,
+    )
     lines = write_reproduction(reproduction, folder, args.budget)
     print("\n".join(lines))
     print(f"written: {folder / 'reproduction.md'} and {folder / 'report.html'}")
@@ -136,6 +182,6 @@ def main(args: argparse.Namespace) -> int:
     """``flowerbed reproduce``: exit status as the module docstring says."""
     try:
         return reproduce(args)
-    except (InputError, BudgetError) as error:
+    except (InputError, BudgetError, ConfigError) as error:
         print(f"flowerbed reproduce: error: {error}", file=sys.stderr)
         return 2
