@@ -336,7 +336,10 @@ def page_tables(page: Path) -> list[Path]:
 
 
 def pages_including(table: Path) -> list[Path]:
-    """The documentation pages that include ``table``."""
+    """The documentation pages that include ``table``: none for a table outside the checkout
+    (a measurement written into another ``--out``)."""
+    if not table.resolve().is_relative_to(ROOT):
+        return []
     line = docs_include(table)
     return [page for page in sorted((ROOT / "docs").glob("*.md")) if line in page.read_text()]
 
