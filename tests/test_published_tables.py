@@ -75,6 +75,7 @@ def published(benchmark) -> list[tuple[Path, Path]]:
         "overhead",
         "reply_checks",
         "round_stages",
+        "flower_message_pass",
     ],
 )
 def test_a_published_table_is_what_the_report_step_makes_of_its_data(name):
