@@ -4,34 +4,44 @@ For three models (``mlp`` and ``cnn`` on digits' 8x8 inputs, ``resnet18`` on CIF
 one FL training reply (the model the server sent plus a small update) is checked with the FL
 rounds' rules (``trust.reply_checks.check_reply``: decoding, keys, shapes and dtypes,
 finiteness, the update's norm in float32, metric types, num-examples), and clipped
-(``clip_update``, run-config ``max-update-norm``). Each is timed ``--repeats`` times (median,
+(``clip_update``, run-config ``max-update-norm``). Each is timed a budget's repeats (median,
 one thread); beside them, the median time of one local training step of that model on one
 batch of 32 samples, the least work a client does per round.
 
-    python benchmarks/reply_checks.py [--repeats 20]   # measures: runs.csv, measured.json, table.md
-    python benchmarks/reply_checks.py --report-only    # table.md from runs.csv
+A study of the study driver (``flowerbed.experiments.study_cli``): the points are the models,
+one run each (seed 0), run in turn and one at a time (``alternate``); budgets ``full`` (20
+repeats, the default) and ``quick`` (3 repeats, a few seconds: a check that the measuring path
+works, into ``results/reply_checks/quick``).
 
-Writes into ``benchmarks/results/reply_checks``: ``runs.csv`` (one row per model: its size, the
-repeats and the three median times in seconds: the committed record), ``measured.json``
-(``result_tables.record_provenance``) and ``table.md``, which ``report`` makes from ``runs.csv``
-alone and ``docs/robustness.md`` includes (``tests/test_published_tables.py`` checks both).
+    python benchmarks/reply_checks.py                  # measures what rows.jsonl lacks
+    python benchmarks/reply_checks.py --quick          # 3 repeats, into reply_checks/quick
+    python benchmarks/reply_checks.py --report-only    # table.md from rows.jsonl
+
+Writes into ``benchmarks/results/reply_checks``: ``rows.jsonl`` (one row per model: its size,
+the repeats and the three median times in seconds: the committed record), ``measured.jsonl``
+(one line per invocation that measured) and ``table.md``, which ``report`` makes from
+``rows.jsonl`` and the provenance beside it alone and ``docs/robustness.md`` includes
+(``tests/test_published_tables.py`` checks both). The committed rows were measured on
+2026-11-27 by the script before it became a study (``measured.json``, its provenance, kept):
+to measure anew, remove ``rows.jsonl`` and ``measured.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
-from result_tables import provenance_line, read_runs, record_provenance, write_table
+from result_tables import unrecorded_provenance_line, write_table
 
 from flowerbed.core.clipping import clip_update
-from flowerbed.core.results import write_csv
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.models import build_model
 from flowerbed.trust.reply_checks import (
     TRAIN,
@@ -43,10 +53,30 @@ from flowerbed.trust.reply_checks import (
 
 MODELS = {"mlp": ((1, 8, 8), 10), "cnn": ((1, 8, 8), 10), "resnet18": ((3, 32, 32), 10)}
 RESULTS = Path(__file__).parent / "results" / "reply_checks"
-DATA = RESULTS / "runs.csv"
+DATA = RESULTS / ROWS
 TABLE = RESULTS / "table.md"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "robustness.md"  # includes table.md
-FIELDS = ("model", "mb", "repeats", "check", "clip", "step")
+BUDGETS = {"full": 20, "quick": 3}  # repeats
+
+
+class ReplyChecks:
+    """The study (module docstring): one run per model, the row ``measure`` makes."""
+
+    name = "reply_checks"
+    budgets = BUDGETS
+    default_budget = "full"
+    alternate = True
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        repeats = budget_of(BUDGETS, budget)
+        return [Point(model, {"repeats": repeats}) for model in MODELS], [0]
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        torch.set_num_threads(1)
+        return measure(point.name, point.settings["repeats"])
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        return {TABLE.name: partial(table, rows)}
 
 
 def median_seconds(function, repeats: int) -> float:
@@ -91,19 +121,19 @@ def measure(name: str, repeats: int) -> dict:
 
     train_step = median_seconds(step, repeats)
     megabytes = sum(v.nbytes for v in state.values()) / 1e6
-    return {
-        "model": name,
-        "mb": megabytes,
-        "repeats": repeats,
-        "check": check,
-        "clip": clip,
-        "step": train_step,
-    }
+    return {"mb": megabytes, "repeats": repeats, "check": check, "clip": clip, "step": train_step}
 
 
 def report(data: Path) -> str:
-    """``table.md``, from ``runs.csv`` (and ``measured.json`` beside it) alone."""
-    rows = read_runs(data, ("mb", "check", "clip", "step"), ("repeats",))
+    """``table.md``, from ``rows.jsonl`` (and the provenance beside it) alone."""
+    return table(measured_rows(data.parent), data.parent)
+
+
+def table(rows: list[dict[str, Value]], folder: Path) -> str:
+    """``table.md`` from the rows, in ``MODELS``' order, and where they were measured."""
+    rows = sorted(
+        (r for r in rows if r["point"] in MODELS), key=lambda r: list(MODELS).index(r["point"])
+    )
     repeats = "/".join(map(str, dict.fromkeys(r["repeats"] for r in rows)))
     caption = (
         f"Median of {repeats} repeats, one thread. `check`: the FL rounds' checks of one training"
@@ -118,30 +148,17 @@ def report(data: Path) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {r['mb']:.2f} | {1e3 * r['check']:.2f} | {1e3 * r['clip']:.2f} |"
+            f"| {r['point']} | {r['mb']:.2f} | {1e3 * r['check']:.2f} | {1e3 * r['clip']:.2f} |"
             f" {1e3 * r['step']:.2f} | {r['check'] / r['step']:.2f} |"
         )
-    lines += ["", provenance_line(data.parent)]
+    provenance = " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
+    lines += ["", provenance]
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
-    args = parser.parse_args()
-    if not args.report_only:
-        torch.set_num_threads(1)
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_csv(args.out / DATA.name, [measure(name, args.repeats) for name in MODELS], FIELDS)
-        record_provenance(args.out, sys.argv)
-    text = write_table(args.out / TABLE.name, lambda: report(args.out / DATA.name))
-    print(text)
-    print(f"written: {args.out / DATA.name}, {args.out / TABLE.name}")
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(ReplyChecks(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

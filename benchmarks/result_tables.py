@@ -36,7 +36,7 @@ from flowerbed.experiments.provenance import (  # noqa: F401 - the benchmarks im
     record_provenance,
     unrecorded_provenance_line,
 )
-from flowerbed.experiments.stats import Interval, holm, paired_test, same_within
+from flowerbed.experiments.stats import Interval, Ratio, holm, paired_test, same_within
 from flowerbed.sweep import SweepSpec, mean_std, run_sweep
 from flowerbed.sweep.folder import point_dir, point_state
 
@@ -141,6 +141,14 @@ def interval_cell(differences: list[float], digits: int = 1) -> str:
     if test.n < 2:
         return f"{test.mean:+.{digits}f} (1 seed)"
     return interval_text(test, digits)
+
+
+def ratio_cell(ratio: Ratio | None, digits: int = 2) -> str:
+    """``"1.23x (1.10x – 1.40x)"``: the median of paired ratios (``stats.paired_ratio``) and
+    their lowest and highest, with ``digits`` decimals; – where nothing was paired."""
+    if ratio is None:
+        return "–"
+    return f"{ratio.median:.{digits}f}x ({ratio.low:.{digits}f}x – {ratio.high:.{digits}f}x)"
 
 
 NO_SPREAD = "(no spread)"
@@ -328,7 +336,10 @@ def page_tables(page: Path) -> list[Path]:
 
 
 def pages_including(table: Path) -> list[Path]:
-    """The documentation pages that include ``table``."""
+    """The documentation pages that include ``table``: none for a table outside the checkout
+    (a measurement written into another ``--out``)."""
+    if not table.resolve().is_relative_to(ROOT):
+        return []
     line = docs_include(table)
     return [page for page in sorted((ROOT / "docs").glob("*.md")) if line in page.read_text()]
 

@@ -70,11 +70,12 @@ from pathlib import Path
 import torch
 from bare_torch_app import check_same_network, write_bare_torch_app
 from overhead import plain_fedavg
-from result_tables import provenance_line, record_provenance
+from result_tables import provenance_line, ratio_cell, record_provenance
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core import stages
 from flowerbed.core.results import atomic_write, write_csv
+from flowerbed.experiments.stats import paired_ratio
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.simulation import simulate
 
@@ -296,14 +297,11 @@ def runs_report(data: Path) -> str:
             if not by_repeat:
                 continue
             cells = [config, LABELS[variant], f"{statistics.median(by_repeat.values()):.2f}"]
-            ratios = [s / plain[r] for r, s in by_repeat.items() if r in plain]
-            if variant == PLAIN or not ratios:
+            ratio = paired_ratio(by_repeat, plain)
+            if variant == PLAIN or ratio is None:
                 cells += ["1", ""] if variant == PLAIN else ["", ""]
             else:
-                cells += [
-                    f"{statistics.median(ratios):.2f}x",
-                    f"{min(ratios):.2f}x – {max(ratios):.2f}x",
-                ]
+                cells += [f"{ratio.median:.2f}x", f"{ratio.low:.2f}x – {ratio.high:.2f}x"]
             lines.append("| " + " | ".join(cells) + " |")
     lines += start_up_lines(data.parent, medians)
     lines += ["", provenance_line(data.parent)]
@@ -312,10 +310,7 @@ def runs_report(data: Path) -> str:
 
 def paired(ours: dict[str, float], floor: dict[str, float]) -> str:
     """``ours`` over ``floor`` paired by repeat: the median ratio (lowest – highest)."""
-    ratios = [value / floor[repeat] for repeat, value in ours.items() if repeat in floor]
-    if not ratios:
-        return "–"
-    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}x – {max(ratios):.2f}x)"
+    return ratio_cell(paired_ratio(ours, floor))
 
 
 def start_up_lines(folder: Path, medians: dict) -> list[str]:

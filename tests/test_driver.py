@@ -15,7 +15,15 @@ from flowerbed.experiments.driver import (
     read_rows,
     run_study,
 )
-from flowerbed.experiments.provenance import INVOCATIONS, commit_text, git, provenance_lines
+from flowerbed.experiments.provenance import (
+    INVOCATIONS,
+    commit_text,
+    git,
+    measurement_lines,
+    provenance_line,
+    provenance_lines,
+    record_provenance,
+)
 
 
 class Toy:
@@ -178,3 +186,16 @@ def test_an_invocation_records_the_commit_it_started_at(tmp_path, monkeypatch):
     run_study(CommitsWhileRunning(), tmp_path, "smoke", say=lambda _: None, command="x")
     (record,) = [json.loads(line) for line in (tmp_path / INVOCATIONS).read_text().splitlines()]
     assert record["commit"] == "a" * 40 and record["runs"] == 6
+
+
+def test_a_benchmark_measured_before_and_by_the_driver_says_both(tmp_path):
+    """``measured.json`` (a script's measurement, before the driver) first, then each
+    invocation of the driver that measured; nothing where neither was recorded."""
+    assert measurement_lines(tmp_path) == []
+    run_study(Toy(), tmp_path / "driver", "smoke", say=lambda _: None, command="by the driver")
+    (line,) = measurement_lines(tmp_path / "driver")
+    assert line.startswith("Measured: 6 runs on ") and line.endswith("by `by the driver`.")
+    record_provenance(tmp_path / "driver", ["benchmarks/x.py"])
+    before, after = measurement_lines(tmp_path / "driver")
+    assert before == provenance_line(tmp_path / "driver") and after == line
+    assert before.startswith("Measured on ") and before.endswith("by `python benchmarks/x.py`.")

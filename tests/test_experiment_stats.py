@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from flowerbed.experiments.stats import holm, paired_test, welch_test
+from flowerbed.experiments.stats import holm, paired_ratio, paired_test, welch_test
 
 
 def test_holm_against_a_hand_computation():
@@ -33,3 +33,16 @@ def test_the_p_value_is_the_t_test_of_the_interval():
     assert test.excludes_zero and test.p < 0.05 and test.beyond_noise
     welch = welch_test([1.0, 2.0, 4.0], [0.0, 0.5, 0.2, 0.1])
     assert welch.p == pytest.approx(0.134693, abs=1e-6)  # scipy's ttest_ind(equal_var=False)
+
+
+def test_paired_ratio_is_the_median_of_the_ratios_by_repeat_with_the_lowest_and_highest():
+    """Repeats 0..4 of A and B: ratios 12/10 = 1.2, 9/10 = 0.9, 22/11 = 2.0, 15/10 = 1.5,
+    10/8 = 1.25; sorted 0.9, 1.2, 1.25, 1.5, 2.0: median 1.25 (not 15/10, the ratio of the
+    medians, 12 / 10 = 1.2). Repeat 5 has no B: left out."""
+    a = {0: 12.0, 1: 9.0, 2: 22.0, 3: 15.0, 4: 10.0, 5: 99.0}
+    b = {0: 10.0, 1: 10.0, 2: 11.0, 3: 10.0, 4: 8.0}
+    ratio = paired_ratio(a, b)
+    assert (ratio.median, ratio.low, ratio.high, ratio.n) == (1.25, 0.9, 2.0, 5)
+    # an even count: the mean of the two middle ratios
+    assert paired_ratio({0: 1.0, 1: 3.0}, {0: 1.0, 1: 1.0}).median == 2.0
+    assert paired_ratio({0: 1.0}, {1: 1.0}) is None

@@ -75,6 +75,7 @@ def published(benchmark) -> list[tuple[Path, Path]]:
         "overhead",
         "reply_checks",
         "round_stages",
+        "flower_message_pass",
     ],
 )
 def test_a_published_table_is_what_the_report_step_makes_of_its_data(name):
@@ -211,3 +212,16 @@ def test_intervals_are_placed_where_the_table_shows_them():
     assert tables.unrecorded_intervals(text + "\n+1.0 [+0.0, +2.0]", recorded) == [
         "+1.0 [+0.0, +2.0]"
     ]
+
+
+def test_a_table_written_outside_the_checkout_is_written_and_no_page_is_touched(tmp_path):
+    """A measurement into another ``--out`` (a temporary folder): the table and its intervals'
+    data file are written; no page includes it."""
+    tables = shared()
+    table = tmp_path / "table.md"
+    text = tables.write_table(
+        table,
+        lambda: f"| a | b |\n|---|---|\n| A − B | {tables.interval_cell([1.0, 2.0, 4.0])} |\n",
+    )
+    assert table.read_text() == text and tables.pages_including(table) == []
+    assert "+2.3 [-1.5, +6.1]" in tables.intervals_file(table).read_text()

@@ -6,7 +6,13 @@ A study declares what it measures and nothing about how it is run:
   any name the study knows; ``BudgetError`` for one it does not);
 * ``run(point, seed)``: one measurement, a dict of values (numbers or strings), computed from
   the point's settings and the seed alone;
-* ``report(rows)``: the tables, ``{file name: markdown}``, made from the rows alone.
+* ``report(rows)``: the tables, ``{file name: markdown}``, made from the rows alone; or, for
+  a table that is made by a writer (below) or names the provenance files beside the rows,
+  ``{file name: make}``, ``make(folder)`` returning the markdown;
+* ``alternate`` (a class attribute, False when absent): the points are variants timed against
+  each other, so they run in turn within each seed (seed-major: A, B, C for seed 0, then A, B,
+  C for seed 1...; otherwise every seed of A first), and one at a time (``workers`` > 1 is
+  refused: runs side by side would measure their contention).
 
 ``run_study(study, folder, budget)`` runs every (point, seed) not yet in ``folder/rows.jsonl``,
 appending each row as it finishes (one JSON line, ``point``, ``seed`` and the values, written
@@ -16,7 +22,11 @@ separate processes (``spawn``: a worker imports the study afresh, nothing is inh
 rows are the same as in one process). A (point, seed) that raises is recorded as failed, with
 its error, and run again next time. Progress goes to ``say``: done of total, and the time left
 from the mean time of a run so far. ``report_only`` makes the tables from the rows on disk.
-The tables are written atomically into ``folder``.
+The tables are written atomically into ``folder``, or by ``write(path, make)``, which makes a
+table (``make()``) and writes it: the benchmarks pass ``result_tables.write_table``, which
+records the intervals a table shows while it is made, so each table must be made inside its own
+call; that is why a table can be a function rather than its text. A study whose tables are text
+(every paper's, which ``flowerbed reproduce`` runs) is written as before.
 
 Nothing here knows a paper or a benchmark: the studies do (``flowerbed.experiments``).
 """
@@ -29,11 +39,12 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..core.results import atomic_write
 from .provenance import append_provenance, study_record
@@ -41,10 +52,24 @@ from .ray_runs import RayPlacement, rows_on_ray
 
 ROWS = "rows.jsonl"
 Value = float | int | str
+Table = str | Callable[[Path], str]  # a table's text, or what makes it from the rows' folder
+Write = Callable[[Path, Callable[[], str]], str]  # make a table and write it there; its text
+T = TypeVar("T")
 
 
 class BudgetError(ValueError):
     """A budget the study does not know."""
+
+
+class WorkersError(ValueError):
+    """A number of workers the study cannot run with."""
+
+
+def budget_of(budgets: Mapping[str, T], name: str) -> T:
+    """What ``budgets`` holds for ``name``; ``BudgetError`` naming it and the choices."""
+    if name not in budgets:
+        raise BudgetError(f"unknown budget {name!r}; one of: {', '.join(budgets)}")
+    return budgets[name]
 
 
 @dataclass(frozen=True)
@@ -62,7 +87,24 @@ class Study(Protocol):
 
     def run(self, point: Point, seed: int) -> dict[str, Value]: ...
 
-    def report(self, rows: list[dict[str, Value]]) -> dict[str, str]: ...
+    def report(self, rows: list[dict[str, Value]]) -> dict[str, Table]: ...
+
+
+def alternates(study: Study) -> bool:
+    """Whether ``study`` times its points against each other (module docstring)."""
+    return bool(getattr(study, "alternate", False))
+
+
+def check_workers(study: Study, workers: int) -> None:
+    """``WorkersError`` for fewer than one worker, or more than one for a study that
+    alternates its points."""
+    if workers < 1:
+        raise WorkersError(f"workers must be at least 1, got {workers}")
+    if workers > 1 and alternates(study):
+        raise WorkersError(
+            f"workers must be 1 for {study.name}, got {workers}: it times its variants against"
+            " each other, in turn, and runs side by side would measure their contention"
+        )
 
 
 def read_rows(folder: Path) -> list[dict[str, Value]]:
@@ -104,6 +146,25 @@ def measured(rows: Iterable[dict[str, Value]]) -> set[tuple[str, int]]:
     return {(row["point"], row["seed"]) for row in rows if "failed" not in row}
 
 
+def measured_rows(folder: Path) -> list[dict[str, Value]]:
+    """The rows in ``folder`` that did not fail: what the tables are made of."""
+    return [row for row in read_rows(folder) if "failed" not in row]
+
+
+def missing_runs(study: Study, folder: Path, budget: str) -> set[tuple[str, int]]:
+    """The (point, seed) pairs of ``budget``'s grid without a row that did not fail."""
+    points, seeds = study.grid(budget)
+    return {(p.name, s) for p in points for s in seeds} - measured(read_rows(folder))
+
+
+def run_order(study: Study, points: list[Point], seeds: list[int]) -> list[tuple[Point, int]]:
+    """Every (point, seed) in the order they run: point-major, or seed-major for a study that
+    alternates its points (module docstring)."""
+    if alternates(study):
+        return [(point, seed) for seed in seeds for point in points]
+    return [(point, seed) for point in points for seed in seeds]
+
+
 def one_run(study: Study, point: Point, seed: int) -> dict[str, Value]:
     """``study.run`` as a row: its values with the point, the seed and the seconds it took, or
     ``failed`` with the error's last line and ``traceback`` when it raised."""
@@ -130,12 +191,22 @@ def progress_line(done: int, total: int, seconds: list[float], workers: int, to_
     return line
 
 
-def write_report(study: Study, folder: Path) -> dict[str, str]:
-    """The study's tables from the rows on disk, each written atomically into ``folder``."""
-    tables = study.report([row for row in read_rows(folder) if "failed" not in row])
-    for name, text in tables.items():
-        atomic_write(Path(folder) / name, lambda f, t=text: f.write(t))
-    return tables
+def write_file(path: Path, make: Callable[[], str]) -> str:
+    """The default ``Write``: ``make()``'s text, written atomically to ``path``."""
+    text = make()
+    atomic_write(path, lambda f: f.write(text))
+    return text
+
+
+def write_report(study: Study, folder: Path, write: Write = write_file) -> dict[str, str]:
+    """The study's tables from the rows on disk, each written into ``folder`` by ``write``
+    (module docstring); their texts."""
+    folder = Path(folder)
+    texts = {}
+    for name, table in study.report(measured_rows(folder)).items():
+        make = partial(str, table) if isinstance(table, str) else partial(table, folder)
+        texts[name] = write(folder / name, make)
+    return texts
 
 
 def run_study(
@@ -146,17 +217,18 @@ def run_study(
     report_only: bool = False,
     say: Callable[[str], None] = print,
     command: str | None = None,
+    write: Write = write_file,
     placement: RayPlacement | None = None,
 ) -> dict[str, str]:
     """Run what is missing of ``study``'s grid for ``budget`` into ``folder`` (module docstring)
-    and write its tables; returns them. Failed runs are said, and left for the next start. An
-    invocation that measured something appends where it did so to ``measured.jsonl``
-    (``provenance.append_provenance``: commit, ``command``, by default this process's command
-    line, machine, versions, date). With a ``placement`` every run is a Ray task (``ray_runs``),
-    ``workers`` at a time."""
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    points, seeds = study.grid(budget)  # BudgetError before anything runs
+    and write its tables (``write``); returns their texts. Failed runs are said, and left for
+    the next start. An invocation that measured something appends where it did so to
+    ``measured.jsonl`` (``provenance.append_provenance``: commit, ``command``, by default this
+    process's command line, machine, versions, date). With a ``placement`` every run is a Ray
+    task (``ray_runs``), ``workers`` at a time. ``WorkersError`` and ``BudgetError`` come
+    before anything runs or is written."""
+    check_workers(study, workers)
+    points, seeds = study.grid(budget)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if not report_only:
@@ -164,7 +236,7 @@ def run_study(
         command = " ".join(["python", *sys.argv]) if command is None else command
         started_at = study_record(folder, command)  # the code that runs is this moment's
         done = measured(read_rows(folder))
-        todo = [(p, s) for p in points for s in seeds if (p.name, s) not in done]
+        todo = [(p, s) for p, s in run_order(study, points, seeds) if (p.name, s) not in done]
         total = len(points) * len(seeds)
         say(f"{study.name} ({budget}): {total - len(todo)} of {total} runs already done")
         seconds: list[float] = []
@@ -180,7 +252,7 @@ def run_study(
             say(progress_line(finished, total, seconds, workers, len(todo) - attempted))
         if seconds:  # what this invocation measured, and where (``provenance``)
             append_provenance(folder, started_at, len(seconds))
-    return write_report(study, folder)
+    return write_report(study, folder, write)
 
 
 def run_all(

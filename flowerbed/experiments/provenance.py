@@ -7,7 +7,9 @@ the date of the measurement, written beside the results and read back as one sen
   ``measured.jsonl`` per invocation of a study that measured something (``driver.run_study``,
   which takes the record when it starts): a resumable study is measured over several
   invocations, perhaps at several commits, and each says what it ran;
-* ``provenance_line`` and ``provenance_lines`` read them back for a table or a report.
+* ``provenance_line`` and ``provenance_lines`` read them back for a table or a report;
+  ``measurement_lines`` reads both, for a benchmark measured by a script before it became a
+  study and by the study driver since.
 
 The commit is the repository's that holds this file, when it is a git checkout (an installed
 wheel has none: the commit is then empty and the flowerbed version says what ran), and whether
@@ -134,6 +136,14 @@ def provenance_lines(folder: Path) -> list[str]:
             f" `{record['command']}`."
         )
     return lines
+
+
+def measurement_lines(folder: Path) -> list[str]:
+    """Where the rows in ``folder`` were measured: ``measured.json``'s sentence
+    (``provenance_line``) where there is one, then ``Measured: `` and the sentence of each
+    invocation in ``measured.jsonl`` (``provenance_lines``); none where neither exists."""
+    first = [provenance_line(folder)] if (Path(folder) / PROVENANCE).is_file() else []
+    return first + [f"Measured: {line}" for line in provenance_lines(folder)]
 
 
 def unrecorded_provenance_line(folder: Path) -> str:

@@ -5,12 +5,17 @@ interval of the median per-seed difference for differences that may be infinite
 (``sign_test``), the tolerance within which values count as
 the same (``same_within``), and the Holm-Bonferroni correction over a family of such tests
 (``holm``). An interval whose values do not vary has no spread: it is the mean alone, its
-p-value is NaN, and it is never called beyond noise."""
+p-value is NaN, and it is never called beyond noise.
+
+Timing comparisons are ratios, not differences: ``paired_ratio`` is the median of the ratios of
+two variants paired by repeat (the variants alternate within each repeat, so load from other
+work falls on both alike), with its spread, the lowest and the highest ratio."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
 from scipy import stats
@@ -125,3 +130,23 @@ def holm(p_values: list[float], alpha: float = 0.05) -> tuple[list[float], list[
         running = max(running, min(1.0, (m - rank) * p))
         adjusted[i] = running
     return adjusted, [not math.isnan(a) and a <= alpha for a in adjusted]
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """The median of ``n`` paired ratios and their spread: the lowest and the highest."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+
+def paired_ratio(ours: Mapping[Hashable, float], base: Mapping[Hashable, float]) -> Ratio | None:
+    """``ours`` over ``base`` paired by key (a repeat, a seed: the keys both have, others left
+    out): the median of the per-key ratios, the lowest and the highest; None where no key has
+    both."""
+    ratios = [value / base[key] for key, value in ours.items() if key in base]
+    if not ratios:
+        return None
+    return Ratio(statistics.median(ratios), min(ratios), max(ratios), len(ratios))
