@@ -104,7 +104,7 @@ def test_each_claim_its_interval_and_verdict(files):
         "| A ahead of E (x) | 3 | mean 1.00 | [1.00, 1.00] (no spread) | 3 of 3 | within noise |"
         in text
     )
-    assert "| A ahead of F (x) | 0 | – | – | 0 of 0 | not judged |" in text
+    assert "| A ahead of F (x) | 0 | – | – | 0 of 0 | not judged | F not measured here |" in text
     assert "A ahead of B (x): seed 1: +2.00; seed 2: +3.00; seed 3: +4.00." in text
     assert "A ahead of F (x): no seed measured for both." in text
 
@@ -113,6 +113,8 @@ def test_verdict_words_and_chance_line(files):
     words = [r.verdict.word for r in judge_claims(TABLE, CELLS)]
     assert words == [REPRODUCED, REVERSED, WITHIN_NOISE, WITHIN_NOISE, NOT_JUDGED]
     assert judge_claims(TABLE, CELLS)[3].verdict.reason == NO_SPREAD
+    # F has no cell at all: the reason says it was not measured, not that seeds were too few
+    assert judge_claims(TABLE, CELLS)[4].verdict.reason == "F not measured here"
     # judged: 4 intervals (the one without spread among them), 2 beyond noise; 4 x 0.05 = 0.2
     assert "2 of 4 intervals exclude 0; about 0.2 would by chance alone" in files[MARKDOWN]
 

@@ -24,7 +24,9 @@ judged by the sign test instead of a t interval (``verdicts.sign_verdict``): the
 are a tie. A t interval of such differences has no meaning, and putting a number in the place
 of ∞ (the last round + 1, say) would make the interval depend on that choice; the sign test uses
 only the differences' order. Its interval needs at least 6 seeds to exclude 0. A claim with a
-NaN value is "not judged" (reason ``NOT_FINITE``). Every claim also shows, per seed, both values
+NaN value is "not judged" (reason ``NOT_FINITE``), and so is a claim about a method without any
+cell in its setting (``not_measured``: a method flowerbed does not run, such as FedSA's FedMD+).
+Every claim also shows, per seed, both values
 and whether the claimed order holds (∞ is behind every finite value when lower is better, ahead
 of it when higher is; two ∞ are a tie, so the order does not hold). Only judged claims (at least
 2 seeds) count in the chance line, and a t interval without spread (``stats.Interval.spread``)
@@ -41,10 +43,17 @@ from .document import Block, Heading, Paragraph, Table, html_page, markdown
 from .papers import PaperTable
 from .reproduction import Cell, RegimeDifference
 from .stats import SIGN_TEST, Interval
-from .verdicts import NOT_JUDGED, Verdict, chance_crossings, sign_verdict, verdict
+from .verdicts import NO_SEED, NOT_JUDGED, Verdict, chance_crossings, sign_verdict, verdict
 
 MARKDOWN, HTML = "reproduction.md", "report.html"
 NOT_FINITE = "a value is NaN: no interval (see how claims are judged)"
+
+
+def not_measured(methods: list[str]) -> str:
+    """The reason of a claim about methods without a cell: they were not measured."""
+    return f"{' and '.join(methods)} not measured here"
+
+
 NOT_MEASURED = "not measured"
 
 
@@ -128,7 +137,10 @@ def judge(table: PaperTable, cells: list[Cell], claim: tuple[str, str, str]) -> 
     a, b = values_of(cells, better, setting), values_of(cells, worse, setting)
     seeds = tuple(sorted(set(a) & set(b)))
     pairs = [(a[s], b[s]) for s in seeds]
-    if all(math.isfinite(x) and math.isfinite(y) for x, y in pairs):
+    missing = [method for method, values in ((better, a), (worse, b)) if not values]
+    if missing:
+        judged = Verdict(NOT_JUDGED, NO_SEED, not_measured(missing))
+    elif all(math.isfinite(x) and math.isfinite(y) for x, y in pairs):
         judged = verdict([x - y for x, y in pairs], table.higher_is_better)
     elif not any(math.isnan(x) or math.isnan(y) for x, y in pairs):  # an infinity
         differences = [0.0 if x == y else x - y for x, y in pairs]  # ∞ vs ∞: a tie
