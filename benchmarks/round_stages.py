@@ -1,8 +1,7 @@
 """Where the seconds of one FL round go: flowerbed against a plain PyTorch loop, stage by stage.
 
 The workload of ``benchmarks/overhead.py`` (digits, cnn, 10 clients, 20 local epochs, 4
-rounds of FedAvg, one torch thread, one client at a time) run four ways, alternating within
-every repeat (plain, bare, in process, ``flwr run``, plain, bare, ...):
+rounds of FedAvg, one torch thread, one client at a time) run four ways:
 
 * **plain**: ``overhead.plain_fedavg``, the hand-written FedAvg loop over the same
   ``train_local`` / ``evaluate``, its stages timed under flowerbed's stage names where they
@@ -12,7 +11,7 @@ every repeat (plain, bare, in process, ``flwr run``, plain, bare, ...):
   (``bare_torch_app``: Flower's own ``FedAvg``, a plain PyTorch loop, flowerbed's partition
   of the same data, the same network), with the configuration's features written the way a
   hand-written app would; only its rounds are timed. It is the floor of Flower's engine: the
-  round time flowerbed adds to it, and the start-up it adds (``starts.csv``);
+  round time flowerbed adds to it, and the start-up it adds;
 * **in process**: flowerbed's ServerApp and ClientApp in this process (``run_in_process``);
 * **flwr run**: flowerbed through Flower's Ray simulation (``flowerbed.simulation.simulate``,
   ``client-resources-num-cpus=2``: one Ray actor at a time on 2 cores).
@@ -26,103 +25,172 @@ local test split too). The end-of-run HTML report (``FLOWERBED_REPORT``) is off:
 part of a round.
 
 Every run writes its stage times through ``FLOWERBED_STAGE_TIMES`` (``flowerbed.core.stages``:
-the ServerApp and every Ray actor append to one file). A round's seconds are its ``round``
-stage: from its first training message to the end of its central evaluation (history,
-trackers and checkpoint included). What no stage covers (Flower's messages, their
-serialisation, Ray, the mods, building the client) is the round minus its top-level stages.
+the ServerApp and every Ray actor append to one file; ``overhead.timed_run``). A round's
+seconds are its ``round`` stage: from its first training message to the end of its central
+evaluation (history, trackers and checkpoint included). What no stage covers (Flower's
+messages, their serialisation, Ray, the mods, building the client) is the round minus its
+top-level stages.
 
-Start-up: the wall seconds of each ``flwr run`` (bare and flowerbed, ``starts.csv``) less
-its rounds at their steady pace (the number of rounds times the median of rounds 2..N), so
-that the actors' first-round costs (starting Ray workers, imports, the first optimiser) count
-as start-up, not as a round.
+Start-up: the wall seconds of each ``flwr run`` (bare and flowerbed) less its rounds at their
+steady pace (the number of rounds times the median of rounds 2..N), so that the actors'
+first-round costs (starting Ray workers, imports, the first optimiser) count as start-up, not
+as a round.
 
-Outputs under ``--out`` (default ``benchmarks/results/round_stages``; ``--quick``:
-``<out>/quick``): ``runs.csv`` (variant, config, repeat, round, seconds), ``stages.csv``
-(variant, config, repeat, round, side, stage, within, seconds summed over the round),
-``starts.csv`` (variant, config, repeat, the ``flwr run``'s wall seconds),
-``setting.json`` (the workload), ``measured.json`` (provenance) and the tables ``table.md``
+A study of the study driver (``flowerbed.experiments.study_cli``): the points are
+(configuration, variant), the seeds are repeats (numbered from 1), and the points alternate
+within each repeat (``alternate``: plain, bare, in process, flwr run on ``default``, then on
+``features``, then the next repeat), one at a time, so that load from other work falls on all
+of them alike. Budgets: ``full`` (the default: every variant and configuration, 7 repeats,
+about 35 minutes on 2 cores), ``startup`` (the start-up alone, with less noise from the rounds:
+the two ``flwr run`` apps on ``default``, 2 rounds, 10 repeats; published from
+``results/round_stages_startup``, which ``--out`` names, since a budget's own folder,
+``round_stages/startup``, is a run folder that git ignores) and ``quick`` (every variant and
+configuration, 1 local epoch, 2 rounds, 1 repeat: a few minutes, four of them the ``flwr
+run`` start-ups, a check that the measuring path works, not a measurement, into
+``round_stages/quick``).
+
+    python benchmarks/round_stages.py                  # table.md and stages.md
+    python benchmarks/round_stages.py --budget startup --out benchmarks/results/round_stages_startup
+    python benchmarks/round_stages.py --quick
+    python benchmarks/round_stages.py --report-only    # the tables from rows.jsonl
+    python benchmarks/round_stages.py --budget startup --out benchmarks/results/round_stages_startup --report-only
+
+Writes into ``benchmarks/results/round_stages`` (or ``--out``): ``rows.jsonl`` (one row per
+run: what ran, each round's seconds as ``round/<round>``, each stage's seconds summed over a
+round as ``stage/<round>/<side>/<stage>/<within>``, and a ``flwr run``'s wall seconds),
+``measured.jsonl`` (one line per invocation that measured) and the tables ``table.md``
 (seconds per round, the paired ratios and the start-up) and ``stages.md`` (seconds per round
-by stage), made from those files alone by ``report`` (``--report-only``). A run that stops
-can be resumed: the (variant, config, repeat) already in ``runs.csv`` are not run again
-(``--fresh`` starts over). The start-up alone, with less noise from the rounds, is a slice
-of its own in ``round_stages_startup/`` (``START_UP_SLICE``: the two ``flwr run`` apps, 2 rounds, 10
-repeats), measured after the rest when the options are the defaults (``parts``).
-
-    python benchmarks/round_stages.py --fresh --repeats 7   # every published table
-    python benchmarks/round_stages.py --quick          # 2 repeats of 2 rounds, into quick/
-    python benchmarks/round_stages.py --variants "bare,flwr run" --configs features --out DIR
-    python benchmarks/round_stages.py --report-only
+by stage), made from the rows and the provenance beside them alone; ``docs/benchmarks.md``
+includes both tables of ``round_stages`` and ``table.md`` of ``round_stages_startup``
+(``tests/test_published_tables.py`` checks them). The committed rows of both folders were
+measured on 2026-11-28 by the script before it became a study (``measured.json``, its
+provenance, kept) and converted from its CSV files; to measure anew, remove ``rows.jsonl``
+and ``measured.json``.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
-import os
-import shutil
 import statistics
-import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
-import torch
 from bare_torch_app import check_same_network, write_bare_torch_app
-from overhead import plain_fedavg
-from result_tables import provenance_line, ratio_cell, record_provenance
+from overhead import (
+    FLWR,
+    IN_PROCESS,
+    PLAIN,
+    WORKLOAD,
+    by_repeat,
+    flwr_seconds,
+    joined,
+    repeat_seeds,
+    round_values,
+    rounds_of,
+    run_variant,
+    start_up,
+    steady_round,
+    timed_run,
+    variant_cells,
+    workload_of,
+    workload_values,
+)
+from overhead import LABELS as TIMED_LABELS
+from result_tables import ratio_cell, unrecorded_provenance_line, write_table
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core import stages
-from flowerbed.core.results import atomic_write, write_csv
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.stats import paired_ratio
-from flowerbed.inprocess import resolve_run_config, run_in_process
+from flowerbed.inprocess import resolve_run_config
 from flowerbed.simulation import simulate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "round_stages"
-RUNS, STAGES, STARTS = RESULTS / "runs.csv", RESULTS / "stages.csv", RESULTS / "starts.csv"
+DATA = RESULTS / ROWS
 TABLE, STAGES_TABLE = RESULTS / "table.md", RESULTS / "stages.md"
-# start-up alone, 10 repeats of the two apps through flwr run, 2 rounds (module docstring)
+# what stages.md is made of: the stage values of the same rows (report's argument)
+STAGE_VALUES = f"{ROWS}:stages"
+STARTUP = "startup"  # the start-up budget (module docstring), published from START_UP
 START_UP = RESULTS.parent / "round_stages_startup"
-PUBLISHED = [(RUNS, TABLE), (STAGES, STAGES_TABLE), (START_UP / "runs.csv", START_UP / "table.md")]
+PUBLISHED = [
+    (DATA, TABLE),
+    (RESULTS / STAGE_VALUES, STAGES_TABLE),
+    (START_UP / ROWS, START_UP / TABLE.name),
+]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
-PLAIN, BARE, IN_PROCESS, FLWR = "plain", "bare", "in process", "flwr run"
+BARE = "bare"
 VARIANTS = (PLAIN, BARE, IN_PROCESS, FLWR)
 THROUGH_FLWR_RUN = (BARE, FLWR)  # the variants whose whole run's seconds are start-up's
-# the start-up alone: the two flwr run apps, 2 rounds, 10 repeats, into START_UP
-START_UP_SLICE = {
-    "variants": THROUGH_FLWR_RUN,
-    "configs": ("default",),
-    "rounds": 2,
-    "repeats": 10,
-    "out": START_UP,
-}
-LABELS = {
-    PLAIN: "plain PyTorch FedAvg loop",
-    BARE: "bare Flower + PyTorch app through `flwr run` (Ray)",
-    IN_PROCESS: "flowerbed in process (`run_in_process`)",
-    FLWR: "flowerbed through `flwr run` (Ray)",
-}
+BARE_LABEL = "bare Flower + PyTorch app through `flwr run` (Ray)"
+LABELS = {variant: {**TIMED_LABELS, BARE: BARE_LABEL}[variant] for variant in VARIANTS}
 CONFIGS = {
     "default": {},
     "features": {"fraction-evaluate": 1.0, "checkpoint": True, "tracker": "tensorboard"},
 }
-RUN_FIELDS = ("variant", "config", "repeat", "round", "seconds")
-STAGE_FIELDS = ("variant", "config", "repeat", "round", "side", "stage", "within", "seconds")
-START_FIELDS = ("variant", "config", "repeat", "seconds")
+BUDGETS = {
+    "full": {"variants": VARIANTS, "configs": tuple(CONFIGS), **WORKLOAD, "repeats": 7},
+    STARTUP: {
+        "variants": THROUGH_FLWR_RUN,
+        "configs": ("default",),
+        **WORKLOAD,
+        "rounds": 2,
+        "repeats": 10,
+    },
+    "quick": {
+        "variants": VARIANTS,
+        "configs": tuple(CONFIGS),
+        **WORKLOAD,
+        "local_epochs": 1,
+        "rounds": 2,
+        "repeats": 1,
+    },
+}
+STAGE_KEY = "stage/"  # a row's key of a stage: "stage/<round>/<side>/<stage>/<within>"
 NOT_COVERED = "not covered (Flower's messages, serialisation, Ray, mods, other)"
 
 
-def overrides_for(args, config: str) -> dict:
-    """The run config of ``config``: overhead.py's workload and the configuration's keys."""
-    return {
-        "num-server-rounds": args.rounds,
-        "local-epochs": args.local_epochs,
-        "output-dir": str(args.output_dir),
-        "fraction-evaluate": 0.0,
-        **CONFIGS[config],
-    }
+class RoundStages:
+    """The study (module docstring): one run per (configuration, variant, repeat)."""
+
+    name = "round_stages"
+    budgets = BUDGETS
+    default_budget = "full"
+    alternate = True
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        chosen = budget_of(BUDGETS, budget)
+        points = [
+            Point(
+                f"{config}/{variant}", {"variant": variant, "config": config} | workload_of(chosen)
+            )
+            for config in chosen["configs"]
+            for variant in chosen["variants"]
+        ]
+        return points, repeat_seeds(chosen)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        settings = point.settings
+        variant = settings["variant"]
+        run = run_bare if variant == BARE else partial(run_variant, variant)
+        lines, wall = timed_run(run, settings, CONFIGS[settings["config"]])
+        return (
+            workload_values(settings)
+            | {"config": settings["config"]}
+            | round_values(lines, settings["rounds"])
+            | stage_values(lines)
+            | wall
+        )
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        return {
+            TABLE.name: partial(runs_table, rows),
+            STAGES_TABLE.name: partial(stages_table, rows),
+        }
 
 
 def bare_overrides(overrides: dict, bare_app: Path) -> dict:
@@ -138,136 +206,89 @@ def bare_overrides(overrides: dict, bare_app: Path) -> dict:
     }
 
 
-def run_variant(variant: str, overrides: dict, clients: int, bare_app: Path) -> float | None:
-    """One run of ``variant``; its stages go where ``FLOWERBED_STAGE_TIMES`` says. Returns
-    the wall seconds of a ``flwr run`` (``THROUGH_FLWR_RUN``), else None."""
-    if variant == PLAIN:
-        plain_fedavg(parse_run_config(resolve_run_config(overrides)), clients)
-        return None
-    if variant == IN_PROCESS:
-        run_in_process(overrides, num_clients=clients)
-        return None
-    if variant == BARE:
+def run_bare(overrides: dict, clients: int) -> float:
+    """One run of the bare app (written for the run, with flowerbed's partition of the data,
+    its network checked against flowerbed's) through ``flwr run``: its wall seconds."""
+    run_config = parse_run_config(resolve_run_config({}))
+    with tempfile.TemporaryDirectory(prefix="bare-app-") as folder:
+        bare_app = write_bare_torch_app(Path(folder), run_config, clients)
+        check_same_network(bare_app, run_config)
         flwr = simulate(
             bare_overrides(overrides, bare_app),
             num_supernodes=clients,
             num_cpus_per_client=2,
             app_dir=bare_app,
         )
-    else:
-        flwr = simulate(overrides, num_supernodes=clients, num_cpus_per_client=2)
-    if flwr.returncode != 0:
-        raise SystemExit(f"{variant}: flwr run failed:\n{flwr.log[-3000:]}")
-    return flwr.seconds
+    return flwr_seconds(BARE, flwr)
 
 
-def stage_rows(lines: list[dict], labels: dict) -> tuple[list[dict], list[dict]]:
-    """(runs.csv rows, stages.csv rows) of one run's stage lines: each round's ``round``
-    stage, and every other stage summed per (round, side, stage, within)."""
-    runs = [
-        {**labels, "round": line["round"], "seconds": f"{line['seconds']:.4f}"}
-        for line in lines
-        if line["stage"] == stages.ROUND
-    ]
-    sums: dict[tuple, float] = defaultdict(float)
+def stage_values(lines: list[dict]) -> dict[str, float]:
+    """Every stage of a run's stage lines but the round, summed per (round, side, stage,
+    within), as ``STAGE_KEY`` values."""
+    sums: dict[str, float] = defaultdict(float)
     for line in lines:
         if line["stage"] != stages.ROUND and line["round"] is not None:
-            key = (line["round"], line["side"], line["stage"], line["within"] or "")
-            sums[key] += line["seconds"]
-    rows = [
-        {**labels, "round": r, "side": side, "stage": name, "within": within, "seconds": f"{s:.5f}"}
-        for (r, side, name, within), s in sorted(sums.items())
-    ]
-    return sorted(runs, key=lambda row: row["round"]), rows
+            within = line["within"] or ""
+            sums[f"{STAGE_KEY}{line['round']}/{line['side']}/{line['stage']}/{within}"] += line[
+                "seconds"
+            ]
+    return dict(sums)
 
 
-def read_csv(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+def round_rows(rows: list[dict[str, Value]]) -> Iterator[dict]:
+    """One record per run and round (variant, config, repeat, round, seconds), runs in the
+    rows' order, rounds in order."""
+    for row in rows:
+        for number, seconds in rounds_of(row).items():
+            yield {**labels_of(row), "round": number, "seconds": seconds}
 
 
-def measure(args) -> None:
-    """Run every (repeat, config, variant) not yet in ``runs.csv``, alternating the variants,
-    appending to ``runs.csv`` and ``stages.csv`` after each run."""
-    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the SuperLink and the Ray actors
-    os.environ["FLOWERBED_REPORT"] = "0"  # the end-of-run report is no part of a round
-    torch.set_num_threads(1)
-    args.out.mkdir(parents=True, exist_ok=True)
-    runs_path, stages_path = args.out / "runs.csv", args.out / "stages.csv"
-    starts_path = args.out / "starts.csv"
-    if args.fresh:
-        for path in (runs_path, stages_path, starts_path):
-            path.unlink(missing_ok=True)
-    runs, stage_table = read_csv(runs_path), read_csv(stages_path)
-    starts = read_csv(starts_path)
-    done = {(r["variant"], r["config"], r["repeat"]) for r in runs}
-    setting = {
-        "clients": args.clients,
-        "local_epochs": args.local_epochs,
-        "rounds": args.rounds,
-        "repeats": args.repeats,
-        "configs": CONFIGS,
-    }
-    atomic_write(args.out / "setting.json", lambda f: f.write(json.dumps(setting, indent=1) + "\n"))
-    with tempfile.TemporaryDirectory(prefix="round-stages-") as folder:
-        run_config = parse_run_config(resolve_run_config({}))
-        bare_app = write_bare_torch_app(Path(folder) / "bare-app", run_config, args.clients)
-        check_same_network(bare_app, run_config)
-        for repeat in range(1, args.repeats + 1):
-            for config in args.configs:
-                for variant in args.variants:
-                    labels = {"variant": variant, "config": config, "repeat": str(repeat)}
-                    if (variant, config, str(repeat)) in done:
-                        continue
-                    target = Path(folder) / f"{variant}-{config}-{repeat}.jsonl".replace(" ", "-")
-                    args.output_dir = Path(folder) / "runs"
-                    os.environ[stages.ENV] = str(target)
-                    try:
-                        overrides = overrides_for(args, config)
-                        seconds = run_variant(variant, overrides, args.clients, bare_app)
-                    finally:
-                        del os.environ[stages.ENV]
-                    shutil.rmtree(args.output_dir, ignore_errors=True)
-                    lines = [json.loads(line) for line in target.read_text().splitlines()]
-                    new_runs, new_stages = stage_rows(lines, labels)
-                    if len(new_runs) != args.rounds:
-                        raise SystemExit(f"{labels}: {len(new_runs)} rounds timed of {args.rounds}")
-                    runs += new_runs
-                    stage_table += new_stages
-                    if seconds is not None:
-                        starts.append({**labels, "seconds": f"{seconds:.3f}"})
-                        write_csv(starts_path, starts, START_FIELDS)
-                    write_csv(runs_path, runs, RUN_FIELDS)
-                    write_csv(stages_path, stage_table, STAGE_FIELDS)
-                    per_round = statistics.median(
-                        float(r["seconds"]) for r in new_runs[1:] or new_runs
-                    )
-                    print(
-                        f"repeat {repeat} {config} {variant}: {per_round:.2f} s/round", flush=True
-                    )
-    record_provenance(args.out, sys.argv)
+def stage_rows(rows: list[dict[str, Value]]) -> Iterator[dict]:
+    """One record per run and ``STAGE_KEY`` value (variant, config, repeat, round, side, stage,
+    within, seconds), runs in the rows' order, each run's by (round, side, stage, within)."""
+    for row in rows:
+        entries = []
+        for key, seconds in row.items():
+            if key.startswith(STAGE_KEY):
+                number, side, name, within = key[len(STAGE_KEY) :].split("/")
+                entries.append((int(number), side, name, within, seconds))
+        for number, side, name, within, seconds in sorted(entries):
+            yield {
+                **labels_of(row),
+                "round": number,
+                "side": side,
+                "stage": name,
+                "within": within,
+                "seconds": seconds,
+            }
 
 
-def per_repeat(runs: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
+def labels_of(row: dict[str, Value]) -> dict:
+    return {"variant": row["variant"], "config": row["config"], "repeat": row["seed"]}
+
+
+def per_repeat(rows: list[dict[str, Value]]) -> dict[tuple[str, str], dict[int, float]]:
     """(config, variant) -> repeat -> median seconds per round over rounds 2..N."""
-    seconds: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for row in runs:
-        if int(row["round"]) >= 2:
-            seconds[row["config"], row["variant"]][row["repeat"]].append(float(row["seconds"]))
-    return {
-        key: {repeat: statistics.median(s) for repeat, s in by_repeat.items()}
-        for key, by_repeat in seconds.items()
-    }
+    medians: dict[tuple, dict[int, float]] = defaultdict(dict)
+    for key in dict.fromkeys((row["config"], row["variant"]) for row in rows):
+        chosen = [row for row in rows if (row["config"], row["variant"]) == key]
+        medians[key] = by_repeat(chosen, steady_round)
+    return {key: by_seed for key, by_seed in medians.items() if by_seed}
 
 
-def caption(folder: Path, what: str) -> str:
-    setting = json.loads((folder / "setting.json").read_text())
+def repeats_of(rows: list[dict[str, Value]]) -> str:
+    """How many repeats each point has, its distinct counts joined by "/"."""
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        counts[row["point"]] += 1
+    return "/".join(map(str, dict.fromkeys(counts.values())))
+
+
+def caption(rows: list[dict[str, Value]], what: str) -> str:
     return (
-        f"digits, cnn, {setting['clients']} clients, {setting['local_epochs']} local epochs, "
-        f"{setting['rounds']} rounds of FedAvg, one torch thread, one client at a time; the "
-        f"variants alternate within each of {setting['repeats']} repeats; {what}. "
+        f"digits, cnn, {joined(rows, 'clients')} clients, {joined(rows, 'local_epochs')} local"
+        f" epochs, {joined(rows, 'rounds')} rounds of FedAvg, one torch thread, one client at a"
+        f" time; the variants alternate within each of {repeats_of(rows)} repeats; {what}. "
         "Configurations: `default` (overhead.py's run) and `features` (client evaluation "
         "`fraction-evaluate=1.0`, `checkpoint` each round, `tracker=tensorboard`, clinical "
         "metrics as by default; the plain loop evaluates on every client's test split too, and "
@@ -276,13 +297,27 @@ def caption(folder: Path, what: str) -> str:
     )
 
 
-def runs_report(data: Path) -> str:
+def provenance(folder: Path) -> str:
+    """Where the rows in ``folder`` were measured, one paragraph."""
+    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
+
+
+def report(data: Path) -> str:
+    """The table made from the rows in ``data``'s folder (and the provenance beside them)
+    alone: ``stages.md`` for their stage values (``STAGE_VALUES``), else ``table.md``."""
+    rows = measured_rows(data.parent)
+    if data.name == STAGE_VALUES:
+        return stages_table(rows, data.parent)
+    return runs_table(rows, data.parent)
+
+
+def runs_table(rows: list[dict[str, Value]], folder: Path) -> str:
     """``table.md``: per configuration and variant, the median over repeats of the median
     seconds per round (rounds 2..N), and flowerbed's ratio to the plain loop paired by repeat
     (the median of the per-repeat ratios, their lowest and highest)."""
-    medians = per_repeat(read_csv(data))
+    medians = per_repeat(rows)
     lines = [
-        caption(data.parent, "seconds per round: the median over rounds 2..N of each run"),
+        caption(rows, "seconds per round: the median over rounds 2..N of each run"),
         "",
         (
             "| configuration | variant | s / round (median of repeats) | ratio to plain, paired"
@@ -291,41 +326,30 @@ def runs_report(data: Path) -> str:
         "|---|---|---|---|---|",
     ]
     for config in CONFIGS:
-        plain = medians.get((config, PLAIN), {})
-        for variant in VARIANTS:
-            by_repeat = medians.get((config, variant))
-            if not by_repeat:
-                continue
-            cells = [config, LABELS[variant], f"{statistics.median(by_repeat.values()):.2f}"]
-            ratio = paired_ratio(by_repeat, plain)
-            if variant == PLAIN or ratio is None:
-                cells += ["1", ""] if variant == PLAIN else ["", ""]
-            else:
-                cells += [f"{ratio.median:.2f}x", f"{ratio.low:.2f}x – {ratio.high:.2f}x"]
-            lines.append("| " + " | ".join(cells) + " |")
-    lines += start_up_lines(data.parent, medians)
-    lines += ["", provenance_line(data.parent)]
+        steady = {variant: medians.get((config, variant), {}) for variant in VARIANTS}
+        for cells in variant_cells(steady, LABELS):
+            lines.append("| " + " | ".join([config, *cells]) + " |")
+    lines += start_up_lines(rows, medians)
+    lines += ["", provenance(folder)]
     return "\n".join(lines) + "\n"
 
 
-def paired(ours: dict[str, float], floor: dict[str, float]) -> str:
+def paired(ours: dict[int, float], floor: dict[int, float]) -> str:
     """``ours`` over ``floor`` paired by repeat: the median ratio (lowest – highest)."""
     return ratio_cell(paired_ratio(ours, floor))
 
 
-def start_up_lines(folder: Path, medians: dict) -> list[str]:
-    """flowerbed through ``flwr run`` against the bare Flower + PyTorch app, from
-    ``starts.csv``: each run's wall seconds, its start-up (wall seconds less the number of
-    rounds times its steady seconds per round) and its steady round, paired by repeat."""
-    starts = read_csv(folder / "starts.csv")
-    rounds = json.loads((folder / "setting.json").read_text())["rounds"]
+def start_up_lines(rows: list[dict[str, Value]], medians: dict) -> list[str]:
+    """flowerbed through ``flwr run`` against the bare Flower + PyTorch app: each run's wall
+    seconds, its start-up (``overhead.start_up``) and its steady round, paired by repeat."""
     lines = [
         "",
         (
             "flowerbed through `flwr run` against the bare Flower + PyTorch app doing the same"
             " job (`bare_torch_app.py`), paired by repeat: median ratio (lowest – highest)."
-            f" Start-up: the run's wall seconds less {rounds} rounds at its steady pace (the"
-            " median of rounds 2..N), so the actors' first-round costs count as start-up."
+            f" Start-up: the run's wall seconds less {joined(rows, 'rounds')} rounds at its"
+            " steady pace (the median of rounds 2..N), so the actors' first-round costs count"
+            " as start-up."
         ),
         "",
         (
@@ -335,14 +359,14 @@ def start_up_lines(folder: Path, medians: dict) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for config in CONFIGS:
-        whole: dict[str, dict[str, float]] = {variant: {} for variant in THROUGH_FLWR_RUN}
-        fixed: dict[str, dict[str, float]] = {variant: {} for variant in THROUGH_FLWR_RUN}
-        for row in starts:
-            steady = medians.get((config, row["variant"]), {}).get(row["repeat"])
+        whole: dict[str, dict[int, float]] = {variant: {} for variant in THROUGH_FLWR_RUN}
+        fixed: dict[str, dict[int, float]] = {variant: {} for variant in THROUGH_FLWR_RUN}
+        for row in rows:
+            steady = medians.get((config, row["variant"]), {}).get(row["seed"])
             if row["config"] != config or row["variant"] not in whole or steady is None:
                 continue
-            whole[row["variant"]][row["repeat"]] = float(row["seconds"])
-            fixed[row["variant"]][row["repeat"]] = float(row["seconds"]) - rounds * steady
+            whole[row["variant"]][row["seed"]] = float(row["wall_seconds"])
+            fixed[row["variant"]][row["seed"]] = start_up(row, steady)
         if not whole[BARE] or not whole[FLWR]:
             continue
         lines.append(
@@ -400,16 +424,16 @@ STAGE_ORDER = [
 ]
 
 
-def stages_report(data: Path) -> str:
+def stages_table(rows: list[dict[str, Value]], folder: Path) -> str:
     """``stages.md``: per configuration, the seconds per round of every stage by variant
     (each run's mean over rounds 2..N of the stage's seconds summed per round, then the
     median over repeats), the round, what no top-level stage covers, and each flowerbed
     variant's difference to the plain loop."""
-    rows = read_csv(data)
-    runs = read_csv(data.parent / "runs.csv")
+    runs = list(round_rows(rows))
+    stage_table = list(stage_rows(rows))
     lines = [
         caption(
-            data.parent,
+            rows,
             "seconds per round of each stage: a run's mean over rounds 2..N of the stage's"
             " seconds summed over the round (every client's included), then the median over"
             " repeats; nested stages (within ...) are part of the stage they name; 0 where a"
@@ -421,26 +445,26 @@ def stages_report(data: Path) -> str:
         means: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         rounds: dict[tuple, set] = defaultdict(set)
         for row in runs:
-            if row["config"] == config and int(row["round"]) >= 2:
+            if row["config"] == config and row["round"] >= 2:
                 key = (row["variant"], row["repeat"])
                 rounds[key].add(row["round"])
-                means[key][stages.ROUND] += float(row["seconds"])
+                means[key][stages.ROUND] += row["seconds"]
         top: dict[tuple, float] = defaultdict(float)
-        top_level = {(row["side"], row["stage"]) for row in rows if not row["within"]}
+        top_level = {(row["side"], row["stage"]) for row in stage_table if not row["within"]}
         order: list[str] = []
-        for row in rows:
+        for row in stage_table:
             key = (row["variant"], row["repeat"])
-            if row["config"] != config or int(row["round"]) < 2 or key not in rounds:
+            if row["config"] != config or row["round"] < 2 or key not in rounds:
                 continue
             label = stage_label(row["side"], row["stage"], row["within"])
             if label not in order:
                 order.append(label)
-            means[key][label] += float(row["seconds"])
+            means[key][label] += row["seconds"]
             if not row["within"]:
-                top[key] += float(row["seconds"])
+                top[key] += row["seconds"]
             elif (row["side"], row["within"]) in top_level:  # off its parent's own work
                 parent = stage_label(row["side"], row["within"], "")
-                means[key][rest_label(parent)] -= float(row["seconds"])
+                means[key][rest_label(parent)] -= row["seconds"]
         if not rounds:
             continue
         for key, by_label in means.items():
@@ -475,75 +499,13 @@ def stages_report(data: Path) -> str:
                 f"| {name} | {plain:.3f} | {bare:.3f} | {inproc:.3f} | {flwr:.3f}"
                 f" | {inproc - plain:+.3f} | {flwr - plain:+.3f} | {flwr - bare:+.3f} |"
             )
-    lines += ["", provenance_line(data.parent)]
+    lines += ["", provenance(folder)]
     return "\n".join(lines) + "\n"
 
 
-def report(data: Path) -> str:
-    """The table made from ``data`` alone: ``runs_report`` for ``runs.csv``,
-    ``stages_report`` for ``stages.csv``."""
-    return stages_report(data) if data.name == "stages.csv" else runs_report(data)
-
-
-def choices(text: str, valid: tuple[str, ...]) -> tuple[str, ...]:
-    """The comma-separated names of ``text``, each one of ``valid``."""
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in valid]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(valid)}")
-    return names
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--local-epochs", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="2 repeats of 2 rounds, into quick/")
-    parser.add_argument(
-        "--variants",
-        type=lambda text: choices(text, VARIANTS),
-        default=VARIANTS,
-        help=f"comma-separated, of {', '.join(VARIANTS)} (default: all)",
-    )
-    parser.add_argument(
-        "--configs",
-        type=lambda text: choices(text, tuple(CONFIGS)),
-        default=tuple(CONFIGS),
-        help=f"comma-separated, of {', '.join(CONFIGS)} (default: all)",
-    )
-    parser.add_argument("--fresh", action="store_true", help="forget the runs already measured")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument(
-        "--report-only", action="store_true", help="the tables from runs.csv and stages.csv"
-    )
-    args = parser.parse_args()
-    if args.quick:
-        args.repeats, args.rounds, args.out = 2, 2, args.out / "quick"
-    for part in parts(args):
-        if not args.report_only:
-            measure(part)
-        for data, table in (("runs.csv", "table.md"), ("stages.csv", "stages.md")):
-            text = report(part.out / data)
-            atomic_write(part.out / table, lambda f, t=text: f.write(t))
-            print(text)
-
-
-def parts(args: argparse.Namespace) -> list[argparse.Namespace]:
-    """What one invocation measures: the slice its options name; with the default options
-    (every variant and configuration into ``RESULTS``), that and then the start-up alone
-    (``START_UP_SLICE`` into ``START_UP``), so that one command regenerates every published
-    table."""
-    everything = (
-        args.out == RESULTS and args.variants == VARIANTS and args.configs == tuple(CONFIGS)
-    )
-    if not everything:
-        return [args]
-    return [args, argparse.Namespace(**{**vars(args), **START_UP_SLICE})]
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(RoundStages(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
