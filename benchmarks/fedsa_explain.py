@@ -206,6 +206,8 @@ class FedsaExplain:
 
     def report(self, rows: list[dict[str, Value]]) -> dict:
         runs = in_grid_order(rows)
+        if not runs:  # nothing measured yet: no table
+            return {}
         return {
             TABLE.name: partial(report_runs, runs),
             TEACHERS_TABLE.name: partial(report_teachers, teacher_rows(runs)),
