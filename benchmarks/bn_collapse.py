@@ -93,9 +93,9 @@ TABLE = RESULTS / "bn_collapse.md"
 # the round-by-round table and its plot
 ROUNDS_TABLE = RESULTS / "rounds.md"
 ROUNDS_PLOT = RESULTS / "rounds.png"
-# (what ``report`` is given, the table it makes): ``report`` makes each table from the rows
-# beside it, so it is given the table's path (both tables come from one ``rows.jsonl``)
-PUBLISHED = [(TABLE, TABLE), (ROUNDS_TABLE, ROUNDS_TABLE)]
+# what rounds.md is made of: the round-by-round values of the same rows (report's argument)
+ROUND_VALUES = f"{ROWS}:rounds"
+PUBLISHED = [(DATA, TABLE), (RESULTS / ROUND_VALUES, ROUNDS_TABLE)]
 # the page that includes bn_collapse.md and rounds.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-distillation.md"
 BUDGETS = {"full": ((7, 42, 123), 20), "quick": ((42,), 5)}  # seeds, rounds
@@ -437,15 +437,12 @@ def table_text(runs: list[dict], folder: Path) -> str:
     )
 
 
-def report(table_path: Path) -> str:
-    """``bn_collapse.md`` or ``rounds.md`` (by ``table_path``'s name, ``TABLES``), made from the
-    rows in its folder and the provenance beside them alone (``PUBLISHED``)."""
-    folder = table_path.parent
-    return TABLES[table_path.name](runs_of(measured_rows(folder)), folder)
-
-
-# table name -> what makes it from the runs (``runs_of``) and their folder
-TABLES = {TABLE.name: table_text, ROUNDS_TABLE.name: rounds_table}
+def report(data: Path) -> str:
+    """The table made from the rows in ``data``'s folder (and the provenance beside them)
+    alone: ``rounds.md`` for their round-by-round values (``ROUND_VALUES``), else
+    ``bn_collapse.md``."""
+    make = rounds_table if data.name == ROUND_VALUES else table_text
+    return make(runs_of(measured_rows(data.parent)), data.parent)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -106,9 +106,9 @@ from flowerbed.training.loops import evaluate
 RESULTS = Path(__file__).parent / "results" / "fedsa-explain"
 DATA = RESULTS / ROWS
 TABLE, TEACHERS_TABLE = RESULTS / "table.md", RESULTS / "teachers.md"
-# (what ``report`` is given, the table it makes): ``report`` makes each table from the rows
-# beside it, so it is given the table's path (both tables come from one ``rows.jsonl``)
-PUBLISHED = [(TABLE, TABLE), (TEACHERS_TABLE, TEACHERS_TABLE)]
+# what teachers.md is made of: the teachers of the same rows (report's argument)
+TEACHER_ROWS = f"{ROWS}:teachers"
+PUBLISHED = [(DATA, TABLE), (RESULTS / TEACHER_ROWS, TEACHERS_TABLE)]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-fedsa.md"  # includes both tables
 
 # optimiser steps of the head-only adaptation, whatever k: at 1000 the head fits D_T (loss
@@ -210,7 +210,7 @@ class FedsaExplain:
             return {}
         return {
             TABLE.name: partial(report_runs, runs),
-            TEACHERS_TABLE.name: partial(report_teachers, teacher_rows(runs)),
+            TEACHERS_TABLE.name: partial(report_teachers, runs),
         }
 
 
@@ -479,11 +479,12 @@ def report_runs(runs: list[dict[str, Value]], folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_teachers(rows: list[dict], folder: Path) -> str:
+def report_teachers(runs: list[dict[str, Value]], folder: Path) -> str:
     """``teachers.md``: the premise of experiment 1 (probe accuracy of every teacher against
     the weak model's) and the Table 3 analogue (Spearman between first-selection similarity
     and probe accuracy; clean minus foreign similarity), from the teachers of the FedSA runs
     (``teacher_rows``) and where they were measured."""
+    rows = teacher_rows(runs)
     lines = table_head(
         f"Premise: linear-probe test accuracy of the teachers (teacher frozen, a new head on"
         f" D_T; fedsa.py's probe with the adaptation's 30 epochs, and with {HEAD_STEPS} steps),"
@@ -553,17 +554,12 @@ def report_teachers(rows: list[dict], folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(table_path: Path) -> str:
-    """``table.md`` or ``teachers.md`` (by ``table_path``'s name), made from the rows in its
-    folder and the provenance beside them alone (``PUBLISHED``)."""
-    folder = table_path.parent
-    runs = in_grid_order(measured_rows(folder))
-    if table_path.name == TABLE.name:
-        return report_runs(runs, folder)
-    if table_path.name == TEACHERS_TABLE.name:
-        return report_teachers(teacher_rows(runs), folder)
-    valid = f"{TABLE.name}, {TEACHERS_TABLE.name}"
-    raise ValueError(f"no table {table_path.name!r}; valid: {valid}")
+def report(data: Path) -> str:
+    """The table made from the rows in ``data``'s folder (and the provenance beside them)
+    alone: ``teachers.md`` for their teachers (``TEACHER_ROWS``), else ``table.md``."""
+    runs = in_grid_order(measured_rows(data.parent))
+    make = report_teachers if data.name == TEACHER_ROWS else report_runs
+    return make(runs, data.parent)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,9 +136,9 @@ RESULTS = Path(__file__).parent / "results" / "flkd"
 DATA = RESULTS / ROWS
 TABLE, LONG_TABLE, GRID_TABLES = RESULTS / "table.md", RESULTS / "long.md", RESULTS / "flkd.md"
 LONG_PROVENANCE = "long-measured.json"  # the long experiment's, measured before the port
-# (what ``report`` is given, the table it makes): ``report`` makes each table from the rows
-# beside it, so it is given the table's path (two tables come from one ``rows.jsonl``)
-PUBLISHED = [(TABLE, TABLE), (LONG_TABLE, LONG_TABLE)]
+# what long.md is made of: the long experiment's runs of the same rows (report's argument)
+LONG_RUNS = f"{ROWS}:long"
+PUBLISHED = [(DATA, TABLE), (RESULTS / LONG_RUNS, LONG_TABLE)]
 # the page that includes table.md and long.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-distillation.md"
 
@@ -201,6 +201,8 @@ class Flkd:
             return teacher_row(dataset, name, seed, epochs, settings["runs"])
 
     def report(self, rows: list[dict[str, Value]]) -> dict:
+        if not rows:  # nothing measured yet: no table
+            return {}
         students = student_rows(rows)
         tables = {TABLE.name: partial(table, students)}
         if long_students(students):
@@ -484,16 +486,12 @@ def pearson(x: list[float], y: list[float]) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
-def report(table_path: Path) -> str:
-    """``table.md`` or ``long.md`` (by ``table_path``'s name), made from the rows in its folder
-    and the provenance beside them alone (``PUBLISHED``)."""
-    folder = table_path.parent
-    students = student_rows(measured_rows(folder))
-    if table_path.name == LONG_TABLE.name:
-        return long_table(students, folder)
-    if table_path.name == TABLE.name:
-        return table(students, folder)
-    raise ValueError(f"no table {table_path.name!r}; valid: {TABLE.name}, {LONG_TABLE.name}")
+def report(data: Path) -> str:
+    """The table made from the rows in ``data``'s folder (and the provenance beside them)
+    alone: ``long.md`` for their long experiment (``LONG_RUNS``), else ``table.md``."""
+    students = student_rows(measured_rows(data.parent))
+    make = long_table if data.name == LONG_RUNS else table
+    return make(students, data.parent)
 
 
 def table(students: list[dict], folder: Path) -> str:
