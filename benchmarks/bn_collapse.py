@@ -16,52 +16,55 @@ fedadagrad (eta 0.05, tau 1e-3), each with ``server-optimizer-buffers`` = ``aver
 ``optimize``; seeds 7, 42, 123. Every run is the real ServerApp/ClientApp code in this process
 (``run_in_process``), one torch thread.
 
-The runs are one sweep (``flowerbed.sweep``: seed x method, as Ray tasks, up to ``--workers`` at a
-time; a method is a strategy with its buffer rule) in ``<out>/runs``; a rerun skips the completed
-points, and asking for more strategies or seeds adds them to the sweep. Outputs under ``--out``
-(default ``benchmarks/results/bn_collapse``; ``--quick``: ``<out>/quick``): ``bn_collapse.csv`` (one
-row per run) and ``bn_collapse.md`` (the tables, also printed), which ``report`` makes from
-``bn_collapse.csv`` alone (``--report-only``) and ``docs/studies-distillation.md`` includes: the
-per-method table and the paired per-seed differences (``optimize`` minus ``average``; each method
-minus FedAvg). The paper reports the best round on the test set, not the final one, so the run
-folders' histories (git-ignored) are also kept round by round: ``rounds.csv`` (per run and round:
-central accuracy, loss, whether it is finite), from which ``rounds_report`` makes ``rounds.md``
-(best round and final round per method, the round of the best, the first round at chance and the
-first non-finite loss per seed, and ``optimize`` minus ``average`` paired by seed on both metrics)
-and ``plot_rounds`` makes ``rounds.png`` (accuracy by round, mean over seeds, with the chance line);
-``--report-only`` rewrites all three.
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one method (a
+strategy with its buffer rule) at a number of rounds, a run one seed of it, in a temporary
+folder. Its row holds the central test accuracy and loss after each round (``accuracy/<r>``,
+``loss/<r>``, round 0: the initial model; NaN where not finite), the final model's smallest
+batch-norm running variance and its count of non-finite entries, and the seconds of its rounds
+(``round_seconds``, no start-up). Budgets ``full`` (the default: seeds 7, 42, 123, 20 rounds,
+27 runs, 23 min here with one worker beside another job) and ``quick`` (seed 42, 5 rounds: a
+check that the measuring path works, into ``results/bn_collapse/quick``).
 
-Usage::
-
+    python benchmarks/bn_collapse.py                # what rows.jsonl lacks of the full grid
+    python benchmarks/bn_collapse.py --workers 2    # two runs at a time
     python benchmarks/bn_collapse.py --quick        # seed 42, 5 rounds
-    python benchmarks/bn_collapse.py --workers 2    # everything, two runs at a time, then the table
-    python benchmarks/bn_collapse.py --table-only   # the table from the sweep's runs
-    python benchmarks/bn_collapse.py --report-only  # the tables and the plot from the CSVs
+    python benchmarks/bn_collapse.py --report-only  # the tables and the plot from rows.jsonl
+
+Writes into ``benchmarks/results/bn_collapse``: ``rows.jsonl`` (one row per run: the
+committed record), ``measured.jsonl`` (one line per invocation that measured), and, made from
+the rows of the most rounds and the provenance beside them alone, ``bn_collapse.md`` (the
+per-method table and the paired per-seed differences: ``optimize`` minus ``average``; each
+method minus FedAvg) and ``rounds.md``, which ``docs/studies-distillation.md`` includes
+(``tests/test_published_tables.py`` checks both). The paper reports the best round on the test
+set, not the final one, so ``rounds.md`` follows the runs round by round (best round and final
+round per method, the round of the best, the first round at chance and the first non-finite
+loss per seed, and ``optimize`` minus ``average`` paired by seed on both metrics), and
+``rounds.png`` (accuracy by round, mean over seeds, with the chance line) is drawn with it.
+The committed rows were measured on 2026-11-26 by the script before it became a study
+(``measured.json``, its provenance, kept), into ``bn_collapse.csv`` and ``rounds.csv`` (their
+accuracies to four decimals, the seconds to one), converted once into ``rows.jsonl``: to
+measure anew, remove ``rows.jsonl`` and ``measured.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
-from result_tables import (
-    paired_cell,
-    provenance_line,
-    record_provenance,
-    table_head,
-    write_table,
-)
+from matplotlib.figure import Figure
+from result_tables import paired_cell, table_head, unrecorded_provenance_line, write_table
 
 from flowerbed.core.results import round_seconds
-from flowerbed.sweep import Axis, SweepSpec, load_history, load_spec, run_sweep
-from flowerbed.sweep.folder import point_dir, point_state
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
+from flowerbed.experiments.study_runs import one_thread_quietly
+from flowerbed.inprocess import run_in_process
+from flowerbed.sweep import load_history
 
 NUM_CLIENTS = 5
 SETTING = {
@@ -85,17 +88,17 @@ STRATEGIES = {
 BUFFER_RULES = ("average", "optimize")
 CHANCE = 0.1  # ten digit classes
 RESULTS = Path(__file__).parent / "results" / "bn_collapse"
-# what ``report`` reads and writes
-DATA = RESULTS / "bn_collapse.csv"
+DATA = RESULTS / ROWS
 TABLE = RESULTS / "bn_collapse.md"
-# the round-by-round trace (one row per run and round), its table and its plot
-ROUNDS_DATA = RESULTS / "rounds.csv"
+# the round-by-round table and its plot
 ROUNDS_TABLE = RESULTS / "rounds.md"
 ROUNDS_PLOT = RESULTS / "rounds.png"
-# (data, table) of every published table
-PUBLISHED = [(DATA, TABLE), (ROUNDS_DATA, ROUNDS_TABLE)]
-# the page that includes bn_collapse.md
+# what rounds.md is made of: the round-by-round values of the same rows (report's argument)
+ROUND_VALUES = f"{ROWS}:rounds"
+PUBLISHED = [(DATA, TABLE), (RESULTS / ROUND_VALUES, ROUNDS_TABLE)]
+# the page that includes bn_collapse.md and rounds.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-distillation.md"
+BUDGETS = {"full": ((7, 42, 123), 20), "quick": ((42,), 5)}  # seeds, rounds
 
 
 def grid(strategies: list[str]) -> list[tuple[str, str | None]]:
@@ -111,49 +114,111 @@ def method_label(strategy: str, buffers: str | None) -> str:
     return f"{strategy}-{buffers}" if buffers else strategy
 
 
-def sweep_spec(pairs, seeds: list[int], rounds: int) -> SweepSpec:
-    """Seed x method; a method is a strategy, its keys and its buffer rule."""
-    methods = {
-        method_label(strategy, buffers): {
-            **STRATEGIES[strategy],
-            **({"server-optimizer-buffers": buffers} if buffers else {}),
-            "strategy": strategy,
+class BnCollapse:
+    """The study (module docstring): a row per method, rounds and seed, what ``run_one``
+    measures."""
+
+    name = "bn_collapse"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        seeds, rounds = budget_of(BUDGETS, budget)
+        points = [
+            Point(
+                f"{method_label(strategy, buffers)}/r{rounds}",
+                {"strategy": strategy, "buffers": buffers, "rounds": rounds},
+            )
+            for strategy, buffers in grid(list(STRATEGIES))
+        ]
+        return points, list(seeds)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        settings = point.settings
+        strategy, buffers, rounds = settings["strategy"], settings["buffers"], settings["rounds"]
+        with one_thread_quietly(), tempfile.TemporaryDirectory(prefix="flowerbed-bn-") as out:
+            return run_one(strategy, buffers, seed, rounds, Path(out))
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        runs = runs_of(rows)
+        if not runs:  # nothing measured yet: no table
+            return {}
+        return {
+            TABLE.name: partial(table_text, runs),
+            ROUNDS_TABLE.name: partial(rounds_and_plot, runs),
         }
-        for strategy, buffers in pairs
+
+
+def run_one(strategy: str, buffers: str | None, seed: int, rounds: int, out: Path) -> dict:
+    """One run in ``out`` (``run_in_process``: the real ServerApp/ClientApp code) and its row
+    (module docstring)."""
+    overrides = {
+        **SETTING,
+        **STRATEGIES[strategy],
+        **({"server-optimizer-buffers": buffers} if buffers else {}),
+        "strategy": strategy,
+        "num-server-rounds": rounds,
+        "seed": seed,
+        "output-dir": str(out),
     }
-    return SweepSpec(
-        (Axis.of_key("seed", seeds), Axis.of_bundles("method", methods)),
-        fixed={**SETTING, "num-server-rounds": rounds},
-        num_clients=NUM_CLIENTS,
-    )
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
-        f.write(text)
-    os.replace(f.name, path)
-
-
-def run_record(strategy: str, buffers: str | None, seed: int, rounds: int, run_dir: Path) -> dict:
-    """What the table reads from one completed run folder."""
-    history = load_history(run_dir)
-    accuracy = [row["central_accuracy"] for row in history]
+    run_dir = run_in_process(overrides, NUM_CLIENTS)
     model = torch.load(run_dir / "model.pt", weights_only=True)
     running_var = [v for k, v in model.items() if k.endswith("running_var")]
-    return {
+    row: dict[str, Value] = {
         "strategy": strategy,
-        "buffers": buffers,
-        "seed": seed,
+        "buffers": buffers or "",
         "rounds": rounds,
-        "accuracy": accuracy,  # row 0: the initial model
-        "final_accuracy": accuracy[-1],
-        "best_accuracy": max(accuracy[1:]),
-        "central_loss": [row.get("central_loss") for row in history],
         "nonfinite_entries": int(sum((~torch.isfinite(v.float())).sum() for v in model.values())),
-        "min_running_var": float(min(v.min() for v in running_var)) if running_var else None,
-        "seconds": sum(round_seconds(run_dir)),  # the rounds, no start-up
+        "min_running_var": float(min(v.min() for v in running_var)) if running_var else math.nan,
+        "round_seconds": sum(round_seconds(run_dir)),  # the rounds, no start-up
     }
+    for r, history_row in enumerate(load_history(run_dir)):  # row 0: the initial model
+        for key, name in (("accuracy", "central_accuracy"), ("loss", "central_loss")):
+            value = history_row.get(name)  # history.json holds a non-finite number as null
+            row[f"{key}/{r}"] = math.nan if value is None else value
+    return row
+
+
+def runs_of(rows: list[dict[str, Value]]) -> list[dict]:
+    """The runs of the most rounds in ``rows``, by seed and in ``grid``'s order: labels,
+    ``method``, ``accuracy`` and ``loss_finite`` by round, ``best_accuracy`` (the best round
+    after round 0: the paper's metric), ``best_round``, ``final_accuracy``, whether the final
+    loss is finite, ``min_running_var`` (None where the model has no batch norm),
+    ``nonfinite_entries`` and ``seconds`` (of the rounds)."""
+    rounds = max((int(r["rounds"]) for r in rows), default=0)
+    pairs = grid(list(STRATEGIES))
+    runs = []
+    for row in rows:
+        if row["rounds"] != rounds:
+            continue
+        accuracy = [float(row[f"accuracy/{r}"]) for r in range(rounds + 1)]
+        loss_finite = [math.isfinite(row[f"loss/{r}"]) for r in range(rounds + 1)]
+        variance = row["min_running_var"]
+        runs.append(
+            {
+                "strategy": row["strategy"],
+                "buffers": row["buffers"] or None,
+                "method": method_label(row["strategy"], row["buffers"] or None),
+                "seed": row["seed"],
+                "rounds": rounds,
+                "accuracy": accuracy,
+                "loss_finite": loss_finite,
+                "best_accuracy": max(accuracy[1:]),
+                "best_round": 1 + int(np.argmax(accuracy[1:])),
+                "final_accuracy": accuracy[-1],
+                "final_loss_finite": loss_finite[-1],
+                "min_running_var": variance if math.isfinite(variance) else None,
+                "nonfinite_entries": row["nonfinite_entries"],
+                "seconds": row["round_seconds"],
+            }
+        )
+    return sorted(runs, key=lambda r: (r["seed"], pairs.index((r["strategy"], r["buffers"]))))
+
+
+def measured_where(folder: Path) -> str:
+    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
+    known."""
+    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 def cell(values: list[float]) -> str:
@@ -164,11 +229,6 @@ def cell(values: list[float]) -> str:
     if len(v) == 1:
         return f"{v[0]:.1f}"
     return f"{v.mean():.1f} ± {v.std(ddof=1):.1f}"
-
-
-def is_finite(value: float | None) -> bool:
-    """History files store a non-finite number as null."""
-    return value is not None and math.isfinite(value)
 
 
 def at_chance(record: dict) -> bool:
@@ -205,64 +265,12 @@ def table(runs: list[dict], pairs, seeds: list[int], rounds: int) -> str:
             cell([r["best_accuracy"] for r in rs]),
             f"{sum(map(at_chance, rs))}/{len(rs)}",
             f"{min(variances):.3g}" if variances else "–",
-            f"{sum(not is_finite(r['central_loss'][-1]) for r in rs)}/{len(rs)}",
+            f"{sum(not r['final_loss_finite'] for r in rs)}/{len(rs)}",
             f"{sum(r['nonfinite_entries'] > 0 for r in rs)}/{len(rs)}",
             f"{np.mean([r['seconds'] for r in rs]):.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def csv_rows(runs: list[dict]) -> str:
-    header = "strategy,buffers,seed,rounds,final_accuracy,best_accuracy,min_running_var,"
-    header += "final_loss_finite,nonfinite_entries,seconds"
-    rows = [header]
-    for r in runs:
-        rows.append(
-            f"{r['strategy']},{r['buffers'] or ''},{r['seed']},{r['rounds']},"
-            f"{r['final_accuracy']:.4f},{r['best_accuracy']:.4f},{r['min_running_var']},"
-            f"{is_finite(r['central_loss'][-1])},{r['nonfinite_entries']},{r['seconds']:.1f}"
-        )
-    return "\n".join(rows) + "\n"
-
-
-def rounds_rows(runs: list[dict]) -> str:
-    """``rounds.csv``: per run and round (round 0: the initial model), the central test
-    accuracy and loss and whether the loss is finite. The smallest batch-norm running variance
-    is known for the final model only (``bn_collapse.csv``): the runs keep no per-round model."""
-    rows = ["strategy,buffers,seed,round,central_accuracy,central_loss,loss_finite"]
-    for r in runs:
-        for round_number, (accuracy, loss) in enumerate(zip(r["accuracy"], r["central_loss"])):
-            rows.append(
-                f"{r['strategy']},{r['buffers'] or ''},{r['seed']},{round_number},"
-                f"{math.nan if accuracy is None else accuracy:.4f},"
-                f"{loss if is_finite(loss) else math.nan},{is_finite(loss)}"
-            )
-    return "\n".join(rows) + "\n"
-
-
-def read_rounds(path: Path) -> list[dict]:
-    """The runs of ``rounds.csv``, one dict per run: its labels, ``accuracy`` and
-    ``loss_finite`` by round, ``best_accuracy`` (the best round after round 0: the paper's
-    metric) and ``final_accuracy``."""
-    import csv
-
-    runs: dict[tuple, dict] = {}
-    with path.open() as f:
-        for row in csv.DictReader(f):
-            key = (row["strategy"], row["buffers"] or None, int(row["seed"]))
-            run = runs.setdefault(
-                key,
-                {"strategy": key[0], "buffers": key[1], "seed": key[2], "accuracy": []},
-            )
-            run.setdefault("loss_finite", []).append(row["loss_finite"] == "True")
-            run["accuracy"].append(float(row["central_accuracy"]))
-    for run in runs.values():
-        run["method"] = method_label(run["strategy"], run["buffers"])
-        run["best_accuracy"] = max(run["accuracy"][1:])
-        run["best_round"] = 1 + int(np.argmax(run["accuracy"][1:]))
-        run["final_accuracy"] = run["accuracy"][-1]
-    return list(runs.values())
 
 
 def first_round(flags: list[bool]) -> int | None:
@@ -287,13 +295,18 @@ def at_chance_by_round(run: dict) -> list[bool]:
     return [accuracy <= CHANCE + 0.05 for accuracy in run["accuracy"]]
 
 
-def rounds_report(rounds_csv: Path) -> str:
-    """``rounds.md``, from ``rounds.csv`` alone: per method, the best round (the paper's
-    metric) and the final round, the round of the best, and for each seed the first round at
-    chance, the round from which it stays at chance, and the first with a non-finite central
-    loss; then ``optimize`` minus ``average``
-    on the best and on the final round, paired by seed."""
-    runs = read_rounds(rounds_csv)
+def rounds_and_plot(runs: list[dict], folder: Path) -> str:
+    """``rounds_table``, with the plot of the same runs drawn beside it (``plot_rounds``)."""
+    plot_rounds(runs, folder / ROUNDS_PLOT.name)
+    return rounds_table(runs, folder)
+
+
+def rounds_table(runs: list[dict], folder: Path) -> str:
+    """``rounds.md``, from the runs (``runs_of``) and where they were measured: per method,
+    the best round (the paper's metric) and the final round, the round of the best, and for
+    each seed the first round at chance, the round from which it stays at chance, and the
+    first with a non-finite central loss; then ``optimize`` minus ``average`` on the best and
+    on the final round, paired by seed."""
     strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in runs)]
     pairs = [p for p in grid(strategies) if any((r["strategy"], r["buffers"]) == p for r in runs)]
     seeds = sorted({r["seed"] for r in runs})
@@ -345,23 +358,16 @@ def rounds_report(rounds_csv: Path) -> str:
             paired_cell(runs, optimize, average, k) for k in ("best_accuracy", "final_accuracy")
         ]
         lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n" + provenance_line(rounds_csv.parent) + "\n"
+    return "\n".join(lines) + "\n\n" + measured_where(folder) + "\n"
 
 
-def plot_rounds(rounds_csv: Path, path: Path) -> None:
+def plot_rounds(runs: list[dict], path: Path) -> None:
     """Accuracy by round, the mean over seeds, one panel per server optimiser (``average``
     solid, ``optimize`` dashed and each of its seeds thin, FedAvg grey in each), with the
     chance line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = read_rounds(rounds_csv)
     optimisers = [s for s in STRATEGIES if s != "fedavg" and any(r["strategy"] == s for r in runs)]
-    fig, axes = plt.subplots(
-        1, len(optimisers), figsize=(3.6 * len(optimisers), 3.2), sharey=True, squeeze=False
-    )
+    fig = Figure(figsize=(3.6 * len(optimisers), 3.2))
+    axes = fig.subplots(1, len(optimisers), sharey=True, squeeze=False)
 
     def curve(ax, strategy: str, buffers: str | None, **style) -> None:
         rs = [r for r in runs if (r["strategy"], r["buffers"]) == (strategy, buffers)]
@@ -388,33 +394,6 @@ def plot_rounds(rounds_csv: Path, path: Path) -> None:
     fig.suptitle("digits, cnn-bn, label-sorted: accuracy by round", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def read_csv(path: Path) -> list[dict]:
-    """The rows of ``bn_collapse.csv`` in ``run_record``'s shape (the final central loss only:
-    0 where it was finite, NaN where not)."""
-    import csv
-
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    return [
-        {
-            "strategy": r["strategy"],
-            "buffers": r["buffers"] or None,
-            "seed": int(r["seed"]),
-            "rounds": int(r["rounds"]),
-            "final_accuracy": float(r["final_accuracy"]),
-            "best_accuracy": float(r["best_accuracy"]),
-            "central_loss": [0.0 if r["final_loss_finite"] == "True" else math.nan],
-            "nonfinite_entries": int(r["nonfinite_entries"]),
-            "min_running_var": None
-            if r["min_running_var"] == "None"
-            else float(r["min_running_var"]),
-            "seconds": float(r["seconds"]),
-        }
-        for r in rows
-    ]
 
 
 def paired_table(runs: list[dict], pairs) -> str:
@@ -441,12 +420,9 @@ def paired_table(runs: list[dict], pairs) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(bn_collapse_csv: Path) -> str:
-    """``bn_collapse.md``, from ``bn_collapse.csv`` alone (given ``rounds.csv``: ``rounds.md``,
-    ``rounds_report``)."""
-    if bn_collapse_csv.name == ROUNDS_DATA.name:
-        return rounds_report(bn_collapse_csv)
-    runs = read_csv(bn_collapse_csv)
+def table_text(runs: list[dict], folder: Path) -> str:
+    """``bn_collapse.md``, from the runs (``runs_of``) and where they were measured: the
+    per-method table and the paired differences of the final accuracy."""
     strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in runs)]
     pairs = [p for p in grid(strategies) if any((r["strategy"], r["buffers"]) == p for r in runs)]
     seeds = list(dict.fromkeys(r["seed"] for r in runs))
@@ -456,74 +432,22 @@ def report(bn_collapse_csv: Path) -> str:
         + "\n"
         + paired_table(runs, pairs)
         + "\n"
-        + provenance_line(bn_collapse_csv.parent)
+        + measured_where(folder)
         + "\n"
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[7, 42, 123])
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument(
-        "--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES)
-    )
-    parser.add_argument("--quick", action="store_true", help="seed 42, 5 rounds")
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument("--table-only", action="store_true", help="no runs: the stored ones")
-    parser.add_argument(
-        "--report-only", action="store_true", help="bn_collapse.md from bn_collapse.csv"
-    )
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "bn_collapse"
-    )
-    args = parser.parse_args()
-    if args.quick:
-        args.seeds, args.rounds, args.out = [42], 5, args.out / "quick"
-
-    if args.report_only:
-        write_reports(args.out)
-        return
-    pairs = grid(args.strategies)
-    sweep = args.out / "runs"
-    started = time.perf_counter()
-    if args.table_only:
-        spec = load_spec(sweep)
-        args.rounds = spec.fixed["num-server-rounds"]
-    else:
-        spec = sweep_spec(pairs, args.seeds, args.rounds)
-        run_sweep(spec, sweep, workers=args.workers, extend=True)
-    methods = {method_label(*pair): pair for pair in pairs}
-    runs = []
-    for point in spec.points():
-        state = point_state(point_dir(sweep, point))
-        seed, method = int(point.labels["seed"]), point.labels["method"]
-        if state.finished and seed in args.seeds and method in methods:
-            runs.append(run_record(*methods[method], seed, args.rounds, state.run_dir))
-    write_atomically(args.out / DATA.name, csv_rows(runs))
-    write_atomically(args.out / ROUNDS_DATA.name, rounds_rows(runs))
-    if not args.quick and not args.table_only:
-        record_provenance(args.out, sys.argv)
-    write_reports(args.out)
-    print(f"({time.perf_counter() - started:.0f} s)")
+def report(data: Path) -> str:
+    """The table made from the rows in ``data``'s folder (and the provenance beside them)
+    alone: ``rounds.md`` for their round-by-round values (``ROUND_VALUES``), else
+    ``bn_collapse.md``."""
+    make = rounds_table if data.name == ROUND_VALUES else table_text
+    return make(runs_of(measured_rows(data.parent)), data.parent)
 
 
-def write_reports(out: Path) -> None:
-    """``bn_collapse.md`` from ``bn_collapse.csv``; ``rounds.md`` and ``rounds.png`` from
-    ``rounds.csv`` where it exists (all in ``out``); the tables are printed."""
-    written = []
-    for data, table in ((DATA, TABLE), (ROUNDS_DATA, ROUNDS_TABLE)):
-        if (out / data.name).is_file():
-            text = write_table(out / table.name, lambda d=data: report(out / d.name))
-            print(text)
-            written += [out / table.name]
-    if (out / ROUNDS_DATA.name).is_file():
-        plot_rounds(out / ROUNDS_DATA.name, out / ROUNDS_PLOT.name)
-        written += [out / ROUNDS_PLOT.name]
-    print("written:", ", ".join(map(str, written)))
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(BnCollapse(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

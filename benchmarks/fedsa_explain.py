@@ -14,7 +14,7 @@ every 10, K = 3, E = 2; seeds 7, 42, 123) except where a setting below says othe
    42, before any amalgamation was run: every clean teacher's probe (69-80 %) beat the weak
    model (60 %); with 5 classes per owner (server-fraction 0.4, 0.2 or 0.1) most did not
    (38-68 % against 53-61 %), nor at k = 10 in any setting tried (the weak model: ~90 %),
-   hence k = 1 only. The premise is recorded, per teacher and seed, in ``teachers.csv``.
+   hence k = 1 only. The premise is recorded, per teacher and seed, in ``teachers.md``.
    The foreign owners stay: their probes are not expected to beat it (something for the
    selection to avoid). FedSA, Random and Least-K are compared with Scratch at k = 1.
 2. **Head-only against head-only with enough steps.** The paper adapts a new head on the
@@ -29,10 +29,10 @@ every 10, K = 3, E = 2; seeds 7, 42, 123) except where a setting below says othe
    and FedSA, at k = 1 in both settings.
 4. **Table 3 analogue**, from data: per teacher, its similarity at the first selection (both
    kinds, from the FedSA run's log) and its linear-probe transfer accuracy (fedsa.py's probe:
-   the adaptation's 30 epochs; and the probe with ``HEAD_STEPS``), in ``teachers.csv``.
+   the adaptation's 30 epochs; and the probe with ``HEAD_STEPS``), in ``teachers.md``.
 
 Every teacher-based run adapts the head alone (``fedsa-adapt=head``), so its saved
-``model.pt`` holds the amalgamated features untouched; this script then computes, in its own
+``model.pt`` holds the amalgamated features untouched; the run then computes, in its own
 process, the adaptation of every parameter that fedsa.py's runs end with (the same function,
 seed and round: ``final_all``), the head with ``HEAD_STEPS``, and the weak model of the seed
 (rebuilt: the seeded initial model trained by ``train_weak``; ``weak_check`` is its head
@@ -40,58 +40,75 @@ adaptation's difference from the run's history row 0, 0 when the rebuild is the 
 Scratch is that weak model adapted in every parameter (fedsa.py's Scratch run, which does
 exactly this).
 
-The runs are three sweeps (``GRID``; ``flowerbed.sweep``, in ``<out>/sweep-<setting>-k<ks>``,
-not committed); each finished run's diagnostics are one JSON file in ``<out>/diagnostics``
-and each seed's teacher probes one in ``<out>/teachers``: a rerun skips what exists.
-Committed:
-``runs.csv`` (one row per run), ``teachers.csv`` (one row per teacher, setting, k and seed),
-``measured.json``, and ``table.md`` / ``teachers.md`` made from the CSV files alone
-(``report``, ``--report-only``).
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one setting,
+method and k, a run one seed of it (the FL run through the real ServerApp/ClientApp handlers
+in this process, in a temporary folder, then its diagnostics). Its row holds the run's
+diagnostics (the columns of ``table.md``; ``round_seconds``: the sum of its rounds) and, for
+FedSA, each teacher's at the first selection (``foreign/<teacher>``,
+``similarity_averaged/...``, ``similarity_per_image/...``, ``probe/...``,
+``probe_steps/...``: experiment 4 and the premise). Budgets ``full`` (the default: ``GRID``,
+seeds 7, 42, 123, 30 rounds: 33 runs, about 10 min of runs on one core) and ``quick`` (seed
+42, k = 1, 10 rounds, 3 runs: a check that the measuring path works, into
+``results/fedsa-explain/quick``).
 
-Usage::
-
-    python benchmarks/fedsa_explain.py               # the full grid, 33 runs (about 10 min on one core)
+    python benchmarks/fedsa_explain.py               # what rows.jsonl lacks of the full grid
+    python benchmarks/fedsa_explain.py --workers 2   # two runs at a time
     python benchmarks/fedsa_explain.py --quick       # seed 42, k 1, 10 rounds, 3 runs
-    python benchmarks/fedsa_explain.py --report-only # table.md, teachers.md from the CSVs
+    python benchmarks/fedsa_explain.py --report-only # table.md, teachers.md from rows.jsonl
+
+Writes into ``benchmarks/results/fedsa-explain``: ``rows.jsonl`` (one row per run: the
+committed record), ``measured.jsonl`` (one line per invocation that measured), and ``table.md``
+(experiments 1 to 3) and ``teachers.md`` (the premise and experiment 4), made from the rows and
+the provenance beside them alone, which ``docs/studies-fedsa.md`` includes
+(``tests/test_published_tables.py`` checks both). The committed rows were measured on
+2026-11-26 by the script before it became a study (``measured.json``, its provenance, kept),
+into ``runs.csv`` and ``teachers.csv``, and converted once into ``rows.jsonl``: to measure
+anew, remove ``rows.jsonl`` and ``measured.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import math
-import sys
-import time
+import tempfile
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
-from fedsa import SETTING, foreign_draws, overrides, owner_teacher, run_records, sweep_spec
+from fedsa import NUM_CLIENTS, SETTING, foreign_draws, overrides, owner_teacher
 from result_tables import (
     interval_cell,
     paired_cell,
     percent_cell,
-    provenance_line,
-    read_runs,
-    record_provenance,
     table_head,
+    unrecorded_provenance_line,
     write_table,
 )
 from scipy import stats
 
 from flowerbed.catalog import parse_run_config
-from flowerbed.core.results import write_csv
+from flowerbed.core.results import round_seconds
 from flowerbed.data.federation import load_splits
-from flowerbed.inprocess import resolve_run_config
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
+from flowerbed.experiments.study_runs import one_thread_quietly
+from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.methods.fedsa.target import adapt, target_set, train_weak
 from flowerbed.models import run_model
 from flowerbed.runtime.context import initial_model
+from flowerbed.sweep import load_history
 from flowerbed.training.loops import evaluate
 
 RESULTS = Path(__file__).parent / "results" / "fedsa-explain"
-RUNS, TEACHERS = RESULTS / "runs.csv", RESULTS / "teachers.csv"
-PUBLISHED = [(RUNS, RESULTS / "table.md"), (TEACHERS, RESULTS / "teachers.md")]
+DATA = RESULTS / ROWS
+TABLE, TEACHERS_TABLE = RESULTS / "table.md", RESULTS / "teachers.md"
+# what teachers.md is made of: the teachers of the same rows (report's argument)
+TEACHER_ROWS = f"{ROWS}:teachers"
+PUBLISHED = [(DATA, TABLE), (RESULTS / TEACHER_ROWS, TEACHERS_TABLE)]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-fedsa.md"  # includes both tables
 
 # optimiser steps of the head-only adaptation, whatever k: at 1000 the head fits D_T (loss
@@ -112,20 +129,18 @@ METHODS = {
         {"fedsa-selection": "least-k", "fedsa-weighting": "positive", **HEAD},
     ),
 }
-SLUGS = {slug: label for label, (slug, _) in METHODS.items()}
 # name -> fixed keys: fedsa.py's setting, and owners whose teachers transfer
 SETTINGS = {
     "two-class": SETTING,
     "all-class": {**SETTING, "classes-per-client": 10, "server-fraction": 0.1},
 }
-# (setting, methods, ks): one sweep each, in its own folder (a sweep extended by other methods
-# or ks would run their product)
+# (setting, methods, ks): the points of a budget
 GRID = (
-    ("two-class", tuple(METHODS), [1]),
-    ("two-class", ("FedSA",), [10]),
-    ("all-class", tuple(METHODS), [1]),
+    ("two-class", tuple(METHODS), (1,)),
+    ("two-class", ("FedSA",), (10,)),
+    ("all-class", tuple(METHODS), (1,)),
 )
-QUICK_GRID = (("two-class", ("FedSA",), [1]), ("all-class", ("FedSA", "Least-K+PW"), [1]))
+QUICK_GRID = (("two-class", ("FedSA",), (1,)), ("all-class", ("FedSA", "Least-K+PW"), (1,)))
 # the paired comparisons of experiments 1 and 3 (mine, base), on final_all
 COMPARISONS = (
     ("FedSA", "Scratch"),
@@ -140,31 +155,63 @@ COMPARISONS = (
     ("FedSA", "Random+PW"),
     ("Random+PW", "Least-K+PW"),
 )
-RUN_FLOATS = (
-    "final_head_run",
-    "final_all",
-    "head_steps",
-    "head_steps_2x",
-    "head_loss",
-    "head_loss_2x",
-    "weak_all",
-    "weak_head_steps",
-    "weak_head_steps_2x",
-    "weak_head_loss",
-    "weak_head_loss_2x",
-    "weak_check",
-    "seconds",
-)
-RUN_INTS = ("k", "seed", "rounds", "foreign_draws", "draws")
-TEACHER_FLOATS = (
-    "similarity_averaged",
-    "similarity_per_image",
-    "probe",
-    "probe_steps",
-    "weak_all",
-    "weak_head_steps",
-)
-TEACHER_INTS = ("k", "seed", "teacher", "foreign")
+# a FedSA run's values of each teacher at the first selection (``teacher/<partition>``)
+TEACHER_VALUES = ("foreign", "similarity_averaged", "similarity_per_image", "probe", "probe_steps")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A budget's points (``GRID``'s shape), seeds and rounds."""
+
+    grid: tuple[tuple[str, tuple[str, ...], tuple[int, ...]], ...]
+    seeds: tuple[int, ...]
+    rounds: int
+
+
+BUDGETS = {"full": Budget(GRID, (7, 42, 123), 30), "quick": Budget(QUICK_GRID, (42,), 10)}
+
+
+class FedsaExplain:
+    """The study (module docstring): a row per setting, method, k and seed, what ``run_row``
+    measures."""
+
+    name = "fedsa_explain"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        chosen = budget_of(BUDGETS, budget)
+        points = [
+            Point(
+                f"{setting}/{METHODS[label][0]}/k{k}",
+                {"setting": setting, "method": label, "k": k, "rounds": chosen.rounds},
+            )
+            for setting, labels, ks in chosen.grid
+            for k in ks
+            for label in labels
+        ]
+        return points, list(chosen.seeds)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        settings = point.settings
+        with one_thread_quietly(), tempfile.TemporaryDirectory(prefix="flowerbed-fedsa-") as out:
+            return run_row(
+                settings["setting"],
+                settings["method"],
+                settings["k"],
+                seed,
+                settings["rounds"],
+                Path(out),
+            )
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        runs = in_grid_order(rows)
+        if not runs:  # nothing measured yet: no table
+            return {}
+        return {
+            TABLE.name: partial(report_runs, runs),
+            TEACHERS_TABLE.name: partial(report_teachers, runs),
+        }
 
 
 def run_setup(setting: str, label: str, k: int, seed: int, rounds: int):
@@ -215,17 +262,34 @@ def weak_results(setting: str, k: int, seed: int, rounds: int) -> dict:
     }
 
 
-def diagnose_run(out: Path, setting: str, record: dict) -> dict:
-    """One finished run's row of ``runs.csv`` (module docstring), stored in
-    ``<out>/diagnostics`` and read from there on a rerun."""
+def run_row(setting: str, label: str, k: int, seed: int, rounds: int, out: Path) -> dict:
+    """One run (module docstring), in ``out``, and its row: the diagnostics
+    (``diagnose_run``) and, for FedSA, its teachers' (``diagnose_teachers``)."""
+    keys = overrides(label, k, seed, rounds, SETTINGS[setting], METHODS)
+    run_dir = run_in_process({**keys, "output-dir": str(out)}, NUM_CLIENTS)
+    history = load_history(run_dir)
+    log_path = run_dir / "fedsa_selection.json"
+    record = {
+        "method": label,
+        "k": k,
+        "seed": seed,
+        "rounds": rounds,
+        "final_accuracy": history[-1]["central_accuracy"],
+        "weak_accuracy": history[0]["central_accuracy"],
+        "round_seconds": sum(round_seconds(run_dir)),
+        "selection_log": json.loads(log_path.read_text()) if log_path.is_file() else None,
+    }
+    state = torch.load(run_dir / "model.pt")
+    row = diagnose_run(setting, record, state)
+    if label == "FedSA":
+        row |= diagnose_teachers(setting, record)
+    return row
+
+
+def diagnose_run(setting: str, record: dict, state: dict) -> dict:
+    """One finished run's diagnostics (module docstring), from its record and its final
+    model's ``state``."""
     label, k, seed, rounds = record["method"], record["k"], record["seed"], record["rounds"]
-    path = (
-        out
-        / "diagnostics"
-        / f"{setting}-{METHODS[label][0]}-k{k}-seed{seed}-r{rounds}-h{HEAD_STEPS}.json"
-    )
-    if path.is_file():
-        return json.loads(path.read_text())
     _, config, data, (x, y) = run_setup(setting, label, k, seed, rounds)
 
     def test(model) -> float:
@@ -233,14 +297,13 @@ def diagnose_run(out: Path, setting: str, record: dict) -> dict:
 
     weak = weak_results(setting, k, seed, rounds)
     amalgamated = initial_model(config, run_model, data.input_shape, data.num_classes)
-    amalgamated.load_state_dict(torch.load(Path(record["run_dir"]) / "model.pt"))
+    amalgamated.load_state_dict(state)
     head = head_results(amalgamated, x, y, config, test)
     foreign, draws = foreign_draws(record)
-    row = {
+    return {
         "setting": setting,
         "method": label,
         "k": k,
-        "seed": seed,
         "rounds": rounds,
         "final_head_run": record["final_accuracy"],
         "final_all": test(adapt(amalgamated, x, y, config, "all", rounds)),
@@ -249,51 +312,65 @@ def diagnose_run(out: Path, setting: str, record: dict) -> dict:
         "weak_check": abs(weak["weak_head"] - record["weak_accuracy"]),
         "foreign_draws": foreign,
         "draws": draws,
-        "seconds": record["seconds"],
+        "round_seconds": record["round_seconds"],
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(row))
-    return row
 
 
-def diagnose_teachers(out: Path, setting: str, record: dict) -> list[dict]:
-    """Table 3 analogue and premise of one FedSA run (its seed and k): per teacher, its
-    similarities at the first selection, its probe (fedsa.py's: the adaptation's epochs) and
-    its probe with HEAD_STEPS, beside the weak model's accuracies; stored in
-    ``<out>/teachers``."""
+def diagnose_teachers(setting: str, record: dict) -> dict[str, Value]:
+    """Table 3 analogue and premise of one FedSA run (its seed and k): per teacher, whether it
+    is foreign, its similarities at the first selection, its probe (fedsa.py's: the
+    adaptation's epochs) and its probe with HEAD_STEPS, as ``<value>/<teacher>``."""
     k, seed, rounds = record["k"], record["seed"], record["rounds"]
-    path = out / "teachers" / f"{setting}-k{k}-seed{seed}-r{rounds}-h{HEAD_STEPS}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
     run_config, config, data, (x, y) = run_setup(setting, "FedSA", k, seed, rounds)
 
     def test(model) -> float:
         return evaluate(model, data.x_test, data.y_test)[1]
 
-    weak = weak_results(setting, k, seed, rounds)
     log = record["selection_log"]
     first = log["selections"][0]
-    rows = []
+    values: dict[str, Value] = {}
     for i, pid in enumerate(first["candidates"]):
         _, teacher = owner_teacher(run_config, config, pid)
-        rows.append(
-            {
-                "setting": setting,
-                "k": k,
-                "seed": seed,
-                "teacher": pid,
-                "foreign": int(log["teachers"][pid]["foreign"]),
-                "similarity_averaged": first["similarity-averaged"][i],
-                "similarity_per_image": first["similarity-per-image"][i],
-                "probe": test(adapt(teacher, x, y, config, "head", 0)),
-                "probe_steps": test(head_with_steps(teacher, x, y, config, HEAD_STEPS)),
-                "weak_all": weak["weak_all"],
-                "weak_head_steps": weak["weak_head_steps"],
-            }
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(rows))
-    return rows
+        values |= {
+            f"foreign/{pid}": int(log["teachers"][pid]["foreign"]),
+            f"similarity_averaged/{pid}": first["similarity-averaged"][i],
+            f"similarity_per_image/{pid}": first["similarity-per-image"][i],
+            f"probe/{pid}": test(adapt(teacher, x, y, config, "head", 0)),
+            f"probe_steps/{pid}": test(head_with_steps(teacher, x, y, config, HEAD_STEPS)),
+        }
+    return values
+
+
+def in_grid_order(rows: list[dict[str, Value]]) -> list[dict[str, Value]]:
+    """The rows by setting, k, method (in ``SETTINGS``' and ``METHODS``' order) and seed: the
+    order of the tables, whatever order the runs finished in."""
+    settings, methods = list(SETTINGS), list(METHODS)
+    return sorted(
+        rows,
+        key=lambda r: (settings.index(r["setting"]), r["k"], methods.index(r["method"]), r["seed"]),
+    )
+
+
+def teacher_rows(runs: list[dict[str, Value]]) -> list[dict]:
+    """One dict per teacher of every FedSA run (in the runs' order, teachers by partition):
+    setting, k, seed, teacher, its ``TEACHER_VALUES`` and the run's weak model's accuracies."""
+    teachers = []
+    for run in runs:
+        partitions = sorted(int(key.split("/")[1]) for key in run if key.startswith("probe/"))
+        for pid in partitions:
+            teachers.append(
+                {key: run[key] for key in ("setting", "k", "seed")}
+                | {"teacher": pid}
+                | {key: run[f"{key}/{pid}"] for key in TEACHER_VALUES}
+                | {key: run[key] for key in ("weak_all", "weak_head_steps")}
+            )
+    return teachers
+
+
+def measured_where(folder: Path) -> str:
+    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
+    known."""
+    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -310,11 +387,11 @@ def groups(rows: list[dict], *keys: str) -> list[tuple]:
     return list(dict.fromkeys(tuple(r[key] for key in keys) for r in rows))
 
 
-def report_runs(runs_csv: Path) -> str:
+def report_runs(runs: list[dict[str, Value]], folder: Path) -> str:
     """``table.md``: experiments 1 and 3 (final accuracy after the adaptation of every
     parameter, paired differences, foreign share) and experiment 2 (head-only with
-    HEAD_STEPS, amalgamated against weak features), from ``runs.csv`` alone."""
-    runs = read_runs(runs_csv, RUN_FLOATS, RUN_INTS)
+    HEAD_STEPS, amalgamated against weak features), from the runs' rows (``in_grid_order``)
+    and where they were measured."""
     lines = []
     for setting, k in groups(runs, "setting", "k"):
         mine = [r for r in runs if r["setting"] == setting and r["k"] == k]
@@ -397,16 +474,17 @@ def report_runs(runs_csv: Path) -> str:
             f" history row 0: {100 * worst:.2f} points over {len(runs)} runs."
         ),
         "",
-        provenance_line(runs_csv.parent),
+        measured_where(folder),
     ]
     return "\n".join(lines) + "\n"
 
 
-def report_teachers(teachers_csv: Path) -> str:
+def report_teachers(runs: list[dict[str, Value]], folder: Path) -> str:
     """``teachers.md``: the premise of experiment 1 (probe accuracy of every teacher against
     the weak model's) and the Table 3 analogue (Spearman between first-selection similarity
-    and probe accuracy; clean minus foreign similarity), from ``teachers.csv`` alone."""
-    rows = read_runs(teachers_csv, TEACHER_FLOATS, TEACHER_INTS)
+    and probe accuracy; clean minus foreign similarity), from the teachers of the FedSA runs
+    (``teacher_rows``) and where they were measured."""
+    rows = teacher_rows(runs)
     lines = table_head(
         f"Premise: linear-probe test accuracy of the teachers (teacher frozen, a new head on"
         f" D_T; fedsa.py's probe with the adaptation's 30 epochs, and with {HEAD_STEPS} steps),"
@@ -472,76 +550,21 @@ def report_teachers(teachers_csv: Path) -> str:
                 f" | {scaled_cell(spearman['probe_steps'], 1.0, 2)}"
                 f" | {scaled_cell(gaps, 1.0, 3)} |"
             )
-    lines += ["", provenance_line(teachers_csv.parent)]
+    lines += ["", measured_where(folder)]
     return "\n".join(lines) + "\n"
 
 
 def report(data: Path) -> str:
-    """The table made from ``data``: ``runs.csv`` -> ``table.md``, ``teachers.csv`` ->
-    ``teachers.md``."""
-    if data.name == RUNS.name:
-        return report_runs(data)
-    if data.name == TEACHERS.name:
-        return report_teachers(data)
-    raise ValueError(f"no table is made from {data.name!r}; valid: {RUNS.name}, {TEACHERS.name}")
+    """The table made from the rows in ``data``'s folder (and the provenance beside them)
+    alone: ``teachers.md`` for their teachers (``TEACHER_ROWS``), else ``table.md``."""
+    runs = in_grid_order(measured_rows(data.parent))
+    make = report_teachers if data.name == TEACHER_ROWS else report_runs
+    return make(runs, data.parent)
 
 
-def write_tables(out: Path) -> str:
-    """Both tables from the CSV files in ``out``; their text."""
-    texts = []
-    for data, table in PUBLISHED:
-        texts.append(write_table(out / table.name, lambda d=data: report(out / d.name)))
-    return "\n".join(texts)
-
-
-def write_rows(path: Path, rows: list[dict]) -> None:
-    write_csv(path, rows, list(rows[0]))
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[7, 42, 123])
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--quick", action="store_true", help="seed 42, k 1, 10 rounds, 3 runs")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument("--report-only", action="store_true", help="the tables from the CSVs")
-    args = parser.parse_args()
-    if args.workers < 1:
-        parser.error(f"--workers must be at least 1, got {args.workers}")
-    if args.report_only:
-        print(write_tables(args.out))
-        return
-    grid = GRID
-    if args.quick:
-        args.seeds, args.rounds, args.out, grid = [42], 10, args.out / "quick", QUICK_GRID
-    torch.set_num_threads(1)  # the diagnostics train heads in this process
-    started = time.perf_counter()
-    runs, teachers = [], []
-    for setting, labels, ks in grid:
-        spec = sweep_spec(labels, ks, args.seeds, args.rounds, SETTINGS[setting], METHODS)
-        sweep = args.out / f"sweep-{setting}-k{'-'.join(map(str, ks))}"
-        wanted = {(s, m, k) for s in args.seeds for m in labels for k in ks}
-        for record in run_records(sweep, spec, args.workers, args.rounds, SLUGS):
-            if (record["seed"], record["method"], record["k"]) not in wanted:
-                continue
-            print(
-                f"  {setting}: {record['method']} k={record['k']} seed {record['seed']}", flush=True
-            )
-            runs.append(diagnose_run(args.out, setting, record))
-            if record["method"] == "FedSA":
-                teachers += diagnose_teachers(args.out, setting, record)
-    if not runs:
-        sys.exit(f"no run finished; see the sweep folders in {args.out}")
-    write_rows(args.out / RUNS.name, runs)
-    write_rows(args.out / TEACHERS.name, teachers)
-    if not args.quick:
-        record_provenance(args.out, sys.argv)
-    print(write_tables(args.out))
-    print(f"Total {time.perf_counter() - started:.0f} s (stored runs are not re-run).")
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(FedsaExplain(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -14,80 +14,97 @@ training split, the same optimiser, best epoch on the test set).
 
 Stage 2 (``kd.student.distill_student``, the code behind the ``distill-*`` run-config keys):
 every teacher distilled into ``mlp-small`` (about a quarter of ``mlp``) on the whole training
-split (the paper's proxy), 10 epochs (the paper's StepLR x0.7 every E/10 epochs at E = 10;
-``--epochs``), with each of the eleven objectives in each mode (``labeled``,
-``no-ce``, ``unlabeled``). Modes that are the same computation are run once and reported for
-each (an objective with CE weight 0 and label-free terms: all three; a "(1-a) CE + a x"
-objective: ``no-ce`` = ``unlabeled``). Student accuracy = best test epoch (the paper), the final
-epoch is in the CSV.
+split (the paper's proxy), 10 epochs (the paper's StepLR x0.7 every E/10 epochs at E = 10),
+with each of the eleven objectives in each mode (``labeled``, ``no-ce``, ``unlabeled``).
+Modes that are the same computation are run once and reported for each (an objective with CE
+weight 0 and label-free terms: all three; a "(1-a) CE + a x" objective: ``no-ce`` =
+``unlabeled``). Student accuracy = best test epoch (the paper); the final epoch's is in the
+rows. Beside them, the student trained alone with cross-entropy on the proxy, with the same
+schedule: what the labels give without any teacher.
 
-Tables (Markdown ``flkd.md``; CSVs ``runs.csv`` (one row per student run), ``grid-<data>.csv``
-(mean and std per teacher, objective, mode), ``table4-<data>.csv``; under ``--out``):
-standalone FL (Table 1 analogue),
-standalone KD from the central teacher, the teacher x objective grid per mode (mean and
-sample std over seeds), and per objective and mode (Table 4 analogue): CE weight, label-free,
-student behind the chance teacher, behind the best FL teacher, range over teachers, Pearson r
-between student and teacher mean accuracy over the 13 FL teachers and over all 20 FL and
-sweep teachers. Plots: a heat map of the grid per mode, student vs teacher accuracy per
-objective.
+The long experiment: Stage 2 at 10 epochs is shorter than the replication plan suggests
+(30-50), so on digits, 3 seeds, the student is distilled for 50 epochs behind three teachers
+(the chance teacher, FedAvg's best round, the central teacher) with every objective in labeled
+mode, and in no-ce mode behind the central teacher for the four objectives whose no-ce run is
+soft-target matching alone (vanilla, logit-MSE, cosine, basic); the student alone with
+cross-entropy is measured at 50 and at 10 epochs. Its teachers are trained as the grid's (the
+same seeds: the same models); ``long.md`` pairs every run by seed with the student alone and
+with the same run at 10 epochs in the grid.
 
-``table.md`` (``report``, ``--report-only``): made from ``runs.csv`` alone, the table
-``docs/studies-distillation.md`` includes: per data set, objective and mode, the student
-behind the chance teacher, behind the best FL or sweep teacher and r20; and the paired per-seed
-differences labeled minus no-ce behind the chance, the best and the central teacher. The
-teachers' own tables and the student alone come from the JSONs under ``--out``, which are not
-committed: they are in ``flkd.md`` only.
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one data set,
+one teacher (or the student alone) and a number of student epochs, and a run is one seed of
+it: the teacher is trained (in a temporary folder) and every student of the point distilled
+from it. Its row holds the teacher's accuracy (best round or epoch: ``teacher_accuracy``;
+final: ``teacher_final``; ``teacher_round``) and per objective and mode the student's
+(``best/<objective>/<mode>``, ``best_epoch/...``, ``final/...``, ``seconds/...``,
+``ce_weight/...``, ``label_free/...``, and ``same_as/...``: the mode whose run it repeats,
+empty where it ran); the student alone's row holds its accuracies and both models' footprint
+(parameters, KiB, CPU milliseconds per batch of 24 test images, one thread). Budgets:
 
-The long experiment (``--long``: ``long.csv``, ``long.md``; its provenance in
-``long-measured.json``): Stage 2 at 10 epochs is shorter than the replication plan suggests (30-50), so on
-digits, 3 seeds, the student is distilled for 50 epochs behind three teachers (the chance
-teacher, FedAvg's best round, the central teacher) with every objective in labeled mode, and in
-no-ce mode behind the central teacher for the four objectives whose no-ce run is soft-target
-matching alone (vanilla, logit-MSE, cosine, basic); the student alone with cross-entropy is
-measured at 50 and at 10 epochs. Its teachers are the main grid's (the same cache,
-``<out>/teachers``, the same seeds: the same models); ``long_report`` pairs every run by seed
-with the student alone and with the same run at 10 epochs in the main grid's ``runs.csv``.
+* ``full`` (the default): the grid (digits and breast-cancer, seeds 7, 42, 123, the 21
+  teachers and the student alone, every objective and mode, 10 epochs: ~50 min per digits
+  seed and ~15 per breast-cancer seed on one core of a busy 2-core machine) and the long
+  experiment (~15-20 min);
+* ``quick``: digits, seed 42, the seven sweep teachers and the student alone, five objectives,
+  5 epochs: a check that the measuring path works, into ``results/flkd/quick``.
 
-Resumable and shardable: every teacher and every student run writes one JSON (a rerun skips
-what exists); ``--seeds 7`` and ``--seeds 42`` may run in two processes; a run without
-``--seeds`` (or ``--report``) writes the report of everything on disk.
+    python benchmarks/flkd.py                  # what rows.jsonl lacks of the full budget
+    python benchmarks/flkd.py --workers 2      # two runs at a time
+    python benchmarks/flkd.py --quick          # the quick budget, into results/flkd/quick
+    python benchmarks/flkd.py --report-only    # the tables, CSVs and plots from rows.jsonl
 
-Usage::
+Writes into ``benchmarks/results/flkd``: ``rows.jsonl`` (one row per run: the committed
+record), ``measured.jsonl`` (one line per invocation that measured), and, made from the rows
+and the provenance beside them alone: ``table.md`` (per data set, objective and mode, the
+student behind the chance teacher, behind the best FL or sweep teacher and r20; labeled minus
+no-ce paired by seed behind the chance, the best and the central teacher; each FL teacher minus
+FedAvg) and ``long.md`` (the long experiment), which ``docs/studies-distillation.md`` includes
+(``tests/test_published_tables.py`` checks both); ``flkd.md`` (every table of the grid: the
+teachers, the student alone, the students behind the central teacher, the Table 4 analogue and
+the teacher x objective grid per mode), ``grid-<data>.csv`` (mean and std per teacher,
+objective and mode), ``table4-<data>.csv``, and the plots drawn with ``flkd.md``:
+``grid-<data>.png`` (a heat map of the grid per mode) and ``scatter-<data>.png`` (student
+against teacher accuracy per objective).
 
-    python benchmarks/flkd.py --quick                 # seed 42, digits, sweep, 5 objectives: ~2 min
-    python benchmarks/flkd.py --seeds 7 --datasets digits
-    python benchmarks/flkd.py --report                # tables and plots of what exists
-    python benchmarks/flkd.py --report-only           # table.md from runs.csv
-    python benchmarks/flkd.py --long                  # long.csv, long.md: 50 epochs, ~15-20 min
-    python benchmarks/flkd.py --long --report-only    # long.md from long.csv and runs.csv
+The committed rows were measured before the script became a study, into ``runs.csv`` (the grid;
+its provenance was not recorded) and ``long.csv`` (the long experiment; its provenance is
+``long-measured.json``, kept), and converted once into ``rows.jsonl`` (the tables' captions
+still name ``runs.csv``, the grid's rows). What those files did not hold (the teachers' final
+accuracy, the models' footprint, the student alone on breast-cancer) ``flkd.md`` shows as "-"
+or leaves out until it is measured: ``python benchmarks/flkd.py`` runs the three missing runs
+of the student alone.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
+import csv
+import io
 import json
-import logging
 import math
-import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 from result_tables import (
     paired_cell,
     provenance_line,
-    read_runs,
-    record_provenance,
     table_head,
+    unrecorded_provenance_line,
     write_table,
 )
 
 from flowerbed.catalog import get_protocol, parse_run_config
-from flowerbed.core.results import atomic_write, save_model, write_json
 from flowerbed.data.federation import load_splits
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
 from flowerbed.experiments.flkd_stage1 import ADAM, STRATEGIES, train_central
+from flowerbed.experiments.provenance import measurement_lines
+from flowerbed.experiments.study_runs import one_thread_quietly
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.kd.classic_objectives import NAMES as OBJECTIVES
 from flowerbed.kd.objectives import MODES, KDParams, Objective, get_objective
@@ -98,17 +115,111 @@ from flowerbed.protocols.distill import distill_params, student_training
 from flowerbed.training.loops import evaluate
 
 SWEEP = (0, 1, 2, 3, 5, 10, 20)
+SWEEP_TEACHERS = tuple(f"fedavg-r{r}" for r in SWEEP)
+TEACHERS = (*STRATEGIES, *SWEEP_TEACHERS, "central")  # the grid's, in the report's order
 DATASETS = ("digits", "breast-cancer")
 SEEDS = (7, 42, 123)
 TEACHER_MODEL, STUDENT_MODEL = "mlp", "mlp-small"
 NUM_CLIENTS, ROUNDS, LOCAL_EPOCHS = 5, 20, 5
 QUICK_OBJECTIVES = ("vanilla", "logit-mse", "feature", "crd", "dkd")
+ALONE = "alone"  # the point, and the objective column, of the student trained alone
+NO_TEACHER = "none"  # the student alone's teacher
+# the long experiment: on digits, behind the chance teacher, FedAvg's best round and the
+# central model; no-ce runs (the student following the teacher's function alone) behind these
+# teachers
+LONG_DATASET = "digits"
+LONG_TEACHERS = ("fedavg-r0", "fedavg", "central")
+LONG_OBJECTIVES = OBJECTIVES
+LONG_NO_CE = {"central": ("vanilla", "logit-mse", "cosine", "basic")}
+LONG_EPOCHS, SHORT_EPOCHS = 50, 10  # SHORT_EPOCHS: the grid's, the long experiment's pairing
 RESULTS = Path(__file__).parent / "results" / "flkd"
-# the page that includes table.md
+DATA = RESULTS / ROWS
+TABLE, LONG_TABLE, GRID_TABLES = RESULTS / "table.md", RESULTS / "long.md", RESULTS / "flkd.md"
+LONG_PROVENANCE = "long-measured.json"  # the long experiment's, measured before the port
+# what long.md is made of: the long experiment's runs of the same rows (report's argument)
+LONG_RUNS = f"{ROWS}:long"
+PUBLISHED = [(DATA, TABLE), (RESULTS / LONG_RUNS, LONG_TABLE)]
+# the page that includes table.md and long.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-distillation.md"
 
 
-def fl_overrides(dataset: str, strategy: str, rounds: int, seed: int, out: Path) -> dict:
+@dataclass(frozen=True)
+class Budget:
+    """A budget's data sets, seeds, teachers, objectives and student epochs, and whether the
+    long experiment is part of it."""
+
+    datasets: tuple[str, ...]
+    seeds: tuple[int, ...]
+    teachers: tuple[str, ...]
+    objectives: tuple[str, ...]
+    epochs: int
+    long: bool = False
+
+
+BUDGETS = {
+    "full": Budget(DATASETS, SEEDS, TEACHERS, OBJECTIVES, SHORT_EPOCHS, long=True),
+    "quick": Budget(("digits",), (42,), SWEEP_TEACHERS, QUICK_OBJECTIVES, 5),
+}
+
+
+def point(dataset: str, teacher: str, epochs: int, runs: tuple = ()) -> Point:
+    """The point of ``teacher`` (or ``ALONE``) on ``dataset`` at ``epochs`` student epochs,
+    with its students' (objective, mode) pairs."""
+    settings = {"dataset": dataset, "teacher": teacher, "epochs": epochs, "runs": runs}
+    return Point(f"{dataset}/{teacher}/{epochs}", settings)
+
+
+class Flkd:
+    """The study (module docstring): a row per data set, teacher (or the student alone),
+    student epochs and seed, what ``teacher_row`` or ``alone_row`` measures."""
+
+    name = "flkd"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        chosen = budget_of(BUDGETS, budget)
+        every = tuple((o, m) for o in chosen.objectives for m in MODES)
+        points = []
+        for dataset in chosen.datasets:
+            points.append(point(dataset, ALONE, chosen.epochs))
+            points += [point(dataset, name, chosen.epochs, every) for name in chosen.teachers]
+        if chosen.long:
+            points.append(point(LONG_DATASET, ALONE, LONG_EPOCHS))
+            for name in LONG_TEACHERS:
+                runs = [(o, "labeled") for o in LONG_OBJECTIVES]
+                runs += [(o, "no-ce") for o in LONG_NO_CE.get(name, ())]
+                points.append(point(LONG_DATASET, name, LONG_EPOCHS, tuple(runs)))
+        return points, list(chosen.seeds)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        settings = point.settings
+        dataset, name, epochs = settings["dataset"], settings["teacher"], settings["epochs"]
+        with one_thread_quietly():
+            if name == ALONE:
+                return alone_row(dataset, seed, epochs)
+            return teacher_row(dataset, name, seed, epochs, settings["runs"])
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        if not rows:  # nothing measured yet: no table
+            return {}
+        students = student_rows(rows)
+        tables = {TABLE.name: partial(table, students)}
+        if long_students(students):
+            tables[LONG_TABLE.name] = partial(long_table, students)
+        grids = [grid_of(rows, students, dataset) for dataset in DATASETS]
+        grids = [grid for grid in grids if grid.names]
+        tables[GRID_TABLES.name] = partial(grid_tables, grids)
+        for grid in grids:
+            tables[f"grid-{grid.dataset}.csv"] = csv_text(grid_rows(grid))
+            tables[f"table4-{grid.dataset}.csv"] = csv_text(table4_rows(grid))
+        return tables
+
+
+# --- Stage 1: teachers ---------------------------------------------------------------------
+
+
+def fl_overrides(dataset: str, strategy: str, rounds: int, seed: int) -> dict:
     return {
         "strategy": strategy,
         "dataset": dataset,
@@ -120,102 +231,82 @@ def fl_overrides(dataset: str, strategy: str, rounds: int, seed: int, out: Path)
         "seed": seed,
         **ADAM,
         **STRATEGIES[strategy],
-        "output-dir": str(out / "fl-runs"),
-        "run-name": f"{dataset}-{strategy}-r{rounds}-seed{seed}",
     }
 
 
-# --- Stage 1: teachers ---------------------------------------------------------------------
+def config_of(dataset: str, seed: int, strategy: str = "fedavg"):
+    return parse_run_config(resolve_run_config(fl_overrides(dataset, strategy, 1, seed)))
 
 
-def teacher_names(quick: bool) -> list[str]:
-    sweep = [f"fedavg-r{r}" for r in SWEEP]
-    return sweep if quick else [*STRATEGIES, *sweep, "central"]
-
-
-def config_of(dataset: str, seed: int, out: Path):
-    return parse_run_config(resolve_run_config(fl_overrides(dataset, "fedavg", 1, seed, out)))
-
-
-def make_teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[dict, dict]:
+def train_teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[dict, dict]:
     """(state dict, record) of teacher ``name``: an FL strategy's best round, FedAvg after r
-    rounds, or the central model."""
-    config = config_of(dataset, seed, out)
+    rounds, or the central model; the record's accuracies (``test_accuracy``: the teacher's,
+    ``final_accuracy``: the last round's or epoch's) and ``round`` (of the teacher). FL runs
+    write into ``out``."""
+    config = config_of(dataset, seed)
     data = load_splits(config)
-    start = time.perf_counter()
     if name == "central":
-        state, record = train_central(config, data, TEACHER_MODEL)
-    elif name.startswith("fedavg-r") and name != "fedavg-r0":
-        rounds = int(name.removeprefix("fedavg-r"))
-        run_dir = run_in_process(fl_overrides(dataset, "fedavg", rounds, seed, out), NUM_CLIENTS)
-        state = torch.load(run_dir / "model.pt", weights_only=True)
-        history = json.loads((run_dir / "history.json").read_text())
-        record = {"test_accuracy": history[-1]["central_accuracy"], "round": rounds}
-    elif name == "fedavg-r0":  # the initial global model, as start_run builds it
+        return train_central(config, data, TEACHER_MODEL)
+    if name == "fedavg-r0":  # the initial global model, as start_run builds it
         torch.manual_seed(seed)
         model = build_model(TEACHER_MODEL, data.input_shape, data.num_classes)
-        state = model.state_dict()
-        record = {"test_accuracy": evaluate(model, data.x_test, data.y_test)[1], "round": 0}
-    else:
-        run_dir = run_in_process(fl_overrides(dataset, name, ROUNDS, seed, out), NUM_CLIENTS)
-        state = torch.load(run_dir / "model_best.pt", weights_only=True)
-        best = json.loads((run_dir / "model_best.json").read_text())
-        history = json.loads((run_dir / "history.json").read_text())
-        record = {
-            "test_accuracy": best["central_accuracy"],  # the teacher: the best round (paper)
-            "round": best["round"],
-            "final_accuracy": history[-1]["central_accuracy"],
-            "curve": [row["central_accuracy"] for row in history],
+        accuracy = evaluate(model, data.x_test, data.y_test)[1]
+        return model.state_dict(), {
+            "test_accuracy": accuracy,
+            "final_accuracy": accuracy,
+            "round": 0,
         }
-    return state, {"teacher": name, "seconds": time.perf_counter() - start, **record}
+    strategy, rounds = "fedavg", ROUNDS
+    if name in SWEEP_TEACHERS:
+        rounds = int(name.removeprefix("fedavg-r"))
+    else:
+        strategy = name
+    overrides = {**fl_overrides(dataset, strategy, rounds, seed), "output-dir": str(out)}
+    run_dir = run_in_process(overrides, NUM_CLIENTS)
+    final = json.loads((run_dir / "history.json").read_text())[-1]["central_accuracy"]
+    if name in SWEEP_TEACHERS:  # the final global model
+        state = torch.load(run_dir / "model.pt", weights_only=True)
+        return state, {"test_accuracy": final, "final_accuracy": final, "round": rounds}
+    state = torch.load(run_dir / "model_best.pt", weights_only=True)
+    best = json.loads((run_dir / "model_best.json").read_text())
+    record = {"test_accuracy": best["central_accuracy"], "final_accuracy": final}
+    return state, record | {"round": best["round"]}
 
 
-def teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[torch.nn.Module, dict]:
-    """The teacher from its file, made (and saved) first when missing."""
-    folder = out / "teachers" / f"{dataset}-seed{seed}"
-    path, meta = folder / f"{name}.pt", folder / f"{name}.json"
-    if not meta.exists():
-        state, record = make_teacher(name, dataset, seed, out)
-        save_model(path, state)
-        write_json(meta, {"dataset": dataset, "seed": seed, **record})
-        print(f"teacher {dataset} seed {seed} {name}: {record['test_accuracy']:.4f}", flush=True)
-    # the protocol's own global model (MOON's has a projection head)
+def teacher_model(name: str, dataset: str, seed: int, state: dict) -> torch.nn.Module:
+    """Teacher ``name`` with ``state``, as its protocol builds its global model (MOON's has a
+    projection head)."""
     strategy = name if name in STRATEGIES else "fedavg"
-    config = parse_run_config(resolve_run_config(fl_overrides(dataset, strategy, 1, seed, out)))
+    config = config_of(dataset, seed, strategy)
     data = load_splits(config)
     model = get_protocol(strategy).build_model(config, data.input_shape, data.num_classes)
-    model.load_state_dict(torch.load(path, weights_only=True))
-    return model, json.loads(meta.read_text())
+    model.load_state_dict(state)
+    return model
+
+
+def teacher_row(
+    dataset: str, name: str, seed: int, epochs: int, runs: tuple[tuple[str, str], ...]
+) -> dict[str, Value]:
+    """The row of a teacher's point (module docstring): the teacher trained in a temporary
+    folder, then every (objective, mode) of ``runs`` distilled from it."""
+    with tempfile.TemporaryDirectory(prefix="flowerbed-flkd-") as out:
+        state, record = train_teacher(name, dataset, seed, Path(out))
+    model = teacher_model(name, dataset, seed, state)
+    row: dict[str, Value] = {
+        "dataset": dataset,
+        "teacher": name,
+        "epochs": epochs,
+        "teacher_accuracy": record["test_accuracy"],
+        "teacher_final": record["final_accuracy"],
+        "teacher_round": record["round"],
+    }
+    return row | students_of(model, load_splits(config_of(dataset, seed)), seed, runs, epochs)
 
 
 # --- Stage 2: students ---------------------------------------------------------------------
 
 
-def student_alone(dataset: str, seed: int, epochs: int, out: Path, runs: str = "runs") -> dict:
-    """The student trained with cross-entropy alone on the proxy, the student runs' schedule:
-    what the labels give without any teacher. ``runs``: the folder under ``out`` (the long
-    experiment keeps its own)."""
-    path = out / runs / f"{dataset}-seed{seed}" / "alone.json"
-    if not path.exists():
-        config = config_of(dataset, seed, out)
-        start = time.perf_counter()
-        _, record = train_central(config, load_splits(config), STUDENT_MODEL, epochs)
-        write_json(
-            path,
-            {
-                "dataset": dataset,
-                "seed": seed,
-                "best": record["test_accuracy"],
-                "best_epoch": record["round"],
-                "final": record["final_accuracy"],
-                "epochs": epochs,
-                "seconds": time.perf_counter() - start,
-            },
-        )
-    return json.loads(path.read_text())
-
-
-@functools.cache
+@cache
 def student_config(mode: str, epochs: int):
     """The run config of the ``distill-*`` keys: their defaults are the paper's (alpha 0.5,
     beta 0.5, T 2, DKD 1 / 8, CRD 0.07 / 128; Adam 1e-3, weight decay 1e-4, batch 24)."""
@@ -235,73 +326,135 @@ def computed_mode(objective: Objective, mode: str) -> str:
     return mode
 
 
-def student_run(
-    dataset: str,
-    seed: int,
-    name: str,
-    objective: str,
-    mode: str,
-    epochs: int,
-    out: Path,
-    runs: str = "runs",
-) -> dict:
-    """One student behind teacher ``name``, from its JSON under ``out / runs`` (made first when
-    missing)."""
-    folder = out / runs / f"{dataset}-seed{seed}"
-    path = folder / f"{name}__{objective}__{mode}.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    spec = get_objective(objective)
-    source = computed_mode(spec, mode)
-    if source != mode:
-        record = {**student_run(dataset, seed, name, objective, source, epochs, out, runs)}
-        record.update(mode=mode, same_as=source, label_free=spec.label_free(params_for(mode)))
-        write_json(path, record)
-        return record
-    model, meta = teacher(name, dataset, seed, out)
-    data = load_splits(config_of(dataset, seed, out))
+def distill(teacher, data, objective: Objective, mode: str, epochs: int, seed: int) -> dict:
+    """One student distilled from ``teacher`` with ``objective`` in ``mode``: its CE weight,
+    whether it is label-free, its best epoch's and final test accuracy, the best epoch and
+    its seconds."""
     params = params_for(mode)
-    start = time.perf_counter()
+    started = time.perf_counter()
     result = distill_student(
-        model,
+        teacher,
         lambda: build_model(STUDENT_MODEL, data.input_shape, data.num_classes),
         (data.x_train, data.y_train),
         (data.x_test, data.y_test),
-        spec,
+        objective,
         params,
         student_training(student_config(mode, epochs)),
         seed,
     )
-    record = {
-        "dataset": dataset,
-        "seed": seed,
-        "teacher": name,
-        "teacher_accuracy": meta["test_accuracy"],
-        "objective": objective,
-        "mode": mode,
-        "ce_weight": spec.ce_weight(params),
-        "label_free": spec.label_free(params),
+    return {
+        "ce_weight": objective.ce_weight(params),
+        "label_free": objective.label_free(params),
         "best": result.best["test_accuracy"],
         "best_epoch": result.best["epoch"],
         "final": result.final_accuracy,
-        "epochs": epochs,
-        "seconds": time.perf_counter() - start,
-        "terms": {
-            key: [row[key] for row in result.reported]
-            for key in result.reported[-1]
-            if key.startswith("term_")
-        },
+        "seconds": time.perf_counter() - started,
     }
-    write_json(path, record)
-    print(
-        f"{dataset} seed {seed} {name:>12} {objective:>9} {mode:>9}: student {record['best']:.4f}"
-        f" (teacher {record['teacher_accuracy']:.4f}), {record['seconds']:.1f} s",
-        flush=True,
-    )
-    return record
 
 
-# --- report --------------------------------------------------------------------------------
+def students_of(teacher, data, seed: int, runs, epochs: int) -> dict[str, Value]:
+    """Every (objective, mode) of ``runs`` distilled from ``teacher``, as ``<value>/<objective>
+    /<mode>``; a mode that is the same computation as another (``computed_mode``) is that
+    run's values, its own label-freedom and ``same_as`` the mode it repeats."""
+    computed: dict[tuple[str, str], dict] = {}
+    values: dict[str, Value] = {}
+    for objective, mode in runs:
+        spec = get_objective(objective)
+        source = computed_mode(spec, mode)
+        if (objective, source) not in computed:
+            computed[objective, source] = distill(teacher, data, spec, source, epochs, seed)
+        result = computed[objective, source] | {
+            "label_free": spec.label_free(params_for(mode)),
+            "same_as": source if source != mode else "",
+        }
+        values |= {f"{key}/{objective}/{mode}": value for key, value in result.items()}
+    return values
+
+
+def alone_row(dataset: str, seed: int, epochs: int) -> dict[str, Value]:
+    """The student trained alone with cross-entropy on the proxy, the students' schedule, and
+    the two models' footprint (``footprints``)."""
+    config = config_of(dataset, seed)
+    data = load_splits(config)
+    _, record = train_central(config, data, STUDENT_MODEL, epochs)
+    return {
+        "dataset": dataset,
+        "teacher": NO_TEACHER,
+        "epochs": epochs,
+        "best": record["test_accuracy"],
+        "best_epoch": record["round"],
+        "final": record["final_accuracy"],
+        **footprints(data),
+    }
+
+
+def footprints(data) -> dict[str, Value]:
+    """Teacher and student: parameters, KiB, CPU milliseconds of one batch of 24 test images."""
+    values: dict[str, Value] = {}
+    for name in (TEACHER_MODEL, STUDENT_MODEL):
+        model = build_model(name, data.input_shape, data.num_classes)
+        values[f"parameters/{name}"] = parameter_count(model)
+        values[f"kib/{name}"] = size_bytes(model) / 1024
+        values[f"latency_ms/{name}"] = cpu_latency_ms(model, data.x_test[:24])
+    return values
+
+
+# --- the rows as student runs --------------------------------------------------------------
+
+STUDENT_VALUES = ("best", "best_epoch", "final", "seconds", "ce_weight", "label_free", "same_as")
+
+
+def student_rows(rows: list[dict[str, Value]]) -> list[dict]:
+    """One dict per student run of ``rows``, in their order: data set, seed, teacher
+    (``NO_TEACHER`` for the student alone, whose objective is ``ALONE``), the teacher's
+    accuracy (NaN for none), objective, mode, epochs and the values the row holds of it."""
+    students = []
+    for row in rows:
+        labels = {key: row[key] for key in ("dataset", "seed", "teacher", "epochs")}
+        if row["teacher"] == NO_TEACHER:
+            values = {key: row[key] for key in ("best", "best_epoch", "final")}
+            labels |= {"teacher_accuracy": math.nan, "objective": ALONE, "mode": "labeled"}
+            students.append(labels | values)
+            continue
+        labels["teacher_accuracy"] = row["teacher_accuracy"]
+        for key in row:
+            kind, _, run = key.partition("/")
+            if kind != "best":
+                continue
+            objective, mode = run.split("/")
+            values = {k: row[f"{k}/{run}"] for k in STUDENT_VALUES if f"{k}/{run}" in row}
+            students.append(labels | {"objective": objective, "mode": mode} | values)
+    return students
+
+
+def grid_students(students: list[dict]) -> list[dict]:
+    """The grid's students: behind a teacher, at the grid's epochs (not the long
+    experiment's)."""
+    return [s for s in students if s["teacher"] != NO_TEACHER and s["epochs"] != LONG_EPOCHS]
+
+
+def long_students(students: list[dict]) -> list[dict]:
+    """The long experiment's runs, in their order: behind a teacher at ``LONG_EPOCHS``, and on
+    their data sets the student alone at ``LONG_EPOCHS`` and ``SHORT_EPOCHS``."""
+    long = [s for s in students if s["teacher"] != NO_TEACHER and s["epochs"] == LONG_EPOCHS]
+    datasets = {s["dataset"] for s in long}
+    return [
+        s
+        for s in students
+        if s["dataset"] in datasets
+        and (s in long or s["objective"] == ALONE and s["epochs"] in (LONG_EPOCHS, SHORT_EPOCHS))
+    ]
+
+
+def measured_where(folder: Path, *recorded: str) -> str:
+    """Where the rows in ``folder`` were measured: the sentence of each of the ``recorded``
+    provenance files there (a measurement before the port), then ``measurement_lines``'; the
+    unrecorded provenance's sentence when there is none."""
+    lines = [provenance_line(folder, name) for name in recorded if (folder / name).is_file()]
+    return " ".join(lines + measurement_lines(folder)) or unrecorded_provenance_line(folder)
+
+
+# --- table.md -------------------------------------------------------------------------------
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -333,158 +486,20 @@ def pearson(x: list[float], y: list[float]) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
-def load(out: Path, pattern: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob(pattern))]
+def report(data: Path) -> str:
+    """The table made from the rows in ``data``'s folder (and the provenance beside them)
+    alone: ``long.md`` for their long experiment (``LONG_RUNS``), else ``table.md``."""
+    students = student_rows(measured_rows(data.parent))
+    make = long_table if data.name == LONG_RUNS else table
+    return make(students, data.parent)
 
 
-def log_report(out: Path, datasets, names: list[str], objectives, epochs: int) -> list[str]:
-    """``flkd.md`` and the CSVs, from the teacher and run JSONs under ``out``."""
-    teachers = load(out, "teachers/*/*.json")
-    runs = [x for x in load(out, "runs/*/*.json") if "objective" in x]
-    alone = load(out, "runs/*/alone.json")
-    lines = [
-        "# Federated then distilled (benchmarks/flkd.py)",
-        "",
-        (
-            f"Stage 1: {NUM_CLIENTS} label-sorted clients, {ROUNDS} rounds, {LOCAL_EPOCHS} local"
-            f" epochs, {TEACHER_MODEL}; Stage 2: {STUDENT_MODEL}, {epochs} epochs, proxy = the"
-            " whole training split. Accuracy % (best on the test set, as the paper), mean ±"
-            " sample std over seeds."
-        ),
-    ]
-    csv_rows = []
-    for dataset in datasets:
-        t = [r for r in teachers if r["dataset"] == dataset]
-        r = [x for x in runs if x["dataset"] == dataset]
-        if not t:
-            continue
-        seeds = sorted({x["seed"] for x in t})
-        acc = {n: [x["test_accuracy"] for x in t if x["teacher"] == n] for n in names}
-        lines += ["", f"## {dataset} (seeds {', '.join(map(str, seeds))})", ""]
-        lines += [footprints(dataset, seeds[0], out), ""]
-        lines += ["### Standalone FL (Table 1 analogue) and the teachers", ""]
-        lines += ["| teacher | best round % | final % | seeds |", "|---|---|---|---|"]
-        for n in sorted(names, key=lambda n: -mean_std(acc[n])[0] if acc[n] else 1):
-            final = [x.get("final_accuracy", x["test_accuracy"]) for x in t if x["teacher"] == n]
-            lines.append(f"| {n} | {cell(acc[n])} | {cell(final)} | {len(acc[n])} |")
-        student, per_seed = {}, {}
-        for x in r:
-            key = (x["teacher"], x["objective"], x["mode"])
-            student.setdefault(key, []).append(x["best"])
-            per_seed.setdefault((x["objective"], x["mode"], x["seed"]), []).append(
-                (x["teacher_accuracy"], x["best"])
-            )
-            csv_rows.append(x)
-        alone_accuracy = [x["best"] for x in alone if x["dataset"] == dataset]
-        lines += [
-            "",
-            (
-                f"The student trained alone with cross-entropy on the proxy (no teacher, the same"
-                f" schedule): {cell(alone_accuracy)} %."
-            ),
-        ]
-        if "central" in names:
-            lines += ["", "### Standalone KD from the central teacher", ""]
-            lines += ["| objective | " + " | ".join(MODES) + " |", "|---|---|---|---|"]
-            for o in objectives:
-                cells = [cell(student.get(("central", o, m), [])) for m in MODES]
-                lines.append(f"| {o} | " + " | ".join(cells) + " |")
-        lines += [
-            "",
-            "### Per objective and mode (Table 4 analogue)",
-            "",
-            (
-                "chance = FedAvg after 0 rounds (the initial model); best = the FL or sweep"
-                " teacher with the highest mean accuracy; range = max - min of the student over"
-                " the FL and sweep teachers; r = Pearson between the student's and the teacher's"
-                " mean accuracy over the 13 FL teachers (r13) and the 20 FL and sweep teachers"
-                " (r20), and r20 within each seed (mean ± std over seeds)."
-            ),
-            "",
-            (
-                "| objective | mode | CE weight | label-free | chance teacher | best teacher | range |"
-                " r13 | r20 | r20 per seed |"
-            ),
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        graded = [n for n in names if n != "central" and acc[n]]
-        fl = [n for n in graded if n in STRATEGIES]
-        best_teacher = max(graded, key=lambda n: mean_std(acc[n])[0]) if graded else None
-        summary = []
-        for o in objectives:
-            for m in MODES:
-                means = {n: mean_std(student.get((n, o, m), []))[0] for n in graded}
-                have = [n for n in graded if math.isfinite(means[n])]
-                if not have:
-                    continue
-                spec, params = get_objective(o), params_for(m)
-                values = [means[n] for n in have]
-                row = {
-                    "objective": o,
-                    "mode": m,
-                    "ce_weight": spec.ce_weight(params),
-                    "label_free": spec.label_free(params),
-                    "chance": means.get("fedavg-r0", math.nan),
-                    "best": means.get(best_teacher, math.nan),
-                    "range": max(values) - min(values),
-                    "r13": pearson(
-                        [means[n] for n in fl if n in have],
-                        [mean_std(acc[n])[0] for n in fl if n in have],
-                    ),
-                    "r20": pearson(values, [mean_std(acc[n])[0] for n in have]),
-                    "r20_per_seed": [
-                        pearson([t for t, _ in pairs], [v for _, v in pairs])
-                        for (o_, m_, _), pairs in sorted(per_seed.items())
-                        if (o_, m_) == (o, m) and len(pairs) >= 3
-                    ],
-                }
-                summary.append(row)
-                lines.append(
-                    f"| {o} | {m} | {row['ce_weight']:g} | {'yes' if row['label_free'] else 'no'}"
-                    f" | {100 * row['chance']:.1f} | {100 * row['best']:.1f}"
-                    f" | {100 * row['range']:.1f} | {signed(row['r13'])} | {signed(row['r20'])}"
-                    f" | {spread(row['r20_per_seed'])} |"
-                )
-        write_csv(out / f"table4-{dataset}.csv", summary)
-        for m in MODES:
-            lines += ["", f"### Grid, mode {m}: student % by teacher (rows) and objective", ""]
-            lines += ["| teacher (acc %) | " + " | ".join(objectives) + " |"]
-            lines += ["|---" * (len(objectives) + 1) + "|"]
-            for n in names:
-                if not acc[n]:
-                    continue
-                cells = [cell(student.get((n, o, m), [])) for o in objectives]
-                lines.append(
-                    f"| {n} ({100 * mean_std(acc[n])[0]:.1f}) | " + " | ".join(cells) + " |"
-                )
-        grid_rows = [
-            {
-                "teacher": n,
-                "teacher_accuracy": mean_std(acc[n])[0],
-                "objective": o,
-                "mode": m,
-                "student_mean": mean_std(values)[0],
-                "student_std": mean_std(values)[1],
-                "seeds": len(values),
-            }
-            for (n, o, m), values in sorted(student.items())
-        ]
-        write_csv(out / f"grid-{dataset}.csv", grid_rows)
-        plot_grid(out / f"grid-{dataset}.png", names, objectives, acc, student)
-        plot_scatter(out / f"scatter-{dataset}.png", graded, objectives, acc, student)
-    write_csv(out / "runs.csv", [{k: v for k, v in x.items() if k != "terms"} for x in csv_rows])
-    return lines
-
-
-def report(runs_csv: Path) -> str:
-    """``table.md``, from ``runs.csv`` alone: per data set, objective and mode, the student's
-    mean accuracy behind the chance teacher (``fedavg-r0``) and behind the FL or sweep teacher
-    of highest mean accuracy, and r20 (Pearson between the student's and the teacher's mean
-    accuracy over the FL and sweep teachers); then labeled minus no-ce, paired by seed. Given
-    ``long.csv``: ``long_report``'s table."""
-    if runs_csv.name == LONG_DATA.name:
-        return long_report(runs_csv)
-    runs = read_runs(runs_csv, ("teacher_accuracy", "best", "ce_weight"), ("seed",))
+def table(students: list[dict], folder: Path) -> str:
+    """``table.md``: per data set, objective and mode, the student's mean accuracy behind the
+    chance teacher (``fedavg-r0``) and behind the FL or sweep teacher of highest mean accuracy,
+    and r20 (Pearson between the student's and the teacher's mean accuracy over the FL and
+    sweep teachers); then labeled minus no-ce, paired by seed; each FL teacher minus FedAvg."""
+    runs = grid_students(students)
     lines = []
     for dataset in [d for d in DATASETS if any(r["dataset"] == d for r in runs)]:
         rows = [r for r in runs if r["dataset"] == dataset]
@@ -561,77 +576,26 @@ def report(runs_csv: Path) -> str:
             gap = paired_cell(taught, {"teacher": n}, {"teacher": "fedavg"}, "teacher_accuracy")
             lines.append(f"| {n} | {100 * accuracy[n]:.1f} | {gap} |")
         lines.append("")
-    lines.append(provenance_line(runs_csv.parent))
+    lines.append(measured_where(folder))
     return "\n".join(lines) + "\n"
 
 
-# --- the long experiment: does longer distillation change the student? ----------------------
-
-# the teachers: chance level, FedAvg's best round, the central model
-LONG_TEACHERS = ("fedavg-r0", "fedavg", "central")
-LONG_OBJECTIVES = OBJECTIVES
-# no-ce runs (the student following the teacher's function alone), behind these teachers
-LONG_NO_CE = {"central": ("vanilla", "logit-mse", "cosine", "basic")}
-LONG_EPOCHS, SHORT_EPOCHS = 50, 10  # SHORT_EPOCHS: Stage 2's, the pairing in runs.csv
-LONG_DATA, LONG_TABLE = RESULTS / "long.csv", RESULTS / "long.md"
-LONG_PROVENANCE = "long-measured.json"  # measured.json is the main grid's
-ALONE = "alone"  # the objective column of the student trained alone with cross-entropy
-# (data, table) of every published table; long.md once long.csv is measured (the docs page
-# includes it then)
-PUBLISHED = [(RESULTS / "runs.csv", RESULTS / "table.md"), (LONG_DATA, LONG_TABLE)]
+# --- long.md --------------------------------------------------------------------------------
 
 
-def long_runs(dataset: str, seeds, epochs: int, objectives, out: Path) -> list[dict]:
-    """The long experiment's rows (``long.csv``): per seed, the student alone at ``epochs`` and
-    at ``SHORT_EPOCHS``, and every objective behind every ``LONG_TEACHERS`` teacher in labeled
-    mode (and no-ce as ``LONG_NO_CE`` lists) at ``epochs``. Teachers come from (and go to) the
-    main grid's cache, ``out/teachers``; the students' JSONs to ``out/long-runs``."""
-    rows = []
-    for seed in seeds:
-        for e in dict.fromkeys((epochs, SHORT_EPOCHS)):
-            alone = student_alone(dataset, seed, e, out, f"long-runs/{e}-epochs")
-            rows.append({**alone, "teacher": "none", "teacher_accuracy": math.nan})
-            rows[-1].update(objective=ALONE, mode="labeled")
-        for name in LONG_TEACHERS:
-            runs = [(o, "labeled") for o in objectives]
-            runs += [(o, "no-ce") for o in LONG_NO_CE.get(name, ()) if o in objectives]
-            for objective, mode in runs:
-                rows.append(
-                    student_run(
-                        dataset,
-                        seed,
-                        name,
-                        objective,
-                        mode,
-                        epochs,
-                        out,
-                        f"long-runs/{epochs}-epochs",
-                    )
-                )
-    columns = ("dataset", "seed", "teacher", "teacher_accuracy", "objective", "mode", "epochs")
-    columns += ("best", "best_epoch", "final", "seconds")
-    return [{key: row[key] for key in columns} for row in rows]
-
-
-def long_report(long_csv: Path) -> str:
-    """``long.md``, from ``long.csv`` and the main grid's ``runs.csv`` beside it (its
-    ``SHORT_EPOCHS`` runs of the same teacher, objective, mode and seed are the 10-epoch
-    pairing): per teacher, objective and mode, the best and the final epoch's accuracy, the
-    epoch of the best, and paired per-seed differences against the student alone and against
-    the same run at ``SHORT_EPOCHS`` epochs."""
-    numbers = (("teacher_accuracy", "best", "final"), ("seed", "epochs", "best_epoch"))
-    long = read_runs(long_csv, *numbers)
+def long_table(students: list[dict], folder: Path) -> str:
+    """``long.md``: per teacher, objective and mode of the long experiment, the best and the
+    final epoch's accuracy, the epoch of the best, and paired per-seed differences against the
+    student alone and against the same run at ``SHORT_EPOCHS`` epochs in the grid."""
+    long = long_students(students)
     epochs = max(r["epochs"] for r in long if r["objective"] != ALONE)
-    short_csv = long_csv.parent / "runs.csv"
     keys = {(r["dataset"], r["teacher"], r["objective"], r["mode"]) for r in long}
-    short = []
-    if short_csv.is_file():
-        short = [
-            r
-            for r in read_runs(short_csv, *numbers)
-            if r["epochs"] == SHORT_EPOCHS
-            and (r["dataset"], r["teacher"], r["objective"], r["mode"]) in keys
-        ]
+    short = [
+        r
+        for r in grid_students(students)
+        if r["epochs"] == SHORT_EPOCHS
+        and (r["dataset"], r["teacher"], r["objective"], r["mode"]) in keys
+    ]
     rows = long + short
     lines = []
     for dataset in [d for d in DATASETS if any(r["dataset"] == d for r in long)]:
@@ -640,7 +604,7 @@ def long_report(long_csv: Path) -> str:
         teacher_accuracy = {
             (r["seed"], r["teacher"], r["epochs"] == epochs): r["teacher_accuracy"]
             for r in mine
-            if r["teacher"] != "none"
+            if r["teacher"] != NO_TEACHER
         }
         differing = sorted(
             f"{teacher} seed {seed}"
@@ -674,8 +638,8 @@ def long_report(long_csv: Path) -> str:
                 f"− {SHORT_EPOCHS} epochs (best)",
             ],
         )
-        order = [("none", ALONE, "labeled")] + sorted(
-            {(r["teacher"], r["objective"], r["mode"]) for r in mine if r["teacher"] != "none"},
+        order = [(NO_TEACHER, ALONE, "labeled")] + sorted(
+            {(r["teacher"], r["objective"], r["mode"]) for r in mine if r["teacher"] != NO_TEACHER},
             key=lambda k: (
                 LONG_TEACHERS.index(k[0]) if k[0] in LONG_TEACHERS else len(LONG_TEACHERS),
                 MODES.index(k[2]),
@@ -714,7 +678,7 @@ def long_report(long_csv: Path) -> str:
                     + " |"
                 )
         lines.append("")
-    lines.append(provenance_line(long_csv.parent, LONG_PROVENANCE))
+    lines.append(measured_where(folder, LONG_PROVENANCE))
     return "\n".join(lines) + "\n"
 
 
@@ -727,74 +691,271 @@ def epochs_cell(values: list[int]) -> str:
     return f"{np.mean(values):.0f} ({min(values)}–{max(values)})"
 
 
-def footprints(dataset: str, seed: int, out: Path) -> str:
-    """Teacher and student: parameters, bytes, CPU latency of one batch of 24 test images."""
-    data = load_splits(config_of(dataset, seed, out))
-    batch = data.x_test[:24]
+# --- flkd.md, the grid's CSVs and plots ------------------------------------------------------
+
+
+@dataclass
+class Grid:
+    """One data set's grid, as ``flkd.md``, its CSVs and its plots show it: the teachers (in
+    ``TEACHERS``' order), objectives, student epochs, seeds; per teacher its accuracy and final
+    accuracy per seed; per (teacher, objective, mode) the student's best accuracy per seed; per
+    (objective, mode, seed) the (teacher, student) accuracy pairs; the student alone's best
+    accuracy per seed and its rows (the models' footprint)."""
+
+    dataset: str
+    names: list[str]
+    objectives: list[str]
+    epochs: int
+    seeds: list[int]
+    acc: dict[str, list[float]]
+    final: dict[str, list[float]]
+    student: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    per_seed: dict[tuple[str, str, int], list[tuple[float, float]]] = field(default_factory=dict)
+    alone: list[dict] = field(default_factory=list)
+
+    @property
+    def graded(self) -> list[str]:
+        """The FL and sweep teachers (the central one aside)."""
+        return [n for n in self.names if n != "central"]
+
+
+def grid_of(rows: list[dict[str, Value]], students: list[dict], dataset: str) -> Grid:
+    """``dataset``'s grid (``Grid``) from the rows and their student runs."""
+    teachers = [
+        r
+        for r in rows
+        if r["dataset"] == dataset and r["teacher"] != NO_TEACHER and r["epochs"] != LONG_EPOCHS
+    ]
+    names = [n for n in TEACHERS if any(r["teacher"] == n for r in teachers)]
+    runs = [s for s in grid_students(students) if s["dataset"] == dataset]
+    epochs = int(teachers[0]["epochs"]) if teachers else SHORT_EPOCHS
+    grid = Grid(
+        dataset,
+        names,
+        [o for o in OBJECTIVES if any(s["objective"] == o for s in runs)],
+        epochs,
+        sorted({r["seed"] for r in teachers}),
+        {n: [r["teacher_accuracy"] for r in teachers if r["teacher"] == n] for n in names},
+        {
+            n: [r["teacher_final"] for r in teachers if r["teacher"] == n and "teacher_final" in r]
+            for n in names
+        },
+    )
+    for s in runs:
+        grid.student.setdefault((s["teacher"], s["objective"], s["mode"]), []).append(s["best"])
+        grid.per_seed.setdefault((s["objective"], s["mode"], s["seed"]), []).append(
+            (s["teacher_accuracy"], s["best"])
+        )
+    grid.alone = [
+        r
+        for r in rows
+        if r["dataset"] == dataset and r["teacher"] == NO_TEACHER and r["epochs"] == epochs
+    ]
+    return grid
+
+
+def table4_rows(grid: Grid) -> list[dict]:
+    """Per objective and mode (Table 4 analogue): CE weight, label-free, the student behind
+    the chance teacher and the best FL or sweep teacher, its range over them, and Pearson's r
+    between student and teacher mean accuracy over the 13 FL teachers (r13), the FL and sweep
+    teachers (r20), and within each seed."""
+    graded = [n for n in grid.graded if grid.acc[n]]
+    fl = [n for n in graded if n in STRATEGIES]
+    best_teacher = max(graded, key=lambda n: mean_std(grid.acc[n])[0]) if graded else None
+    summary = []
+    for o in grid.objectives:
+        for m in MODES:
+            means = {n: mean_std(grid.student.get((n, o, m), []))[0] for n in graded}
+            have = [n for n in graded if math.isfinite(means[n])]
+            if not have:
+                continue
+            spec, params = get_objective(o), params_for(m)
+            values = [means[n] for n in have]
+            summary.append(
+                {
+                    "objective": o,
+                    "mode": m,
+                    "ce_weight": spec.ce_weight(params),
+                    "label_free": spec.label_free(params),
+                    "chance": means.get("fedavg-r0", math.nan),
+                    "best": means.get(best_teacher, math.nan),
+                    "range": max(values) - min(values),
+                    "r13": pearson(
+                        [means[n] for n in fl if n in have],
+                        [mean_std(grid.acc[n])[0] for n in fl if n in have],
+                    ),
+                    "r20": pearson(values, [mean_std(grid.acc[n])[0] for n in have]),
+                    "r20_per_seed": [
+                        pearson([t for t, _ in pairs], [v for _, v in pairs])
+                        for (o_, m_, _), pairs in sorted(grid.per_seed.items())
+                        if (o_, m_) == (o, m) and len(pairs) >= 3
+                    ],
+                }
+            )
+    return summary
+
+
+def grid_rows(grid: Grid) -> list[dict]:
+    """``grid-<data>.csv``: per teacher, objective and mode, the teacher's mean accuracy and
+    the student's mean and std over seeds."""
+    return [
+        {
+            "teacher": n,
+            "teacher_accuracy": mean_std(grid.acc[n])[0],
+            "objective": o,
+            "mode": m,
+            "student_mean": mean_std(values)[0],
+            "student_std": mean_std(values)[1],
+            "seeds": len(values),
+        }
+        for (n, o, m), values in sorted(grid.student.items())
+    ]
+
+
+def csv_text(rows: list[dict]) -> str:
+    """``rows`` as CSV text, every key a column (in order of first appearance)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def footprint_line(alone: list[dict]) -> list[str]:
+    """The models' footprint as the student alone's runs measured it (the median latency
+    over them); none where no run measured it."""
+    measured = [r for r in alone if f"parameters/{TEACHER_MODEL}" in r]
+    if not measured:
+        return []
     text = []
     for name in (TEACHER_MODEL, STUDENT_MODEL):
-        model = build_model(name, data.input_shape, data.num_classes)
-        count = parameter_count(model)
+        latency = float(np.median([r[f"latency_ms/{name}"] for r in measured]))
         text.append(
-            f"`{name}` {count:,} parameters, {size_bytes(model) / 1024:.1f} KiB,"
-            f" {cpu_latency_ms(model, batch):.3f} ms per batch of 24"
+            f"`{name}` {measured[0][f'parameters/{name}']:,} parameters,"
+            f" {measured[0][f'kib/{name}']:.1f} KiB, {latency:.3f} ms per batch of 24"
         )
-    return "Models: " + "; ".join(text) + " (CPU, one thread)."
+    return ["Models: " + "; ".join(text) + " (CPU, one thread).", ""]
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    import csv
+def grid_tables(grids: list[Grid], folder: Path) -> str:
+    """``flkd.md``: per data set the teachers, the student alone, the students behind the
+    central teacher, the Table 4 analogue and the grid per mode; its plots are drawn into
+    ``folder`` beside it (``plot_grid``, ``plot_scatter``)."""
+    epochs = ", ".join(map(str, dict.fromkeys(grid.epochs for grid in grids))) or SHORT_EPOCHS
+    lines = [
+        "# Federated then distilled (benchmarks/flkd.py)",
+        "",
+        (
+            f"Stage 1: {NUM_CLIENTS} label-sorted clients, {ROUNDS} rounds, {LOCAL_EPOCHS} local"
+            f" epochs, {TEACHER_MODEL}; Stage 2: {STUDENT_MODEL}, {epochs} epochs, proxy = the"
+            " whole training split. Accuracy % (best on the test set, as the paper), mean ±"
+            " sample std over seeds."
+        ),
+    ]
+    for grid in grids:
+        acc = grid.acc
+        lines += ["", f"## {grid.dataset} (seeds {', '.join(map(str, grid.seeds))})", ""]
+        lines += footprint_line(grid.alone)
+        lines += ["### Standalone FL (Table 1 analogue) and the teachers", ""]
+        lines += ["| teacher | best round % | final % | seeds |", "|---|---|---|---|"]
+        for n in sorted(grid.names, key=lambda n: -mean_std(acc[n])[0] if acc[n] else 1):
+            lines.append(f"| {n} | {cell(acc[n])} | {cell(grid.final[n])} | {len(acc[n])} |")
+        lines += [
+            "",
+            (
+                f"The student trained alone with cross-entropy on the proxy (no teacher, the same"
+                f" schedule): {cell([r['best'] for r in grid.alone])} %."
+            ),
+        ]
+        if "central" in grid.names:
+            lines += ["", "### Standalone KD from the central teacher", ""]
+            lines += ["| objective | " + " | ".join(MODES) + " |", "|---|---|---|---|"]
+            for o in grid.objectives:
+                cells = [cell(grid.student.get(("central", o, m), [])) for m in MODES]
+                lines.append(f"| {o} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "### Per objective and mode (Table 4 analogue)",
+            "",
+            (
+                "chance = FedAvg after 0 rounds (the initial model); best = the FL or sweep"
+                " teacher with the highest mean accuracy; range = max - min of the student over"
+                " the FL and sweep teachers; r = Pearson between the student's and the teacher's"
+                " mean accuracy over the 13 FL teachers (r13) and the 20 FL and sweep teachers"
+                " (r20), and r20 within each seed (mean ± std over seeds)."
+            ),
+            "",
+            (
+                "| objective | mode | CE weight | label-free | chance teacher | best teacher | range |"
+                " r13 | r20 | r20 per seed |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for row in table4_rows(grid):
+            lines.append(
+                f"| {row['objective']} | {row['mode']} | {row['ce_weight']:g}"
+                f" | {'yes' if row['label_free'] else 'no'}"
+                f" | {100 * row['chance']:.1f} | {100 * row['best']:.1f}"
+                f" | {100 * row['range']:.1f} | {signed(row['r13'])} | {signed(row['r20'])}"
+                f" | {spread(row['r20_per_seed'])} |"
+            )
+        for m in MODES:
+            lines += ["", f"### Grid, mode {m}: student % by teacher (rows) and objective", ""]
+            lines += ["| teacher (acc %) | " + " | ".join(grid.objectives) + " |"]
+            lines += ["|---" * (len(grid.objectives) + 1) + "|"]
+            for n in grid.names:
+                if not acc[n]:
+                    continue
+                cells = [cell(grid.student.get((n, o, m), [])) for o in grid.objectives]
+                lines.append(
+                    f"| {n} ({100 * mean_std(acc[n])[0]:.1f}) | " + " | ".join(cells) + " |"
+                )
+        plot_grid(folder / f"grid-{grid.dataset}.png", grid)
+        plot_scatter(folder / f"scatter-{grid.dataset}.png", grid)
+    lines += ["", measured_where(folder)]
+    return "\n".join(lines) + "\n"
 
-    if not rows:
-        return
-    columns = list(dict.fromkeys(k for row in rows for k in row))
 
-    def write(f):
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-
-    atomic_write(path, write)
-
-
-def plot_grid(path: Path, names, objectives, acc, student) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [n for n in names if acc[n]]
-    fig, axes = plt.subplots(1, len(MODES), figsize=(6 * len(MODES), 0.35 * len(rows) + 2))
+def plot_grid(path: Path, grid: Grid) -> None:
+    """A heat map of the student's mean accuracy by teacher and objective, one per mode."""
+    rows = [n for n in grid.names if grid.acc[n]]
+    objectives = grid.objectives
+    fig = Figure(figsize=(6 * len(MODES), 0.35 * len(rows) + 2))
+    axes = fig.subplots(1, len(MODES))
     for ax, m in zip(axes, MODES):
-        grid = np.array(
-            [[100 * mean_std(student.get((n, o, m), []))[0] for o in objectives] for n in rows]
-        )
-        image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        means = [
+            [100 * mean_std(grid.student.get((n, o, m), []))[0] for o in objectives] for n in rows
+        ]
+        values = np.array(means)
+        image = ax.imshow(values, vmin=0, vmax=100, cmap="viridis", aspect="auto")
         ax.set_xticks(range(len(objectives)), objectives, rotation=60, ha="right")
-        ax.set_yticks(range(len(rows)), [f"{n} ({100 * mean_std(acc[n])[0]:.0f})" for n in rows])
+        labels = [f"{n} ({100 * mean_std(grid.acc[n])[0]:.0f})" for n in rows]
+        ax.set_yticks(range(len(rows)), labels)
         ax.set_title(f"student accuracy %, mode {m}")
         for i in range(len(rows)):
             for j in range(len(objectives)):
-                if math.isfinite(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=6)
+                if math.isfinite(values[i, j]):
+                    ax.text(j, i, f"{values[i, j]:.0f}", ha="center", va="center", fontsize=6)
     fig.colorbar(image, ax=axes, shrink=0.6)
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
 
 
-def plot_scatter(path: Path, teachers, objectives, acc, student) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_scatter(path: Path, grid: Grid) -> None:
+    """Student against teacher mean accuracy over the FL and sweep teachers, per objective,
+    one marker per mode."""
+    teachers = [n for n in grid.graded if grid.acc[n]]
+    objectives = grid.objectives
     columns = 4
     rows = math.ceil(len(objectives) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.6 * rows), squeeze=False)
+    fig = Figure(figsize=(4 * columns, 3.6 * rows))
+    axes = fig.subplots(rows, columns, squeeze=False)
     for ax, o in zip(axes.flat, objectives):
         for m, marker in zip(MODES, "os^"):
             points = [
-                (100 * mean_std(acc[n])[0], 100 * mean_std(student.get((n, o, m), []))[0])
+                (
+                    100 * mean_std(grid.acc[n])[0],
+                    100 * mean_std(grid.student.get((n, o, m), []))[0],
+                )
                 for n in teachers
             ]
             points = [(x, y) for x, y in points if math.isfinite(y)]
@@ -811,68 +972,11 @@ def plot_scatter(path: Path, teachers, objectives, acc, student) -> None:
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="seed 42, digits, sweep, 5 objectives")
-    parser.add_argument("--seeds", type=int, nargs="*", help="run only these seeds (a shard)")
-    parser.add_argument("--datasets", nargs="*", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument(
-        "--epochs", type=int, help=f"student epochs (default 10; --long: {LONG_EPOCHS})"
-    )
-    parser.add_argument(
-        "--long",
-        action="store_true",
-        help="the long-distillation experiment: long.csv, long.md (with --report-only: long.md)",
-    )
-    parser.add_argument("--report", action="store_true", help="only write the report")
-    parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/flkd"))
-    args = parser.parse_args()
-    if args.long and args.datasets not in (list(DATASETS), ["digits"]):
-        parser.error("--long runs on digits only: leave --datasets out")
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    torch.set_num_threads(1)
-    out = args.out / "quick" if args.quick else args.out
-    names = teacher_names(args.quick)
-    objectives = QUICK_OBJECTIVES if args.quick else OBJECTIVES
-    datasets = ["digits"] if args.quick else args.datasets
-    epochs = 5 if args.quick else args.epochs or (LONG_EPOCHS if args.long else SHORT_EPOCHS)
-    seeds = [42] if args.quick else (args.seeds or list(SEEDS))
-    start = time.perf_counter()
-    if args.long:
-        if not args.report_only:
-            objectives = QUICK_OBJECTIVES if args.quick else LONG_OBJECTIVES
-            rows = long_runs("digits", seeds, epochs, objectives, out)
-            write_csv(out / LONG_DATA.name, rows)
-            if not args.quick:
-                record_provenance(out, sys.argv, LONG_PROVENANCE)
-        text = write_table(out / LONG_TABLE.name, lambda: long_report(out / LONG_DATA.name))
-        print(text)
-        print(f"{time.perf_counter() - start:.0f} s")
-        return
-    if args.report_only:
-        text = write_table(out / "table.md", lambda: report(out / "runs.csv"))
-        print(text)
-        return
-    if not args.report:
-        for dataset in datasets:
-            for seed in seeds:
-                student_alone(dataset, seed, epochs, out)
-                for name in names:
-                    for objective in objectives:
-                        for mode in MODES:
-                            student_run(dataset, seed, name, objective, mode, epochs, out)
-    lines = log_report(out, datasets, names, objectives, epochs)
-    lines += ["", f"Command: `python benchmarks/flkd.py {' '.join(sys.argv[1:])}`"]
-    text = "\n".join(lines) + "\n"
-    atomic_write(out / "flkd.md", lambda f: f.write(text))
-    write_table(out / "table.md", lambda: report(out / "runs.csv"))
-    print(text)
-    print(f"{time.perf_counter() - start:.0f} s")
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(Flkd(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

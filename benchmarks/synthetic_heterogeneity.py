@@ -22,35 +22,63 @@ seed is another Synthetic(1, 1); client sampling and local epochs are the same f
 strategies of a seed. Every run is the real ServerApp/ClientApp code in this process, one torch
 thread.
 
-Writes to ``--out`` (default ``benchmarks/results/synthetic_heterogeneity``): ``runs.jsonl``
-(one line per run; a rerun skips runs already there), ``table.md`` (``report``, made from
-``runs.jsonl`` alone and included by ``docs/benchmarks.md``: training loss at a few rounds and
-test accuracy, mean ± std over seeds, in how many rounds each strategy had the lowest loss of
-all and a loss above 10, and the paired per-seed differences from FedAvg with their 95 % t
-intervals) and ``loss.png`` (training loss per round, mean ± std over seeds).
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one strategy at
+a number of rounds, a run one seed of it, all strategies of a seed in turn (``alternate``: the
+same client sampling and local epochs for each, so partial results stay paired) and one at a
+time. Its row holds the training loss after each round (``train_loss/<r>``, rounds 0 .. R: the
+global model after r rounds; NaN where it was not finite), the test accuracy
+(``test_accuracy/<r>``), the failed replies, the training samples and the seconds of the
+protocol (``wall_seconds``). Budgets: ``published`` (the default: 50 rounds, seed 0, the
+committed measurement), ``paper`` (the FedProx paper's 200 rounds, seeds 0, 1, 2; 13 to 30
+minutes per strategy and seed at 50 rounds on a shared 2-core machine, four times that at 200;
+into ``results/synthetic_heterogeneity/paper``) and ``quick`` (10 rounds, seed 0: a check that
+the measuring path works, into ``results/synthetic_heterogeneity/quick``).
 
-    python benchmarks/synthetic_heterogeneity.py                 # 200 rounds, seeds 0 1 2
-    python benchmarks/synthetic_heterogeneity.py --quick         # 20 rounds, seed 0
-    python benchmarks/synthetic_heterogeneity.py --report-only   # table.md from runs.jsonl
-    python benchmarks/synthetic_heterogeneity.py --table-only    # table.md and loss.png
+    python benchmarks/synthetic_heterogeneity.py                 # 50 rounds, seed 0
+    python benchmarks/synthetic_heterogeneity.py --budget paper  # 200 rounds, seeds 0 1 2
+    python benchmarks/synthetic_heterogeneity.py --quick         # 10 rounds, seed 0
+    python benchmarks/synthetic_heterogeneity.py --report-only   # table.md and loss.png
+
+Writes into ``benchmarks/results/synthetic_heterogeneity``: ``rows.jsonl`` (one row per run:
+the committed record), ``measured.jsonl`` (one line per invocation that measured), ``table.md``
+(``report``, made from the rows of the most rounds and the provenance beside them alone, and
+included by ``docs/benchmarks.md``: training loss at a few rounds and test accuracy, mean ± std
+over seeds, in how many rounds each strategy had the lowest loss of all and a loss above 10,
+and the paired per-seed differences from FedAvg with their 95 % t intervals) and, drawn with
+it, ``loss.png`` (training loss per round, mean ± std over seeds). The committed rows were
+measured before the script became a study (``runs.jsonl``, converted once into ``rows.jsonl``;
+its provenance was not recorded) and before client sampling was reseeded every round: a rerun
+samples other clients.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 import math
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 from flwr.app import MessageType
-from result_tables import interval_cell, provenance_line, table_head, write_table
+from matplotlib.figure import Figure
+from result_tables import interval_cell, table_head, unrecorded_provenance_line, write_table
 
+from flowerbed.catalog import parse_run_config
+from flowerbed.client_app import app as client_app
+from flowerbed.data.federation import load_splits
 from flowerbed.data.fedprox_synthetic import PAPER_TRAINING
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
+from flowerbed.experiments.study_runs import one_thread_quietly
+from flowerbed.inprocess import InProcessGrid, resolve_run_config
+from flowerbed.models import build_model
+from flowerbed.server_app import run_protocol
+from flowerbed.sweep import load_history
+from flowerbed.training.loops import evaluate
 
 STRATEGIES = {
     "fedavg": {},
@@ -73,11 +101,40 @@ CHECKPOINTS = (1, 10, 50, 100, 200)
 COLORS = {"fedavg": "black", "fedprox": "tab:green", "fednova": "tab:red", "scaffold": "tab:blue"}
 LABELS = {"fedprox": "fedprox (mu = 1)"}
 RESULTS = Path(__file__).resolve().parent / "results" / "synthetic_heterogeneity"
-# what ``report`` reads and writes, and the page that includes table.md
-DATA = RESULTS / "runs.jsonl"
+# what ``report`` reads and writes, the plot drawn with it, and the page that includes table.md
+DATA = RESULTS / ROWS
 TABLE = RESULTS / "table.md"
+PLOT = RESULTS / "loss.png"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 DIVERGED = 10.0  # a training loss above this counts as diverged in the report
+BUDGETS = {"published": (50, (0,)), "paper": (200, (0, 1, 2)), "quick": (10, (0,))}  # rounds, seeds
+
+
+class SyntheticHeterogeneity:
+    """The study (module docstring): a row per strategy, rounds and seed, what ``run_one``
+    measures."""
+
+    name = "synthetic_heterogeneity"
+    budgets = BUDGETS
+    default_budget = "published"
+    alternate = True
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        rounds, seeds = budget_of(BUDGETS, budget)
+        points = [
+            Point(f"{name}/r{rounds}", {"strategy": name, "rounds": rounds}) for name in STRATEGIES
+        ]
+        return points, list(seeds)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        settings = point.settings
+        with one_thread_quietly(), tempfile.TemporaryDirectory(prefix="flowerbed-synth-") as out:
+            return run_one(settings["strategy"], seed, settings["rounds"], Path(out))
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        if not rows:  # nothing measured yet: no table
+            return {}
+        return {TABLE.name: partial(table_and_plot, runs_of(rows))}
 
 
 class GlobalModelTap:
@@ -98,15 +155,8 @@ class GlobalModelTap:
         return self.grid.send_and_receive(messages, timeout=timeout)
 
 
-def run_one(strategy: str, seed: int, rounds: int, workdir: Path) -> dict:
-    from flowerbed.catalog import parse_run_config
-    from flowerbed.client_app import app as client_app
-    from flowerbed.data.federation import load_splits
-    from flowerbed.inprocess import InProcessGrid, resolve_run_config
-    from flowerbed.models import build_model
-    from flowerbed.server_app import run_protocol
-    from flowerbed.training.loops import evaluate
-
+def run_one(strategy: str, seed: int, rounds: int, workdir: Path) -> dict[str, Value]:
+    """One run in ``workdir`` and its row (module docstring)."""
     overrides = {
         **SETTING,
         **STRATEGIES[strategy],
@@ -122,29 +172,52 @@ def run_one(strategy: str, seed: int, rounds: int, workdir: Path) -> dict:
     started = time.perf_counter()
     run_dir = run_protocol(tap, config)
     seconds = time.perf_counter() - started
-    history = json.loads((run_dir / "history.json").read_text())
+    history = load_history(run_dir)
     data = load_splits(config)
     model = build_model(config.model, data.input_shape, data.num_classes)
-    train_loss = []
-    for arrays in [*tap.global_arrays, torch.load(run_dir / "model.pt", weights_only=True)]:
-        model.load_state_dict(arrays)
-        loss, _ = evaluate(model, data.x_train, data.y_train)
-        train_loss.append(loss if math.isfinite(loss) else None)
-    return {
+    row: dict[str, Value] = {
         "strategy": strategy,
-        "seed": seed,
         "rounds": rounds,
-        "train_loss": train_loss,  # rounds 0 .. R: the global model after r rounds
-        "test_accuracy": [row["central_accuracy"] for row in history],
-        "clients_failed": sum(row.get("clients_failed", 0) for row in history[1:]),
+        "clients_failed": sum(r.get("clients_failed", 0) for r in history[1:]),
         "samples": len(data.y_train),
         "wall_seconds": seconds,
     }
+    final = torch.load(run_dir / "model.pt", weights_only=True)
+    for r, arrays in enumerate([*tap.global_arrays, final]):  # rounds 0 .. R
+        model.load_state_dict(arrays)
+        row[f"train_loss/{r}"] = evaluate(model, data.x_train, data.y_train)[0]
+    for r, history_row in enumerate(history):  # history.json holds a non-finite number as null
+        accuracy = history_row["central_accuracy"]
+        row[f"test_accuracy/{r}"] = math.nan if accuracy is None else accuracy
+    return row
 
 
-def mean_std(values: list[float | None], digits: int = 3) -> str:
-    """Mean ± sample std over seeds; one seed: its value alone (no std)."""
-    values = [v for v in values if v is not None and math.isfinite(v)]
+def series(row: dict[str, Value], key: str) -> list[float]:
+    """``key/0`` .. ``key/R`` of a row: its values by round."""
+    return [float(row[f"{key}/{r}"]) for r in range(int(row["rounds"]) + 1)]
+
+
+def runs_of(rows: list[dict[str, Value]]) -> list[dict]:
+    """The runs of ``rows`` (strategy, seed, rounds, their values, ``train_loss`` and
+    ``test_accuracy`` by round), by seed."""
+    return [
+        {
+            **row,
+            "train_loss": series(row, "train_loss"),
+            "test_accuracy": series(row, "test_accuracy"),
+        }
+        for row in sorted(rows, key=lambda r: r["seed"])
+    ]
+
+
+def finite(values: list[float]) -> list[float]:
+    return [v for v in values if math.isfinite(v)]
+
+
+def mean_std(values: list[float], digits: int = 3) -> str:
+    """Mean ± sample std over seeds of the finite values; one seed: its value alone (no
+    std)."""
+    values = finite(values)
     if not values:
         return "diverged"
     if len(values) == 1:
@@ -173,7 +246,7 @@ def table(runs: list[dict], rounds: int) -> str:
             continue
         name = LABELS.get(name, name)
         cells = [mean_std([r["train_loss"][c] for r in mine]) for c in checkpoints]
-        lowest = [min((v for v in r["train_loss"] if v is not None), default=None) for r in mine]
+        lowest = [min(finite(r["train_loss"]), default=math.nan) for r in mine]
         cells.append(mean_std(lowest))
         cells.append(mean_std([r["test_accuracy"][-1] for r in mine]))
         cells.append(str(sum(r["clients_failed"] for r in mine)))
@@ -183,16 +256,33 @@ def table(runs: list[dict], rounds: int) -> str:
 
 
 def _losses(run: dict) -> list[float]:
-    return [math.inf if v is None else v for v in run["train_loss"]]
+    return [v if math.isfinite(v) else math.inf for v in run["train_loss"]]
 
 
 def report(data: Path) -> str:
-    """``table.md`` from ``runs.jsonl`` alone (its runs of the most rounds): the loss table;
-    per strategy, the rounds (1..) in which its training loss was the lowest of all strategies
-    of the same seed and those above DIVERGED; the paired per-seed differences from FedAvg."""
-    every = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
-    rounds = max(r["rounds"] for r in every)
-    runs = [r for r in every if r["rounds"] == rounds]
+    """``table.md`` from ``rows.jsonl`` and the provenance beside it alone (``table_text``)."""
+    return table_text(runs_of(measured_rows(data.parent)), data.parent)
+
+
+def most_rounds(runs: list[dict]) -> list[dict]:
+    """The runs of the most rounds: what the table and the plot show."""
+    rounds = max(r["rounds"] for r in runs)
+    return [r for r in runs if r["rounds"] == rounds]
+
+
+def table_and_plot(runs: list[dict], folder: Path) -> str:
+    """``table_text``, with the plot of the same runs drawn beside it (``plot``)."""
+    plot(most_rounds(runs), folder / PLOT.name)
+    return table_text(runs, folder)
+
+
+def table_text(every: list[dict], folder: Path) -> str:
+    """``table.md`` from the runs of the most rounds: the loss table; per strategy, the
+    rounds (1..) in which its training loss was the lowest of all strategies of the same seed
+    and those above DIVERGED; the paired per-seed differences from FedAvg; where the rows were
+    measured."""
+    runs = most_rounds(every)
+    rounds = runs[0]["rounds"]
     seeds = sorted({r["seed"] for r in runs})
     names = [n for n in STRATEGIES if any(r["strategy"] == n for r in runs)]
     run = {(r["strategy"], r["seed"]): r for r in runs}
@@ -237,7 +327,7 @@ def report(data: Path) -> str:
             differences = [scale * (value(run[name, s]) - value(run["fedavg", s])) for s in both]
             cells.append(_paired_text(differences, digits))
         lines.append(f"| {LABELS.get(name, name)} | {' | '.join(cells)} |")
-    lines += ["", provenance_line(data.parent)]
+    lines += ["", " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)]
     return "\n".join(lines) + "\n"
 
 
@@ -249,23 +339,15 @@ def _paired_text(differences: list[float], digits: int) -> str:
     return interval_cell(differences, digits)
 
 
-def write_report(data: Path) -> str:
-    return write_table(data.parent / "table.md", lambda: report(data))
-
-
 def plot(runs: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(8, 5))
+    """Training loss per round, mean ± std over seeds, per strategy (log scale)."""
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
     for name in STRATEGIES:
         curves = [r["train_loss"] for r in runs if r["strategy"] == name]
         if not curves:
             continue
-        values = np.array([[np.nan if v is None else v for v in c] for c in curves], dtype=float)
+        values = np.array([[v if math.isfinite(v) else np.nan for v in c] for c in curves])
         mean, std = np.nanmean(values, axis=0), np.nanstd(values, axis=0)
         x = np.arange(values.shape[1])
         ax.plot(x, mean, color=COLORS[name], label=LABELS.get(name, name), linewidth=1.6)
@@ -283,51 +365,9 @@ def plot(runs: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--quick", action="store_true", help="20 rounds, seed 0")
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "synthetic_heterogeneity"
-    )
-    parser.add_argument("--table-only", action="store_true", help="table.md and loss.png")
-    parser.add_argument("--report-only", action="store_true", help="table.md from runs.jsonl")
-    args = parser.parse_args()
-    if args.report_only:
-        print(write_report(args.out / "runs.jsonl"))
-        return
-    rounds, seeds = (20, [0]) if args.quick else (args.rounds, args.seeds)
-
-    torch.set_num_threads(1)  # a 610-parameter model: threads only contend on a shared machine
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    args.out.mkdir(parents=True, exist_ok=True)
-    log = args.out / "runs.jsonl"
-    runs = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    if not args.table_only:
-        done = {(r["strategy"], r["seed"], r["rounds"]) for r in runs}
-        with tempfile.TemporaryDirectory() as workdir:
-            for seed in seeds:  # all strategies of one seed first: partial results stay balanced
-                for name in STRATEGIES:
-                    if (name, seed, rounds) in done:
-                        continue
-                    result = run_one(name, seed, rounds, Path(workdir))
-                    runs.append(result)
-                    with log.open("a") as f:
-                        f.write(json.dumps(result) + "\n")
-                    print(
-                        f"{name:9s} seed {seed}: training loss {result['train_loss'][0]:.3f} ->"
-                        f" {result['train_loss'][-1]} ({result['wall_seconds']:.0f} s)",
-                        flush=True,
-                    )
-    runs = [r for r in runs if r["rounds"] == rounds and r["seed"] in seeds]
-    text = write_report(log)
-    plot(runs, args.out / "loss.png")
-    print(text)
-    print(f"written: {args.out / 'table.md'}, {args.out / 'loss.png'}")
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(SyntheticHeterogeneity(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
