@@ -25,42 +25,54 @@ Attacks: ``sign-flip``; ``scale`` (x10, ``attack-scale``); ``noise`` (std 1 per 
 ``attack-noise-std``); ``label-flip`` (y -> 9 - y in the attackers' training data);
 ``inflate-examples`` (num-examples x10); ``free-rider`` (replies the global model it received).
 
-The runs are one sweep (``flowerbed.sweep``: seed x attack x defence) in ``<out>/runs``; a rerun
-skips the completed points. Writes to ``--out`` (default ``benchmarks/results/robustness``;
-``--quick``: ``<out>/quick``):
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one attack and
+defence at a number of rounds, a run one seed of it, the run config above run in this process
+in a temporary folder (``sweep_study.run_history``, one torch thread); its row holds the final
+and best centralized test accuracy, the replies the server dropped and the updates it clipped
+(summed over rounds), the rounds it ran and, for a run the attack stopped, the round it stopped
+at. Budgets ``full`` (the default: every defence and attack, seeds 0, 1, 2, 20 rounds, 147
+runs) and ``quick`` (fedavg and krum; none and sign-flip; seed 0; 3 rounds: a check that the
+measuring path works, into ``results/robustness/quick``).
 
-* ``runs.csv``: one row per run (final and best test accuracy, replies dropped, updates
-  clipped): the committed record every table and plot is made from;
-* ``table.md``: final test accuracy (mean ± sample std over seeds) per defence and attack, and
-  the replies the server dropped;
-* ``accuracy.png``: the same as grouped bars;
+    python benchmarks/robustness.py                # what rows.jsonl lacks of the full grid
+    python benchmarks/robustness.py --workers 2    # two runs at a time
+    python benchmarks/robustness.py --quick        # 4 runs of 3 rounds
+    python benchmarks/robustness.py --report-only  # the table and the plot from rows.jsonl
 
-``docs/robustness.md`` includes the full benchmark's ``table.md`` when the site is built (the
-line ``result_tables.docs_include`` makes); ``tests/test_published_tables.py`` checks the file
-against ``runs.csv`` and the page's include line.
-
-    python benchmarks/robustness.py [--workers 2]
-    python benchmarks/robustness.py --quick           # 2 defences, 2 attacks, 1 seed, 3 rounds
-    python benchmarks/robustness.py --report-only     # table and plot from runs.csv
+Writes into ``benchmarks/results/robustness``: ``rows.jsonl`` (one row per run: the committed
+record), ``measured.jsonl`` (one line per invocation that measured), and, made from the rows and
+the provenance beside them alone, ``table.md`` (final test accuracy, mean ± sample std over
+seeds, per defence and attack; the replies the server dropped; each defence against FedAvg
+paired by seed) and ``accuracy.png`` (the same as grouped bars), drawn with it.
+``docs/robustness.md`` includes ``table.md`` when the site is built (the line
+``result_tables.docs_include`` makes); ``tests/test_published_tables.py`` checks the file
+against ``rows.jsonl`` and the page's include line. The committed rows were measured by the
+script when it was a sweep (``measured.json``, its provenance, kept), into ``runs.csv``,
+converted once into ``rows.jsonl``: to measure anew, remove ``rows.jsonl`` and
+``measured.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
+from functools import partial
 from pathlib import Path
 
+from matplotlib import colormaps
+from matplotlib.figure import Figure
 from result_tables import (
     accuracy_cell,
     column,
-    measure_and_report,
     paired_cell,
-    provenance_line,
-    read_runs,
     table_head,
+    unrecorded_provenance_line,
+    write_table,
 )
+from sweep_study import run_history, seed_major
 
-from flowerbed.sweep import Axis, SweepSpec, load_history
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
 
 ATTACKERS = "0,1,2"
 DEFENCES = {
@@ -86,44 +98,63 @@ ATTACKS = {
     "free-rider": {"attack": "free-rider", "attackers": ATTACKERS},
 }
 SETTING = {"dataset": "digits", "model": "mlp", "fraction-train": 1.0, "fraction-evaluate": 0.0}
+NUM_CLIENTS = 10
 RESULTS = Path(__file__).parent / "results" / "robustness"
+DATA = RESULTS / ROWS
+TABLE = RESULTS / "table.md"
+PLOT = RESULTS / "accuracy.png"
 # the page that includes table.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "robustness.md"
-FIELDS = (
-    "defence",
-    "attack",
-    "seed",
-    "rounds",
-    "final",
-    "best",
-    "dropped",
-    "clipped",
-    "stopped",
-)
+# seeds, defences, attacks, rounds
+BUDGETS = {
+    "full": ((0, 1, 2), list(DEFENCES), list(ATTACKS), 20),
+    "quick": ((0,), ["fedavg", "krum"], ["none", "sign-flip"], 3),
+}
 
 
-def sweep_spec(defences, attacks, seeds, rounds) -> SweepSpec:
-    return SweepSpec(
-        (  # every cell of one seed first: partial results stay balanced
-            Axis.of_key("seed", seeds),
-            Axis.of_bundles("attack", {a: ATTACKS[a] for a in attacks}),
-            Axis.of_bundles("defence", {d: DEFENCES[d] for d in defences}),
-        ),
-        fixed={**SETTING, "num-server-rounds": rounds},
-        num_clients=10,
-    )
+class Robustness:
+    """The study (module docstring): a row per attack, defence, rounds and seed."""
+
+    name = "robustness"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        seeds, defences, attacks, rounds = budget_of(BUDGETS, budget)
+        points = [
+            Point(
+                f"{attack}/{defence}/r{rounds}",
+                {"attack": attack, "defence": defence, "rounds": rounds},
+            )
+            for attack in attacks
+            for defence in defences
+        ]
+        return points, list(seeds)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        attack, defence = point.settings["attack"], point.settings["defence"]
+        overrides = {
+            **SETTING,
+            **ATTACKS[attack],
+            **DEFENCES[defence],
+            "num-server-rounds": point.settings["rounds"],
+            "seed": seed,
+        }
+        history, stopped = run_history(overrides, NUM_CLIENTS)
+        return {"defence": defence, "attack": attack, **run_record(history, stopped)}
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        if not rows:  # nothing measured yet: no table
+            return {}
+        return {TABLE.name: partial(table_and_plot, seed_major(rows))}
 
 
-def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
-    """What the table reads from one run. A run the attack stopped (a round in which no client
-    could send a finite update: the model had diverged) counts with the last global model it
-    had, which no later round would have changed."""
-    history = load_history(run_dir)
+def run_record(history: list[dict], stopped: bool) -> dict[str, Value]:
+    """What the table reads from one run's history. A run the attack stopped (a round in which
+    no client could send a finite update: the model had diverged) counts with the last global
+    model it had, which no later round would have changed."""
     accuracy = [row["central_accuracy"] for row in history]
     return {
-        "defence": labels["defence"],
-        "attack": labels["attack"],
-        "seed": int(labels["seed"]),
         "rounds": len(history) - 1,
         "final": accuracy[-1],
         "best": max(accuracy[1:]),
@@ -190,29 +221,37 @@ def paired_table(runs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_results(runs_csv: Path) -> list[dict]:
-    return read_runs(
-        runs_csv, ("final", "best"), ("seed", "rounds", "dropped", "clipped", "stopped")
-    )
+def measured_where(folder: Path) -> str:
+    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
+    known."""
+    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
-def report(runs_csv: Path) -> str:
-    """The tables (the docs' block and ``table.md``), from ``runs.csv`` alone."""
-    runs = read_results(runs_csv)
-    return table(runs) + "\n" + paired_table(runs) + "\n" + provenance_line(runs_csv.parent) + "\n"
+def table_text(runs: list[dict], folder: Path) -> str:
+    """``table.md``, from the runs and where they were measured: the accuracy table and the
+    paired one."""
+    return table(runs) + "\n" + paired_table(runs) + "\n" + measured_where(folder) + "\n"
+
+
+def table_and_plot(runs: list[dict], folder: Path) -> str:
+    """``table_text``, with the plot of the same runs drawn beside it."""
+    plot(runs, folder / PLOT.name)
+    return table_text(runs, folder)
+
+
+def report(data: Path) -> str:
+    """``table.md``, from the rows in ``data``'s folder and the provenance beside them alone."""
+    return table_text(seed_major(measured_rows(data.parent)), data.parent)
 
 
 def plot(runs: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Final accuracy per attack, a bar per defence (mean ± sample std over seeds)."""
     defences = [d for d in DEFENCES if any(r["defence"] == d for r in runs)]
     attacks = [a for a in ATTACKS if any(r["attack"] == a for r in runs)]
-    fig, ax = plt.subplots(figsize=(13, 5))
+    fig = Figure(figsize=(13, 5))
+    ax = fig.subplots()
     width = 0.8 / len(defences)
-    colors = plt.get_cmap("tab10")
+    colors = colormaps["tab10"]
     for i, defence in enumerate(defences):
         means, stds = [], []
         for attack in attacks:
@@ -230,38 +269,11 @@ def plot(runs: list[dict], path: Path) -> None:
     ax.legend(ncol=len(defences), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--defences", nargs="+", default=list(DEFENCES), choices=list(DEFENCES))
-    parser.add_argument("--attacks", nargs="+", default=list(ATTACKS), choices=list(ATTACKS))
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument("--report-only", action="store_true", help="table and plot from runs.csv")
-    parser.add_argument(
-        "--quick", action="store_true", help="fedavg, krum; none, sign-flip; seed 0; 3 rounds"
-    )
-    args = parser.parse_args()
-    if args.quick:
-        args.rounds, args.seeds, args.out = 3, [0], args.out / "quick"
-        args.defences, args.attacks = ["fedavg", "krum"], ["none", "sign-flip"]
-    spec = (
-        None
-        if args.report_only
-        else sweep_spec(args.defences, args.attacks, args.seeds, args.rounds)
-    )
-    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
-    runs_csv = args.out / "runs.csv"
-    plot(read_results(runs_csv), args.out / "accuracy.png")
-    print(text)
-    print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(Robustness(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
