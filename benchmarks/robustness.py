@@ -27,7 +27,7 @@ Attacks: ``sign-flip``; ``scale`` (x10, ``attack-scale``); ``noise`` (std 1 per 
 
 A study of the study driver (``flowerbed.experiments.study_cli``): a point is one attack and
 defence at a number of rounds, a run one seed of it, the run config above run in this process
-in a temporary folder (``sweep_study.run_history``, one torch thread); its row holds the final
+in a temporary folder (``sweep_study.run_and_read``, one torch thread); its row holds the final
 and best centralized test accuracy, the replies the server dropped and the updates it clipped
 (summed over rounds), the rounds it ran and, for a run the attack stopped, the round it stopped
 at. Budgets ``full`` (the default: every defence and attack, seeds 0, 1, 2, 20 rounds, 147
@@ -68,11 +68,12 @@ from result_tables import (
     unrecorded_provenance_line,
     write_table,
 )
-from sweep_study import run_history, seed_major
+from sweep_study import run_and_read, seed_major
 
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
 from flowerbed.experiments.provenance import measurement_lines
+from flowerbed.sweep import load_history
 
 ATTACKERS = "0,1,2"
 DEFENCES = {
@@ -140,8 +141,8 @@ class Robustness:
             "num-server-rounds": point.settings["rounds"],
             "seed": seed,
         }
-        history, stopped = run_history(overrides, NUM_CLIENTS)
-        return {"defence": defence, "attack": attack, **run_record(history, stopped)}
+        row = run_and_read(overrides, NUM_CLIENTS, run_record)
+        return {"defence": defence, "attack": attack, **row}
 
     def report(self, rows: list[dict[str, Value]]) -> dict:
         if not rows:  # nothing measured yet: no table
@@ -149,10 +150,11 @@ class Robustness:
         return {TABLE.name: partial(table_and_plot, seed_major(rows))}
 
 
-def run_record(history: list[dict], stopped: bool) -> dict[str, Value]:
-    """What the table reads from one run's history. A run the attack stopped (a round in which
-    no client could send a finite update: the model had diverged) counts with the last global
-    model it had, which no later round would have changed."""
+def run_record(run_dir: Path, stopped: bool) -> dict[str, Value]:
+    """What the table reads from one run. A run the attack stopped (a round in which no client
+    could send a finite update: the model had diverged) counts with the last global model it
+    had, which no later round would have changed."""
+    history = load_history(run_dir)
     accuracy = [row["central_accuracy"] for row in history]
     return {
         "rounds": len(history) - 1,
