@@ -27,7 +27,7 @@ Attacks: ``sign-flip``; ``scale`` (x10, ``attack-scale``); ``noise`` (std 1 per 
 
 A study of the study driver (``flowerbed.experiments.study_cli``): a point is one attack and
 defence at a number of rounds, a run one seed of it, the run config above run in this process
-in a temporary folder (``sweep_study.run_and_read``, one torch thread); its row holds the final
+in a temporary folder (``sweep_study.run_cell``, one torch thread); its row holds the final
 and best centralized test accuracy, the replies the server dropped and the updates it clipped
 (summed over rounds), the rounds it ran and, for a run the attack stopped, the round it stopped
 at. Budgets ``full`` (the default: every defence and attack, seeds 0, 1, 2, 20 rounds, 147
@@ -68,7 +68,7 @@ from result_tables import (
     unrecorded_provenance_line,
     write_table,
 )
-from sweep_study import run_and_read, seed_major
+from sweep_study import cell_point, run_cell, seed_major
 
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
@@ -123,9 +123,10 @@ class Robustness:
     def grid(self, budget: str) -> tuple[list[Point], list[int]]:
         seeds, defences, attacks, rounds = budget_of(BUDGETS, budget)
         points = [
-            Point(
-                f"{attack}/{defence}/r{rounds}",
-                {"attack": attack, "defence": defence, "rounds": rounds},
+            cell_point(
+                {"attack": attack, "defence": defence},
+                {**SETTING, **ATTACKS[attack], **DEFENCES[defence]},
+                rounds,
             )
             for attack in attacks
             for defence in defences
@@ -133,16 +134,7 @@ class Robustness:
         return points, list(seeds)
 
     def run(self, point: Point, seed: int) -> dict[str, Value]:
-        attack, defence = point.settings["attack"], point.settings["defence"]
-        overrides = {
-            **SETTING,
-            **ATTACKS[attack],
-            **DEFENCES[defence],
-            "num-server-rounds": point.settings["rounds"],
-            "seed": seed,
-        }
-        row = run_and_read(overrides, NUM_CLIENTS, run_record)
-        return {"defence": defence, "attack": attack, **row}
+        return run_cell(point, seed, NUM_CLIENTS, run_record)
 
     def report(self, rows: list[dict[str, Value]]) -> dict:
         if not rows:  # nothing measured yet: no table

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from flowerbed.experiments.driver import Point, Value
 from flowerbed.experiments.study_runs import one_thread_quietly
 from flowerbed.inprocess import run_in_process
 from flowerbed.runtime.outcome import RunFailed
@@ -40,6 +41,23 @@ def run_and_read(overrides: dict, num_clients: int, read: Callable[[Path, bool],
                 raise
             return read(run_dirs(Path(out))[-1], True)
         return read(run_dir, False)
+
+
+def cell_point(labels: dict[str, str], config: dict, rounds: int, kind: str = "") -> Point:
+    """One cell of a sweep's grid as a point: named by ``kind`` (where given), its labels in
+    their order and its rounds; its settings the labels, which its rows repeat, and the run
+    config."""
+    name = "/".join([*([kind] if kind else []), *labels.values(), f"r{rounds}"])
+    return Point(name, {"labels": labels, "config": {**config, "num-server-rounds": rounds}})
+
+
+def run_cell(
+    point: Point, seed: int, num_clients: int, read: Callable[[Path, bool], dict[str, Value]]
+) -> dict[str, Value]:
+    """The row of one seed of a ``cell_point``: its labels and ``read`` of its run
+    (``run_and_read``)."""
+    config = {**point.settings["config"], "seed": seed}
+    return {**point.settings["labels"], **run_and_read(config, num_clients, read)}
 
 
 def seed_major(rows: list[dict]) -> list[dict]:
