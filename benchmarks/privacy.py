@@ -25,68 +25,99 @@ Settings and why:
   deployment must fix C without looking at the clients' data (or spend privacy on it).
 * ``dp-delta`` 1e-5 (well below 1/10).
 
-The runs are one sweep (``flowerbed.sweep``: seed x data set x privacy) in ``<out>/runs``; a
-rerun skips the completed points. Writes to ``--out`` (default ``benchmarks/results/privacy``;
-``--quick``: ``<out>/quick``):
-
-* ``runs.csv``: one row per run (final and best centralized test accuracy, the epsilon of its
-  last row): the committed record every table and plot is made from;
-* ``table.md``: final test accuracy (mean ± sample std over seeds) per mode and z, with epsilon;
-* ``accuracy_vs_epsilon.png``: the same, accuracy against epsilon (log scale);
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one data set and
+privacy setting at a number of rounds (or one setting of the adaptive-clipping runs below), a
+run one seed of it, the run config run in this process in a temporary folder
+(``sweep_study.run_cell``, one torch thread); its row holds the final and best centralized
+test accuracy, the epsilon of the last round, the rounds it ran and, for a run the noise
+stopped, the round it stopped at. Budgets ``full`` (the default: both data sets, every z, seeds
+0, 1, 2, 20 rounds, and the adaptive-clipping runs: 75 runs) and ``quick`` (digits; none,
+central z=1, local z=1; the three adaptive-clipping settings; seed 0; 3 rounds: a check that
+the measuring path works, into ``results/privacy/quick``). Writes into
+``benchmarks/results/privacy``: ``rows.jsonl`` (one row per run: the committed record),
+``measured.jsonl`` (one line per invocation that measured) and, from the rows and the
+provenance beside them alone, ``table.md`` (final test accuracy, mean ± sample std over seeds,
+per mode and z, with epsilon) and ``accuracy_vs_epsilon.png`` (the same, accuracy against
+epsilon, log scale), drawn with it.
 
 Adaptive clipping (Andrew et al., "Differentially Private Learning with Adaptive Clipping",
-NeurIPS 2021), two more measurements, each with its own data file, table and provenance:
+NeurIPS 2021), two more measurements, each with its own table:
 
-* ``--adaptive``: no training, a strategy-level simulation (seconds). Ten clients whose updates
-  all have norm 3 every round (so every quantile of the norms is 3), z = 0.5, count noise
+* the simulation: no training, a strategy-level simulation (seconds), measured by
+  ``--adaptive`` (not a point of the study: one deterministic computation, without seeds),
+  into a file of its own beside the rows. Ten clients whose updates all have norm 3 every round (so every quantile of the norms is 3), z = 0.5, count noise
   sigma_count = 0.5 (Flower's n/20), eta 0.2, target quantile 0.5, 25 rounds from C = 1 and
   from C = 10, NumPy seed 0, for Flower 1.42's ``DifferentialPrivacyServerSideAdaptiveClipping``
   and flowerbed's ``AdaptiveClippingServerSide``. Each round records the C the updates were
   clipped with, the next C, and the std of the noise actually added (the aggregate of
   D = 20,000 entries minus the mean of the clipped updates) over the std the accounting
   assumes, z_update C_used / n. ``adaptive_clipping.csv`` (one row per implementation, start
-  and round), ``adaptive-measured.json``, ``adaptive_clipping.md``;
-* ``--adaptive-runs``: real runs (about 6 minutes on 2 cores): digits, mlp, 10 clients (as
-  above), every client every round, 30 rounds, seeds 0 to 2, z = 0.5 (the adaptive modes need
+  and round), ``adaptive-measured.json``, ``adaptive_clipping.md`` (made from the CSV
+  whenever the study writes its tables);
+* the adaptive-clipping runs, points of the study (their rows in ``rows.jsonl``, about 6
+  minutes on 2 cores): digits, mlp, 10 clients (as above), every client every round, 30 rounds, seeds 0 to 2, z = 0.5 (the adaptive modes need
   z < 2 sigma_count = 1 with n = 10), in ``central-server-adaptive`` and
   ``central-client-adaptive`` from C = 0.1 (Flower's default initial norm, an order of
   magnitude below the update norms: digits' first updates have norm 1.2 to 1.4), beside
   ``central-server-fixed`` at the hand-picked C = 1.0 of the main table.
-  ``adaptive_runs.csv``, ``adaptive-runs-measured.json``, ``adaptive_runs.md``.
+  ``adaptive_runs.md``; their row adds the C of rounds 1, 5, 10, 20 and 30 and the mean
+  noised unclipped fraction of the second half.
+
+The committed rows were measured by the script when it was a sweep (``measured.json`` and
+``adaptive-runs-measured.json``, their provenance, kept), into ``runs.csv`` and
+``adaptive_runs.csv``, converted once into ``rows.jsonl``: to measure anew, remove
+``rows.jsonl`` and those two files.
 
 ``docs/privacy.md`` includes the full benchmark's ``table.md`` and the two adaptive tables when
 the site is built (the lines ``result_tables.docs_include`` makes);
 ``tests/test_published_tables.py`` checks each file against its data (``PUBLISHED``) and the
 page's include lines.
 
-    python benchmarks/privacy.py [--workers 2]
-    python benchmarks/privacy.py --quick           # digits; none, central z=1, local z=1; 3 rounds
-    python benchmarks/privacy.py --adaptive        # Flower's adaptive clipping against flowerbed's
-    python benchmarks/privacy.py --adaptive-runs   # the adaptive modes on digits
-    python benchmarks/privacy.py --report-only     # every table and the plot from the data files
+    python benchmarks/privacy.py                # what rows.jsonl lacks of the full grid
+    python benchmarks/privacy.py --workers 2    # two runs at a time
+    python benchmarks/privacy.py --quick        # 6 runs of 3 rounds
+    python benchmarks/privacy.py --report-only  # every table and the plot from the data files
+    python benchmarks/privacy.py --adaptive     # the simulation, then every table
 """
 
 from __future__ import annotations
 
-import argparse
+import logging
 import math
 import statistics
 import sys
+from functools import partial
 from pathlib import Path
 
+import dp_accounting
+import numpy as np
+from dp_accounting.rdp import RdpAccountant
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.common.logger import FLOWER_LOGGER
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping, FedAvg
+from matplotlib import colormaps
+from matplotlib.figure import Figure
 from result_tables import (
+    PROVENANCE,
     accuracy_cell,
     column,
-    measure_and_report,
     percent_cell,
     provenance_line,
     read_runs,
     record_provenance,
-    sweep_records,
+    unrecorded_provenance_line,
+    write_table,
 )
+from sweep_study import cell_point, run_cell, seed_major
 
-from flowerbed.core.results import atomic_write, write_csv
-from flowerbed.sweep import Axis, SweepSpec, load_history, run_sweep
+from flowerbed.core.results import write_csv
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import provenance_lines
+from flowerbed.inprocess import use_server_identity
+from flowerbed.privacy.accounting import central_epsilon
+from flowerbed.privacy.adaptive_clipping import AdaptiveClippingServerSide
+from flowerbed.sweep import load_history
 
 NOISE = (0.1, 0.3, 1.0, 3.0, 10.0)
 MODES = {"central": "central-server-fixed", "local": "local"}
@@ -100,19 +131,25 @@ DATASETS = {
     },
 }
 SETTING = {"fraction-train": 1.0, "fraction-evaluate": 0.0, "dp-delta": 1e-5}
+NUM_CLIENTS = 10
 RESULTS = Path(__file__).parent / "results" / "privacy"
+DATA = RESULTS / ROWS
+TABLE = RESULTS / "table.md"
+PLOT = RESULTS / "accuracy_vs_epsilon.png"
 # the page that includes table.md
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "privacy.md"
-FIELDS = ("dataset", "privacy", "seed", "rounds", "final", "best", "epsilon", "stopped")
 # adaptive clipping: the simulation and the runs (module docstring), their data and tables
 ADAPTIVE_DATA, ADAPTIVE_TABLE = RESULTS / "adaptive_clipping.csv", RESULTS / "adaptive_clipping.md"
 ADAPTIVE_PROVENANCE = "adaptive-measured.json"
-RUNS_DATA, RUNS_TABLE = RESULTS / "adaptive_runs.csv", RESULTS / "adaptive_runs.md"
+RUNS_TABLE = RESULTS / "adaptive_runs.md"
 RUNS_PROVENANCE = "adaptive-runs-measured.json"
+# the adaptive-clipping runs' points are named from here; what adaptive_runs.md is made of
+ADAPTIVE_RUNS = "adaptive-runs"
+RUNS_VALUES = f"{ROWS}:{ADAPTIVE_RUNS}"
 PUBLISHED = [
-    (RESULTS / "runs.csv", RESULTS / "table.md"),
+    (DATA, TABLE),
     (ADAPTIVE_DATA, ADAPTIVE_TABLE),
-    (RUNS_DATA, RUNS_TABLE),
+    (RESULTS / RUNS_VALUES, RUNS_TABLE),
 ]
 
 
@@ -128,28 +165,79 @@ def privacy_bundles(modes, noise) -> dict[str, dict]:
     return bundles
 
 
-def sweep_spec(datasets, modes, noise, seeds, rounds) -> SweepSpec:
-    return SweepSpec(
-        (  # every cell of one seed first: partial results stay balanced
-            Axis.of_key("seed", seeds),
-            Axis.of_bundles("data", {d: DATASETS[d] for d in datasets}),
-            Axis.of_bundles("privacy", privacy_bundles(modes, noise)),
-        ),
-        fixed={**SETTING, "num-server-rounds": rounds},
-        num_clients=10,
+# seeds, data sets, noise multipliers, rounds, adaptive-clipping runs' rounds
+BUDGETS = {
+    "full": ((0, 1, 2), list(DATASETS), NOISE, 20, 30),
+    "quick": ((0,), ["digits"], (1.0,), 3, 3),
+}
+
+
+class Privacy:
+    """The study (module docstring): a row per data set, privacy setting, rounds and seed, and
+    per adaptive-clipping setting, rounds and seed."""
+
+    name = "privacy"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        seeds, datasets, noise, rounds, adaptive_rounds = budget_of(BUDGETS, budget)
+        points = [
+            cell_point(
+                {"dataset": dataset, "privacy": setting},
+                {**SETTING, **DATASETS[dataset], **bundle},
+                rounds,
+            )
+            for dataset in datasets
+            for setting, bundle in privacy_bundles(MODES, noise).items()
+        ]
+        points += [
+            cell_point(
+                {"privacy": setting},
+                {**SETTING, **ADAPTIVE_RUN, **bundle},
+                adaptive_rounds,
+                kind=ADAPTIVE_RUNS,
+            )
+            for setting, bundle in RUN_SETTINGS.items()
+        ]
+        return points, list(seeds)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        record = adaptive_run_record if is_adaptive_run(point.name) else run_record
+        return run_cell(point, seed, NUM_CLIENTS, partial(record, point.settings["labels"]))
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        grid_rows, adaptive_rows = split_rows(rows)
+        tables = {}
+        if grid_rows:
+            tables[TABLE.name] = partial(table_and_plot, grid_rows)
+        tables[ADAPTIVE_TABLE.name] = adaptive_table_of  # from a side file of the folder
+        if adaptive_rows:
+            tables[RUNS_TABLE.name] = partial(adaptive_runs_table, adaptive_rows)
+        return tables
+
+
+def is_adaptive_run(point: str) -> bool:
+    """Whether ``point`` names an adaptive-clipping run (else a point of the main grid)."""
+    return point.startswith(f"{ADAPTIVE_RUNS}/")
+
+
+def split_rows(rows: list[dict[str, Value]]) -> tuple[list[dict], list[dict]]:
+    """The main grid's rows and the adaptive-clipping runs' rows, each seed by seed."""
+    ordered = seed_major(rows)
+    return (
+        [r for r in ordered if not is_adaptive_run(r["point"])],
+        [r for r in ordered if is_adaptive_run(r["point"])],
     )
 
 
-def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
+def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict[str, Value]:
     """What the table reads from one run. A run the noise stopped (a round in which no client
     could send a finite update: the model had diverged) counts with the last global model it
     had, and the epsilon it had spent."""
     history = load_history(run_dir)
     accuracy = [row["central_accuracy"] for row in history]
     return {
-        "dataset": labels["data"],
-        "privacy": labels["privacy"],
-        "seed": int(labels["seed"]),
         "rounds": len(history) - 1,
         "final": accuracy[-1],
         "best": max(accuracy[1:]),
@@ -164,8 +252,6 @@ def setting_epsilon(runs, setting: str) -> float:
     complete = [r for r in runs if r["privacy"] == setting and not r["stopped"]]
     if complete:
         return max(r["epsilon"] for r in complete)
-    from flowerbed.privacy.accounting import central_epsilon
-
     z = float(setting.split("=")[1])
     rounds = max(r["rounds"] for r in runs if not r["stopped"])
     return central_epsilon(z, rounds, 10, 10, SETTING["dp-delta"])
@@ -197,7 +283,7 @@ def table(runs: list[dict], folder: Path) -> str:
         f' "k/{len(seeds)} diverged": in k'
         " runs a round came in which no client could send a finite update, and the run stopped"
         " there; it counts with the last global model it had."
-        f" {provenance_line(folder)}"
+        f" {measured_where(folder)}"
     )
     lines = [
         caption,
@@ -216,18 +302,41 @@ def table(runs: list[dict], folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_results(runs_csv: Path) -> list[dict]:
-    return read_runs(runs_csv, ("final", "best", "epsilon"), ("seed", "rounds", "stopped"))
+def measured_where(folder: Path, file: str = PROVENANCE) -> str:
+    """Where the rows in ``folder`` were measured: ``file``'s sentence (``provenance_line``:
+    the measurement before the port) where there is one, then ``Measured: `` and the sentence
+    of each invocation of the study (``provenance_lines``); or that it is not known."""
+    first = [provenance_line(folder, file)] if (Path(folder) / file).is_file() else []
+    lines = first + [f"Measured: {line}" for line in provenance_lines(folder)]
+    return " ".join(lines) or unrecorded_provenance_line(folder)
+
+
+def table_and_plot(runs: list[dict], folder: Path) -> str:
+    """``table.md`` (``table``), with the plot of the same runs drawn beside it."""
+    plot(runs, folder / PLOT.name)
+    return table(runs, folder)
+
+
+def adaptive_table_of(folder: Path) -> str:
+    """``adaptive_clipping.md`` from the simulation's file in ``folder``, or a line saying that
+    it has not been measured there."""
+    data = Path(folder) / ADAPTIVE_DATA.name
+    if not data.is_file():
+        command = f"python {Path(__file__).name} {ADAPTIVE}"
+        return f"The simulation has not been measured here (`{command}`).\n"
+    return adaptive_table(data)
 
 
 def report(data: Path) -> str:
-    """A table of the docs from its data file alone: ``table.md`` from ``runs.csv``, the
-    adaptive-clipping tables from ``adaptive_clipping.csv`` and ``adaptive_runs.csv``."""
+    """A table of the docs from its data alone: ``table.md`` and ``adaptive_runs.md`` from the
+    rows in ``data``'s folder (``RUNS_VALUES``: the adaptive-clipping runs'), the simulation's
+    table from ``adaptive_clipping.csv``."""
     if data.name == ADAPTIVE_DATA.name:
         return adaptive_table(data)
-    if data.name == RUNS_DATA.name:
-        return adaptive_runs_table(data)
-    return table(read_results(data), data.parent)
+    grid_rows, adaptive_rows = split_rows(measured_rows(data.parent))
+    if data.name == RUNS_VALUES:
+        return adaptive_runs_table(adaptive_rows, data.parent)
+    return table(grid_rows, data.parent)
 
 
 # --- adaptive clipping: Flower's against flowerbed's, simulated -------------------------------
@@ -249,13 +358,6 @@ ADAPTIVE_FIELDS = ("implementation", "start", "round", "clipping_norm", "next", 
 def simulate(implementation: str, start: float) -> list[dict]:
     """Rounds of server-side adaptive clipping at the strategy level (``SIMULATION``): the C
     each round clipped with, the next C, and the measured noise std over z_update C_used / n."""
-    import numpy as np
-    from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-    from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping, FedAvg
-
-    from flowerbed.inprocess import use_server_identity
-    from flowerbed.privacy.adaptive_clipping import AdaptiveClippingServerSide
-
     n, dim, norm = SIMULATION["clients"], SIMULATION["entries"], SIMULATION["norm"]
 
     class Nodes:
@@ -314,9 +416,9 @@ def simulate(implementation: str, start: float) -> list[dict]:
 
 
 def measure_adaptive(out: Path) -> None:
-    import logging
-
-    logging.getLogger("flwr").setLevel(logging.WARNING)  # Flower logs every round
+    """The simulation (``simulate``) of both implementations from both starts, into
+    ``adaptive_clipping.csv`` in ``out`` with its provenance."""
+    FLOWER_LOGGER.setLevel(logging.WARNING)  # Flower logs every round
     rows = [
         row
         for start in SIMULATION["starts"]
@@ -335,9 +437,6 @@ def applied_epsilon(ratios: list[float]) -> float:
     was ``ratio`` x z_update C_used / n: each round one Gaussian mechanism with multiplier mu,
     mu^-2 = (ratio z_update / 2)^-2 + sigma_count^-2 (sum of clipped updates: sensitivity
     2 C_used; count: sensitivity 1), composed with dp-accounting."""
-    import dp_accounting
-    from dp_accounting.rdp import RdpAccountant
-
     z, sigma = SIMULATION["z"], SIMULATION["count_stddev"]
     z_update = (z**-2 - (2 * sigma) ** -2) ** -0.5
     accountant = RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
@@ -350,8 +449,6 @@ def applied_epsilon(ratios: list[float]) -> float:
 def adaptive_table(data: Path) -> str:
     """C by round, Flower's wrapper against flowerbed's, and the noise each added against the
     noise the accounting assumes (``adaptive_clipping.csv``)."""
-    from flowerbed.privacy.accounting import central_epsilon
-
     rows = read_runs(data, ("start", "clipping_norm", "next", "noise_ratio"), ("round",))
     starts = sorted({r["start"] for r in rows})
     series = {
@@ -433,20 +530,14 @@ RUNS_FIELDS = (
 )
 
 
-def runs_spec(seeds, rounds) -> SweepSpec:
-    return SweepSpec(
-        (Axis.of_key("seed", seeds), Axis.of_bundles("privacy", RUN_SETTINGS)),
-        fixed={
-            **SETTING,
-            **{k: v for k, v in DATASETS["digits"].items() if k != "dp-clipping-norm"},
-            "num-server-rounds": rounds,
-            "dp-noise-multiplier": RUN_Z,
-        },
-        num_clients=10,
-    )
+# what the adaptive-clipping runs set beside ``SETTING`` and their ``RUN_SETTINGS``
+ADAPTIVE_RUN = {
+    **{k: v for k, v in DATASETS["digits"].items() if k != "dp-clipping-norm"},
+    "dp-noise-multiplier": RUN_Z,
+}
 
 
-def adaptive_run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
+def adaptive_run_record(labels: dict, run_dir: Path, stopped: bool) -> dict[str, Value]:
     """One run: final accuracy, epsilon, the C its rounds clipped with, and the mean noised
     unclipped fraction of its second half (adaptive modes; NaN for fixed clipping)."""
     history = load_history(run_dir)
@@ -458,8 +549,6 @@ def adaptive_run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     ]
     fixed = float(RUN_SETTINGS[labels["privacy"]]["dp-clipping-norm"])
     return {
-        "privacy": labels["privacy"],
-        "seed": int(labels["seed"]),
         "rounds": len(history) - 1,
         "final": history[-1]["central_accuracy"],
         "epsilon": history[-1]["dp_epsilon"],
@@ -472,19 +561,8 @@ def adaptive_run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     }
 
 
-def measure_adaptive_runs(out: Path, seeds, rounds: int, workers: int) -> None:
-    spec = runs_spec(seeds, rounds)
-    sweep = out / "adaptive-runs"
-    run_sweep(spec, sweep, workers=workers, extend=True)
-    write_csv(out / RUNS_DATA.name, sweep_records(spec, sweep, adaptive_run_record), RUNS_FIELDS)
-    record_provenance(out, sys.argv, file=RUNS_PROVENANCE)
-
-
-def adaptive_runs_table(data: Path) -> str:
-    floats = ("final", "epsilon", *(f"c{r}" for r in SHOWN_ROUNDS))
-    runs = read_runs(data, floats, ("seed", "rounds", "stopped"))
-    for run in runs:  # empty (NaN) for fixed clipping
-        run["unclipped_last_half"] = float(run["unclipped_last_half"] or "nan")
+def adaptive_runs_table(runs: list[dict], folder: Path) -> str:
+    """``adaptive_runs.md``, from the adaptive-clipping runs and where they were measured."""
     seeds = sorted({r["seed"] for r in runs})
     rounds = max(r["rounds"] for r in runs)
     shown = [r for r in SHOWN_ROUNDS if r <= rounds]
@@ -499,7 +577,7 @@ def adaptive_runs_table(data: Path) -> str:
         " over the second half of the rounds, mean over seeds (0.5 when C sits at the median"
         " norm); accuracy: final centralized test accuracy in % (mean ± sample std over seeds);"
         " epsilon: after the last round, the same for the three (z is what is accounted)."
-        f" {provenance_line(data.parent, RUNS_PROVENANCE)}"
+        f" {measured_where(folder, RUNS_PROVENANCE)}"
     )
     columns = [f"C in round {r}" for r in shown] + ["unclipped", "accuracy", "epsilon"]
     lines = [
@@ -522,13 +600,11 @@ def adaptive_runs_table(data: Path) -> str:
 
 
 def plot(runs: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Final accuracy against epsilon per data set, a line per mode (mean ± sample std over
+    seeds), the non-private run's mean dashed."""
     datasets = [d for d in DATASETS if any(r["dataset"] == d for r in runs)]
-    fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.5), squeeze=False)
+    fig = Figure(figsize=(6 * len(datasets), 4.5))
+    axes = fig.subplots(1, len(datasets), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         for i, mode in enumerate(MODES):
             points = []
@@ -549,7 +625,7 @@ def plot(runs: list[dict], path: Path) -> None:
                     marker="o",
                     capsize=3,
                     label=f"{mode} DP",
-                    color=plt.get_cmap("tab10")(i),
+                    color=colormaps["tab10"](i),
                 )
         baseline = column(runs, dataset=dataset, privacy="none")
         if baseline:
@@ -563,71 +639,23 @@ def plot(runs: list[dict], path: Path) -> None:
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
-    parser.add_argument("--noise", type=float, nargs="+", default=list(NOISE))
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument(
-        "--report-only", action="store_true", help="every table and the plot from the data files"
-    )
-    parser.add_argument(
-        "--adaptive",
-        action="store_true",
-        help="only the adaptive-clipping simulation (Flower's against flowerbed's; seconds)",
-    )
-    parser.add_argument(
-        "--adaptive-runs",
-        action="store_true",
-        help=f"only the adaptive-clipping runs on digits ({ADAPTIVE_ROUNDS} rounds; --seeds,"
-        " --workers)",
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="digits; none, central and local z=1; seed 0; 3 rounds"
-    )
-    args = parser.parse_args()
-    if args.adaptive or args.adaptive_runs:
-        if args.adaptive:
-            measure_adaptive(args.out)
-        if args.adaptive_runs:
-            measure_adaptive_runs(args.out, args.seeds, ADAPTIVE_ROUNDS, args.workers)
-        write_adaptive_tables(args.out)
-        return
-    if args.quick:
-        args.rounds, args.seeds, args.out = 3, [0], args.out / "quick"
-        args.datasets, args.noise = ["digits"], [1.0]
-    spec = (
-        None
-        if args.report_only
-        else sweep_spec(args.datasets, args.modes, args.noise, args.seeds, args.rounds)
-    )
-    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
-    runs_csv = args.out / "runs.csv"
-    plot(read_results(runs_csv), args.out / "accuracy_vs_epsilon.png")
-    print(text)
-    print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy_vs_epsilon.png'}")
-    if args.report_only:
-        write_adaptive_tables(args.out)
+ADAPTIVE = "--adaptive"
 
 
-def write_adaptive_tables(out: Path) -> None:
-    """The adaptive-clipping tables from their data files, where these exist."""
-    for data, table_file in ((ADAPTIVE_DATA, ADAPTIVE_TABLE), (RUNS_DATA, RUNS_TABLE)):
-        if (out / data.name).is_file():
-            text = report(out / data.name)
-            atomic_write(out / table_file.name, lambda f, text=text: f.write(text))
-            print(text)
-            print(f"written: {out / table_file.name}")
+def main(argv: list[str] | None = None) -> int:
+    """The study's command line (``study_cli``); with ``--adaptive``, the simulation measured
+    first into the folder the tables go to, and the tables from the rows on disk."""
+    study = Privacy()
+    words = sys.argv[1:] if argv is None else list(argv)
+    if ADAPTIVE in words:
+        words = [word for word in words if word != ADAPTIVE] + ["--report-only"]
+        args = study_cli.parser(study, __doc__).parse_args(words)
+        budget = study_cli.QUICK if args.quick else args.budget
+        measure_adaptive(study_cli.out_folder(study, RESULTS, budget, args.out))
+    return study_cli.main(study, RESULTS, __doc__, words, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
