@@ -8,60 +8,74 @@ run-config ``local-epochs-max``), 3 seeds; everything else is the run-config def
 learning rate 0.05, momentum 0.9, batch 32) with the ``mlp`` model. Every run is the real
 ServerApp/ClientApp code in this process (``run_in_process``), one torch thread.
 
-The runs are one sweep (``flowerbed.sweep``: strategy x partition x seed, as Ray tasks, up to
-``--workers`` at a time) in ``<out>/runs``; a rerun skips the completed points, and asking for
-more strategies or seeds adds them to the sweep. Writes to ``--out`` (default
-``benchmarks/results/strategies``; ``--quick``: ``<out>/quick``):
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one strategy on
+one partition at a number of rounds, a run one seed of it, the run config above run in this
+process in a temporary folder (``sweep_study.run_cell``); its row holds the data set, the
+final and best centralized test accuracy, the seconds of a round (mean over its rounds), the
+bytes sent and received per round, the rounds it ran, the round a diverged model stopped it at
+(0: it did not; it counts with the last global model it had) and ``curve``, the accuracy after
+every round, round 0 first, space-separated. Budgets (``BUDGETS``): ``full`` (the default, every
+strategy on both partitions, seeds 0, 1, 2, 20 rounds), ``quick`` (fedavg, fedprox;
+label-sorted; seed 0; 2 rounds: a check that the measuring path works, into
+``results/strategies/quick``), and the variants for diagnosis, each committed in its own folder
+``results/strategies-<budget>`` (``--out``): ``momentum0`` and ``lr0.01`` (fedavg, fednova,
+scaffold on dirichlet-0.1 with plain SGD, or learning rate 0.01), ``mnist-5k`` (every strategy on
+real MNIST, 5,000 images), ``mnist-5k-lr0.01`` (the same at learning rate 0.01) and
+``mnist-5k-momentum0`` (fedavg, fednova, scaffold on both partitions, plain SGD).
 
-* ``runs/``: the sweep folder (its run folders, ``summary.md``/``.csv``; not committed);
-* ``runs.csv``: one row per run (final and best accuracy, cost, the accuracy curve), the
-  committed record, and ``measured.json``: the commit, command, machine and date;
-* ``table.md`` (from ``runs.csv`` alone, ``--report-only``): final and best centralized test
-  accuracy (mean ± std over seeds) per partition, seconds per round and bytes per round (sent
-  + received, over all runs of the strategy), and each strategy's final accuracy minus
-  FedAvg's, paired by seed, with its 95 % t interval;
-* ``accuracy.png``: centralized accuracy per round per strategy (mean over seeds), one panel
-  per partition.
+    python benchmarks/strategies.py                # what rows.jsonl lacks of the full grid
+    python benchmarks/strategies.py --workers 2    # two runs at a time
+    python benchmarks/strategies.py --quick        # 2 runs of 2 rounds
+    python benchmarks/strategies.py --report-only  # table.md and the plot from rows.jsonl
+    python benchmarks/strategies.py --budget momentum0 --out benchmarks/results/strategies-momentum0
 
-    python benchmarks/strategies.py [--rounds 20] [--seeds 0 1 2] [--strategies fedavg scaffold]
-    python benchmarks/strategies.py --quick          # fedavg, fedprox; label-sorted; seed 0; 2 rounds
-    python benchmarks/strategies.py --report-only    # table.md and plot from runs.csv
-
-Variants for diagnosis go to their own folder, e.g. plain SGD instead of momentum 0.9:
-
-    python benchmarks/strategies.py --set momentum=0.0 --strategies fedavg fednova scaffold \
-        --out benchmarks/results/strategies-momentum0
+Writes into its folder: ``rows.jsonl`` (one row per run: the committed record),
+``measured.jsonl`` (one line per invocation that measured), and, from the rows and the
+provenance beside them alone, ``table.md``: final and best centralized test accuracy (mean ±
+std over seeds) per partition, seconds per round and bytes per round (sent + received, over all
+runs of the strategy), each strategy's final accuracy minus FedAvg's, paired by seed, with its
+95 % t interval, and for a variant's folder (``VARIANT_OF``) how it changes each strategy's
+difference to FedAvg against the setting it varies (from that setting's folder); and
+``accuracy.png`` (centralized accuracy per round per strategy, mean over seeds, one panel per
+partition), drawn with it. The committed rows were measured by the script when it was a sweep
+(``measured.json`` in each folder, its provenance, kept), into ``runs.csv``, converted once into
+``rows.jsonl``: to measure anew, remove ``rows.jsonl`` and ``measured.json``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
+from functools import partial
 from pathlib import Path
 
-import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
 from result_tables import (
     accuracy_cell,
     interval_cell,
-    measure_and_report,
     paired_cell,
     percent_cell,
-    provenance_line,
-    read_runs,
     table_head,
+    unrecorded_provenance_line,
+    write_table,
 )
+from sweep_study import cell_point, run_cell, seed_major
 
 from flowerbed.core.results import round_seconds
-from flowerbed.strategies import STRATEGIES
-from flowerbed.sweep import Axis, SweepSpec, grid_from_cli, load_history
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
+from flowerbed.sweep import load_history
 
 RESULTS = Path(__file__).parent / "results" / "strategies"
+DATA = RESULTS / ROWS
+TABLE = RESULTS / "table.md"
+PLOT = RESULTS / "accuracy.png"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "strategies.md"  # includes table.md
 # the tables the docs include: digits (the default run), its two diagnostic variants, real
 # MNIST (--set dataset=mnist-5k) and its two diagnostic variants
 PUBLISHED = tuple(
-    (RESULTS.with_name(name) / "runs.csv", RESULTS.with_name(name) / "table.md")
+    (RESULTS.with_name(name) / ROWS, RESULTS.with_name(name) / TABLE.name)
     for name in (
         "strategies",
         "strategies-momentum0",
@@ -94,47 +108,73 @@ HIGHLIGHT = {"fedavg": "black", "fednova": "tab:red", "scaffold": "tab:blue"}
 SETTING = {"dataset": "digits", "model": "mlp", "local-epochs": 1, "local-epochs-max": 5}
 
 
-def sweep_spec(
-    strategies: list[str], partitions: list[str], seeds: list[int], rounds: int, extra: dict
-) -> SweepSpec:
-    return SweepSpec(
-        (  # all strategies of one seed first: partial results stay balanced
-            Axis.of_key("seed", seeds),
-            Axis.of_bundles("partition", {p: PARTITIONS[p] for p in partitions}),
-            Axis.of_key("strategy", strategies),
-        ),
-        fixed={**SETTING, **extra, "num-server-rounds": rounds},
-        num_clients=10,
-    )
+NUM_CLIENTS = 10
+SEEDS = (0, 1, 2)
+ROUNDS = 20
+CORRECTIONS = ["fedavg", "fednova", "scaffold"]
+MNIST = {"dataset": "mnist-5k"}
+# strategies, partitions, seeds, rounds, run-config overrides on top of SETTING
+BUDGETS = {
+    "full": (list(CLASSIC), list(PARTITIONS), SEEDS, ROUNDS, {}),
+    "quick": (["fedavg", "fedprox"], ["label-sorted"], (0,), 2, {}),
+    "momentum0": (CORRECTIONS, ["dirichlet-0.1"], SEEDS, ROUNDS, {"momentum": 0.0}),
+    "lr0.01": (CORRECTIONS, ["dirichlet-0.1"], SEEDS, ROUNDS, {"learning-rate": 0.01}),
+    "mnist-5k": (list(CLASSIC), list(PARTITIONS), SEEDS, ROUNDS, MNIST),
+    "mnist-5k-lr0.01": (
+        list(CLASSIC),
+        list(PARTITIONS),
+        SEEDS,
+        ROUNDS,
+        {**MNIST, "learning-rate": 0.01},
+    ),
+    "mnist-5k-momentum0": (
+        CORRECTIONS,
+        list(PARTITIONS),
+        SEEDS,
+        ROUNDS,
+        {**MNIST, "momentum": 0.0},
+    ),
+}
 
 
-FIELDS = (
-    "dataset",
-    "strategy",
-    "partition",
-    "seed",
-    "rounds",
-    "final",
-    "best",
-    "seconds_per_round",
-    "bytes_per_round",
-    "stopped",
-    "curve",
-)
+class Strategies:
+    """The study (module docstring): a row per partition, strategy, rounds and seed."""
+
+    name = "strategies"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        strategies, partitions, seeds, rounds, extra = budget_of(BUDGETS, budget)
+        points = [
+            cell_point(
+                {"partition": partition, "strategy": strategy},
+                {**SETTING, **extra, **PARTITIONS[partition], "strategy": strategy},
+                rounds,
+            )
+            for partition in partitions
+            for strategy in strategies
+        ]
+        return points, list(seeds)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        row = run_cell(point, seed, NUM_CLIENTS, run_record)
+        return {"dataset": point.settings["config"]["dataset"], **row}
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        if not rows:  # nothing measured yet: no table
+            return {}
+        return {TABLE.name: partial(table_and_plot, runs_of(rows))}
 
 
-def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
-    """One row of ``runs.csv``: what the tables and the plot read from one run (``curve``:
-    the centralized accuracy after every round, round 0 first, space-separated). A run that
-    stopped because no client could send a finite update (the model had diverged) counts with
-    the last global model it had; ``stopped`` is the round it stopped in (0: it did not)."""
+def run_record(run_dir: Path, stopped: bool) -> dict[str, Value]:
+    """What the tables and the plot read from one run (``curve``: the centralized accuracy
+    after every round, round 0 first, space-separated). A run that stopped because no client
+    could send a finite update (the model had diverged) counts with the last global model it
+    had; ``stopped`` is the round it stopped in (0: it did not)."""
     history = load_history(run_dir)
     accuracy = [row["central_accuracy"] for row in history]
     return {
-        "dataset": json.loads((run_dir / "config.json").read_text())["dataset"],
-        "strategy": labels["strategy"],
-        "partition": labels["partition"],
-        "seed": int(labels["seed"]),
         "rounds": len(history) - 1,
         "final": accuracy[-1],
         "best": max(accuracy[1:]),
@@ -147,15 +187,11 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
     }
 
 
-def read_results(runs_csv: Path) -> list[dict]:
-    runs = read_runs(
-        runs_csv,
-        ("final", "best", "seconds_per_round", "bytes_per_round"),
-        ("seed", "rounds", "stopped"),
-    )
-    for run in runs:
-        run["curve"] = [float(a) for a in run["curve"].split()]
-    return runs
+def runs_of(rows: list[dict[str, Value]]) -> list[dict]:
+    """The rows seed by seed, each with its ``curve`` as a list of accuracies."""
+    return [
+        {**row, "curve": [float(a) for a in str(row["curve"]).split()]} for row in seed_major(rows)
+    ]
 
 
 def strategies_in(runs: list[dict]) -> list[str]:
@@ -264,31 +300,40 @@ def change_table(runs: list[dict], base_runs: list[dict], base: str, baseline="f
     return "\n".join(lines) + "\n"
 
 
-def report(runs_csv: Path) -> str:
-    """The tables of ``table.md``, from ``runs.csv`` (and ``measured.json``) alone; for a
-    diagnostic variant (``VARIANT_OF``) also the change against the setting it varies, from
-    that setting's committed ``runs.csv``."""
-    runs = read_results(runs_csv)
+def table_text(runs: list[dict], folder: Path) -> str:
+    """The tables of ``table.md``, from the runs and where they were measured; for a diagnostic
+    variant's folder (``VARIANT_OF``) also the change against the setting it varies, from the
+    rows of that setting's folder beside it."""
     text = table(runs) + "\n" + paired_table(runs) + "\n"
-    base = VARIANT_OF.get(runs_csv.parent.name)
+    base = VARIANT_OF.get(folder.name)
     if base is not None:
-        base_runs = read_results(runs_csv.parent.with_name(base) / "runs.csv")
+        base_runs = runs_of(measured_rows(folder.with_name(base)))
         text += change_table(runs, base_runs, base) + "\n"
-    return text + provenance_line(runs_csv.parent) + "\n"
+    provenance = " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
+    return text + provenance + "\n"
+
+
+def table_and_plot(runs: list[dict], folder: Path) -> str:
+    """``table_text``, with the plot of the same runs drawn beside it."""
+    plot(runs, folder / PLOT.name)
+    return table_text(runs, folder)
+
+
+def report(data: Path) -> str:
+    """``table.md``, from the rows in ``data``'s folder (and, for a variant, in its setting's
+    folder) and the provenance beside them alone."""
+    return table_text(runs_of(measured_rows(data.parent)), data.parent)
 
 
 def plot(runs: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Centralized accuracy by round, the mean over seeds, a line per strategy (FedAvg and the
+    two heterogeneity corrections solid), one panel per partition."""
     strategies = strategies_in(runs)
     partitions = partitions_in(runs)
     datasets = ", ".join(sorted({r["dataset"] for r in runs}))
-    fig, axes = plt.subplots(1, len(partitions), figsize=(6.5 * len(partitions), 5), sharey=True)
-    axes = np.atleast_1d(axes)
-    colors = plt.get_cmap("tab20b")
+    fig = Figure(figsize=(6.5 * len(partitions), 5))
+    axes = fig.subplots(1, len(partitions), sharey=True, squeeze=False)[0]
+    colors = colormaps["tab20b"]
     for ax, partition in zip(axes, partitions):
         for i, name in enumerate(strategies):
             curves = [
@@ -309,53 +354,11 @@ def plot(runs: list[dict], path: Path) -> None:
     axes[-1].legend(fontsize=8, ncol=2, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--strategies", nargs="+", default=list(CLASSIC))
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument(
-        "--report-only", action="store_true", help="table.md and the plot from runs.csv"
-    )
-    parser.add_argument(
-        "--partitions", nargs="+", default=list(PARTITIONS), choices=list(PARTITIONS)
-    )
-    parser.add_argument(
-        "--set",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="run-config overrides on top of the benchmark's setting (use with --out)",
-    )
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument(
-        "--quick", action="store_true", help="fedavg, fedprox; label-sorted; seed 0; 2 rounds"
-    )
-    args = parser.parse_args()
-    if args.quick:
-        args.rounds, args.seeds, args.out = 2, [0], args.out / "quick"
-        args.strategies, args.partitions = ["fedavg", "fedprox"], ["label-sorted"]
-    _, extra = grid_from_cli([], args.set)
-    unknown = [s for s in args.strategies if s not in STRATEGIES]
-    if unknown:
-        parser.error(f"unknown strategies {unknown}; valid: {', '.join(STRATEGIES)}")
-    spec = (
-        None
-        if args.report_only
-        else sweep_spec(args.strategies, args.partitions, args.seeds, args.rounds, extra)
-    )
-    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
-    runs_csv = args.out / "runs.csv"
-    plot(read_results(runs_csv), args.out / "accuracy.png")
-    print(text)
-    print(f"written: {runs_csv}, {args.out / 'table.md'}, {args.out / 'accuracy.png'}")
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(Strategies(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
