@@ -199,7 +199,7 @@ PROCESS_KINDS = (
     ("/ray/", "Ray's own processes"),
 )
 FLWR_COMMAND = "flwr (the command)"
-COMMAND_CHARS = 200  # of a command line kept in processes.csv
+COMMAND_CHARS = 200  # of a command line kept in a run's row
 
 # Runs (name, statement) pairs in order; prints {name: [wall s, CPU s]}.
 STAGE_TIMER = """
