@@ -1,59 +1,189 @@
 """CPU vs GPU: seconds per FedAvg round (cnn, resnet18 on CIFAR-sized images) and VQC training
-throughput, measured side by side in one run.
+throughput, measured side by side in one study.
 
-    python benchmarks/gpu.py            # every device this machine has
-    python benchmarks/gpu.py --quick    # one repeat, fewer clients and samples
-
-A round is flowerbed's own client step and server rule, in this process: each of ``--clients``
-clients starts from the global model and trains ``local-epochs=1`` on its 500 images
+A round is flowerbed's own client step and server rule, in this process: each of the budget's
+clients starts from the global model and trains ``local-epochs=1`` on its images
 (``LocalClient.train``: the run's optimiser, batches moved to the run's device), the server
 takes the sample-weighted mean of the returned state dicts, and evaluates the new global model
-on 2,000 test images (``training.loops.evaluate``). The images are generated (3 x 32 x 32,
-10 classes, one random mean image per class plus noise), not CIFAR-10: only their size
-matters here. The first round is a warm-up (CUDA context, cuDNN plans); the table gives the
-median of ``--repeats`` further rounds.
+on the test images (``training.loops.evaluate``). The images are generated (3 x 32 x 32, 10
+classes, one random mean image per class plus noise), not CIFAR-10: only their size matters
+here. The first round is a warm-up (CUDA context, cuDNN plans); a run gives the median of the
+budget's repeats of further rounds.
 
-The VQC rows train flowerbed's VQC (``default.qubit``, backprop, one broadcast simulation per
+The VQC points train flowerbed's VQC (``default.qubit``, backprop, one broadcast simulation per
 mini-batch of 32, ``vqc-reduction='linear'`` feeding 2^n amplitudes) through the same
-``LocalClient.train`` and report samples per second, for growing registers.
+``LocalClient.train`` and give samples per second, for growing registers.
 
-``deterministic`` rows repeat the resnet18 round with cuDNN's autotuned, non-deterministic
-algorithms (flowerbed's runs use the deterministic ones, see ``core.device``): the price
-of repeatable GPU runs.
+The ``fedavg-autotuned`` point repeats the resnet18 round on cuda with cuDNN's autotuned,
+non-deterministic algorithms (flowerbed's runs use the deterministic ones, see
+``core.device``): the price of repeatable GPU runs.
 
-Results: ``benchmarks/results/gpu/gpu.csv`` (the measured values) and ``gpu.md``, the table
-that ``docs/gpus.md`` includes, made from ``gpu.csv`` alone (``report``; its first line, the
-devices, from the first line of the run's log, ``bench.log``, when there is one)::
+A study of the study driver (``flowerbed.experiments.study_cli``): the points are (what, model
+or register, device), one run each, in turn (``alternate``), one at a time. The cuda points
+need a GPU: on a machine without one they are left out of the grid (the script says so) and
+the table shows - for them. Budgets: ``full`` (the default: 10 clients x 500 images, 2,000 test
+images, 3 repeats, VQC at 6, 10 and 14 qubits on 512 samples) and ``quick`` (2 clients x 64, 128
+test images, 1 repeat, VQC at 6 qubits on 64 samples: a minute or two on a CPU, a check that
+the measuring path works, not a measurement, into ``results/gpu/quick``).
 
-    python benchmarks/gpu.py | tee benchmarks/results/gpu/bench.log
-    python benchmarks/gpu.py --report-only    # gpu.md from gpu.csv
+    python benchmarks/gpu.py                 # every device this machine has
+    python benchmarks/gpu.py --quick
+    python benchmarks/gpu.py --report-only   # gpu.md from rows.jsonl
+
+Writes into ``benchmarks/results/gpu`` (or ``--out``): ``rows.jsonl`` (one row per run: the
+value, its unit, the device, the torch threads, the GPU and torch's version), ``measured.jsonl``
+(one line per invocation that measured) and ``gpu.md``, the table that ``docs/gpus.md``
+includes, made from the rows and the provenance beside them alone (its first line, the
+devices, from the rows). The committed rows were measured on an H100 by the script before it
+became a study, converted from its ``gpu.csv`` and the devices line of its log, ``bench.log``
+(kept); to measure anew, remove ``rows.jsonl``.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import torch
 from flwr.app import Context, RecordDict
+from result_tables import write_table
 
 from flowerbed.catalog import parse_run_config
-from flowerbed.core.results import write_csv
+from flowerbed.core.device import deterministic_cuda
 from flowerbed.data import DatasetSplits
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.inprocess import resolve_run_config
 from flowerbed.models import build_model
 from flowerbed.training.local_client import LocalClient
 from flowerbed.training.loops import evaluate
 
-OUT = Path(__file__).resolve().parent / "results" / "gpu"
-RESULTS = OUT
-# what ``report`` reads and writes, and the page that includes the table
-DATA = OUT / "gpu.csv"
-TABLE = OUT / "gpu.md"
+RESULTS = Path(__file__).resolve().parent / "results" / "gpu"
+DATA = RESULTS / ROWS
+TABLE = RESULTS / "gpu.md"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "gpus.md"
 SHAPE, CLASSES = (3, 32, 32), 10
+LAYERS = 4  # of the VQC
+FEDAVG, AUTOTUNED, VQC = "fedavg", "fedavg-autotuned", "vqc"
+BUDGETS = {
+    "full": {
+        "clients": 10,
+        "per_client": 500,
+        "test": 2000,
+        "repeats": 3,
+        "qubits": (6, 10, 14),
+        "vqc_samples": 512,
+    },
+    "quick": {
+        "clients": 2,
+        "per_client": 64,
+        "test": 128,
+        "repeats": 1,
+        "qubits": (6,),
+        "vqc_samples": 64,
+    },
+}
+
+
+def devices() -> list[str]:
+    """The devices of this machine: cpu, and cuda where torch sees a GPU."""
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+class Gpu:
+    """The study (module docstring): one run per (what, model or register, device)."""
+
+    name = "gpu"
+    budgets = BUDGETS
+    default_budget = "full"
+    alternate = True
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        chosen = budget_of(BUDGETS, budget)
+        here = devices()
+        fedavg = f"FedAvg round, {chosen['clients']} clients x {chosen['per_client']}"
+        wanted = [
+            (FEDAVG, model, fedavg, "s/round", device)
+            for model in ("cnn", "resnet18")
+            for device in here
+        ]
+        if "cuda" in here:
+            autotuned = "FedAvg round, cuDNN autotuned, not deterministic"
+            wanted.append((AUTOTUNED, "resnet18", autotuned, "s/round", "cuda"))
+        wanted += [
+            (VQC, f"{n}-qubits", f"VQC training, {n} qubits, {LAYERS} layers", "samples/s", device)
+            for n in chosen["qubits"]
+            for device in here
+        ]
+        points = [
+            Point(
+                f"{part}/{model}/{device}",
+                {
+                    "part": part,
+                    "model": model,
+                    "what": what,
+                    "unit": unit,
+                    "device": device,
+                    **chosen,
+                },
+            )
+            for part, model, what, unit, device in wanted
+        ]
+        return points, [0]
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        s = point.settings
+        device = s["device"]
+        if s["part"] == VQC:
+            qubits = int(s["model"].split("-")[0])
+            rate = vqc_throughput(device, qubits, LAYERS, s["vqc_samples"], s["repeats"])
+            measured = {"model": VQC, "value": rate}
+        else:
+            with cudnn_autotuned(s["part"] == AUTOTUNED):
+                seconds, accuracy = fedavg_rounds(
+                    s["model"], device, s["clients"], s["per_client"], s["repeats"], s["test"]
+                )
+            measured = {"model": s["model"], "value": seconds, "accuracy": accuracy}
+        return {
+            "part": s["part"],
+            "what": s["what"],
+            "unit": s["unit"],
+            "device": device,
+            "threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
+            "torch": torch.__version__,
+        } | measured
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        return {TABLE.name: partial(table, rows)}
+
+
+@contextmanager
+def cudnn_autotuned(on: bool) -> Iterator[None]:
+    """With ``on``: cuDNN's autotuned, non-deterministic algorithms inside the block (after
+    flowerbed's deterministic settings were made, so that they do not replace these), and
+    flowerbed's deterministic ones again after it; without, nothing."""
+    if not on:
+        yield
+        return
+    deterministic_cuda()
+    set_deterministic(False)
+    try:
+        yield
+    finally:
+        set_deterministic(True)
+
+
+def set_deterministic(on: bool) -> None:
+    """cuDNN's and torch's deterministic algorithms on (as ``core.device`` sets them) or off."""
+    torch.backends.cudnn.deterministic = on
+    torch.backends.cudnn.benchmark = not on
+    torch.use_deterministic_algorithms(on, warn_only=on)
 
 
 def synthetic_images(num: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -175,84 +305,39 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def report(data: Path, header: str | None = None) -> str:
-    """``gpu.md`` from ``gpu.csv`` alone: the devices line (``header``, else the first line of
-    ``bench.log`` beside the CSV when it names them) and the table of ``markdown``."""
-    import csv
-
-    with data.open() as f:
-        rows = [
-            {k: (float(v) if k in ("cpu", "cuda") and v else v) for k, v in row.items() if v}
-            for row in csv.DictReader(f)
-        ]
-    log = data.parent / "bench.log"
-    if header is None and log.is_file():
-        first = log.read_text().splitlines()[0]
-        header = first if first.startswith("devices:") else None
-    return (f"{header}\n\n" if header else "") + markdown(rows) + "\n"
+def report(data: Path) -> str:
+    """``gpu.md`` from the rows in ``data``'s folder (and the provenance beside them) alone."""
+    return table(measured_rows(data.parent), data.parent)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--qubits", type=int, nargs="+", default=[6, 10, 14])
-    parser.add_argument("--report-only", action="store_true", help="gpu.md from gpu.csv")
-    args = parser.parse_args()
-    if args.report_only:
-        TABLE.write_text(report(DATA))
-        print(TABLE.read_text())
-        return
-    clients, repeats, per_client, test = args.clients, args.repeats, 500, 2000
-    qubits, vqc_samples = args.qubits, 512
-    if args.quick:
-        clients, repeats, per_client, test, qubits, vqc_samples = 2, 1, 64, 128, [6], 64
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+def joined(rows: list[dict[str, Value]], key: str) -> str:
+    return "/".join(map(str, dict.fromkeys(r[key] for r in rows)))
+
+
+def table(rows: list[dict[str, Value]], folder: Path) -> str:
+    """``gpu.md``: the devices line, one table row per (what, model, unit) in the rows' order
+    with its cpu and cuda values (``markdown``), and where the rows were measured (none is
+    said for the rows converted from ``gpu.csv``, whose provenance was not recorded)."""
+    merged: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["what"], r["model"], r["unit"])
+        merged.setdefault(key, {"what": r["what"], "model": r["model"], "unit": r["unit"]})
+        merged[key][r["device"]] = r["value"]
+    cpu = [r for r in rows if r["device"] == "cpu"] or rows
     header = (
-        f"devices: cpu ({torch.get_num_threads()} torch threads)"
-        f" and GPU: {gpu}; torch {torch.__version__}"
+        f"devices: cpu ({joined(cpu, 'threads')} torch threads)"
+        f" and GPU: {joined(rows, 'gpu')}; torch {joined(rows, 'torch')}"
     )
-    print(header)
-    rows = []
-    for model_name in ("cnn", "resnet18"):
-        row = {"what": f"FedAvg round, {clients} clients x {per_client}", "model": model_name}
-        row["unit"] = "s/round"
-        for device in devices:
-            seconds, accuracy = fedavg_rounds(
-                model_name, device, clients, per_client, repeats, test
-            )
-            row[device] = seconds
-            print(f"{model_name} {device}: {seconds:.3f} s/round (accuracy {accuracy:.3f})")
-        rows.append(row)
-    if "cuda" in devices:
-        torch.backends.cudnn.deterministic = False
-        torch.backends.cudnn.benchmark = True
-        torch.use_deterministic_algorithms(False)
-        seconds, _ = fedavg_rounds("resnet18", "cuda", clients, per_client, repeats, test)
-        print(f"resnet18 cuda, cuDNN autotuned (not deterministic): {seconds:.3f} s/round")
-        rows.append(
-            {
-                "what": "FedAvg round, cuDNN autotuned, not deterministic",
-                "model": "resnet18",
-                "unit": "s/round",
-                "cuda": seconds,
-            }
-        )
-    for n in qubits:
-        row = {"what": f"VQC training, {n} qubits, 4 layers", "model": "vqc", "unit": "samples/s"}
-        for device in devices:
-            row[device] = vqc_throughput(device, n, 4, vqc_samples, repeats)
-            print(f"vqc {n} qubits {device}: {row[device]:.1f} samples/s")
-        rows.append(row)
-    table = markdown(rows)
-    print(table)
-    OUT.mkdir(parents=True, exist_ok=True)
-    write_csv(DATA, rows, ("what", "model", "unit", "cpu", "cuda"))
-    TABLE.write_text(report(DATA, header))
-    print(f"wrote {OUT / 'gpu.md'}")
+    measured = measurement_lines(folder)
+    lines = [header, "", markdown(list(merged.values()))]
+    return "\n".join(lines + (["", " ".join(measured)] if measured else [])) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    if not torch.cuda.is_available():
+        print("no GPU here: the cuda points need one and are left out of the grid")
+    return study_cli.main(Gpu(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

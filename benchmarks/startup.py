@@ -8,45 +8,57 @@ offline ``flwr run`` environment of ``flowerbed.simulation.simulate``):
   back with a small change; the floor of any Flower app on Ray;
 * **flowerbed**: flowerbed's default run (``fedavg`` on ``digits``, model ``cnn``, 2 local
   epochs) for one round, from the copy this interpreter imports (``simulation.APP_DIR``);
-* with ``--compare DIR``, the same run of another copy of flowerbed (say, a checkout of the
-  code before a change: ``git archive <commit> | tar -x -C DIR``), in the same sequence, so
-  before and after are measured under the same load.
+* with ``--compare DIR`` (and ``--compare-label LABEL``), the same run of another copy of
+  flowerbed (say, a checkout of the code before a change: ``git archive <commit> | tar -x -C
+  DIR``), in the same sequence, so before and after are measured under the same load.
 
-The runs alternate, ``--repeats`` times each (default 3, ``--quick`` 1); the table has the
-median wall time of each and its ratio to the bare app, and the median over 5 fresh
-interpreters of the time to import each app's ClientApp and ServerApp module. A second table
-says where a flowerbed Ray actor's first seconds go (import torch, the rest of
-``flowerbed.client_app``, loading digits, partitioning it, the first torch optimizer), each
-timed in a fresh interpreter. The 1-minute load average before every run is recorded (the machine is shared:
-quote ratios, not seconds).
+A study of the study driver (``flowerbed.experiments.study_cli``) with two kinds of point:
 
-    python benchmarks/startup.py                                   # 3 runs of each
-    python benchmarks/startup.py --quick                           # 1 run of each
-    python benchmarks/startup.py --compare /tmp/before --compare-label "before"
+* ``run/<app>``: one ``flwr run`` of the app: its wall seconds, the CPU seconds of its process
+  tree, the 1-minute load average before it (the machine is shared: quote ratios, not
+  seconds), and the CPU seconds of every process of the run by command line
+  (``process_kind``; a process that lives less than 0.2 s is missed);
+* ``stages/<app>`` (flowerbed's copies only): where a flowerbed Ray actor's first seconds go,
+  each stage (import torch, the rest of ``flowerbed.client_app``, loading digits, partitioning
+  it, the first torch optimizer, then the default run's own work in process once everything is
+  imported) run in order in one fresh interpreter, wall and CPU seconds.
 
-Outputs under ``--out`` (default ``benchmarks/results/startup``; ``--quick``: ``<out>/quick``):
-``startup.md`` (the tables, also printed), ``startup.csv`` (one row per run),
-``stages.json`` (the import and stage timings of ``startup.md``) and ``table.md``: the run
-table made from ``startup.csv`` alone (``report``, ``--report-only``), which
-``docs/benchmarks.md`` includes.
+The seeds are repeats (numbered from 1), the points alternate within each repeat
+(``alternate``), one at a time. Budgets: ``full`` (the default: the runs, 3 repeats; into
+``results/startup``), ``stages`` (the stages and the runs, 3 repeats: about 10 minutes on 2
+cores; published from ``results/startup_stages``, which ``--out`` names) and ``quick`` (the
+stages and the runs, 1 repeat: about two minutes, a check that the measuring path works, not a
+measurement, into ``results/startup/quick``).
 
-    python benchmarks/startup.py --report-only                     # the tables from their data
+    python benchmarks/startup.py --compare /tmp/before --compare-label "flowerbed before"
+    python benchmarks/startup.py --budget stages --out benchmarks/results/startup_stages \\
+        --compare /tmp/before --compare-label "flowerbed before"
+    python benchmarks/startup.py --quick
+    python benchmarks/startup.py --report-only   # the tables from rows.jsonl
+    python benchmarks/startup.py --budget stages --out benchmarks/results/startup_stages --report-only
 
-``--stages-only`` measures only what a flowerbed process pays, in a few minutes: the stages of
-the second table plus the default run's own work in process once everything is imported
-(``DEFAULT_RUN_STAGE``), one row per fresh interpreter and stage in ``stages.csv``, and
-``--repeats`` alternating runs of each app with the CPU seconds of every process of the run by
-command line (``processes.csv``, one row per process; ``process_kind`` names it), their
-provenance in ``stages-measured.json`` and their tables ``stages-table.md`` and
-``processes-table.md`` (``report``; ``PUBLISHED`` lists them):
-
-    python benchmarks/startup.py --stages-only [--compare DIR --compare-label LABEL]
+``--compare`` and ``--compare-label`` are this script's own options, taken before the study's
+command line; every row names the copy it ran (``app_dir``). Writes into ``--out``:
+``rows.jsonl`` (one row per run), ``measured.jsonl`` (one line per invocation that measured)
+and, made from the rows and the provenance beside them alone, the tables that its rows make:
+``table.md`` (per app, the median wall and CPU seconds of its runs and their ratios to the bare
+app's), ``stages-table.md`` (the median of every stage over the interpreters) and
+``processes-table.md`` (CPU seconds per kind of process); ``docs/benchmarks.md`` includes
+``table.md`` of ``results/startup`` and the other two of ``results/startup_stages``
+(``tests/test_published_tables.py`` checks them). The committed rows were measured by the
+script before it became a study and converted from its CSV files: the runs on 2026-11-23
+(``results/startup``, whose ``startup.md`` and ``stages.json``, that script's fuller output
+with the import times of each app, are kept as it wrote them), the stages and processes on
+2026-11-26 (``measured.json``, their provenance, kept; that script ran 5 interpreters for the
+stages, hence 5 stage rows per app against 3 repeats). The tables still name the CSV files the
+rows were converted from (``startup.csv``, ``stages.csv``, ``processes.csv``), so that they stay
+as published. To measure a folder anew, remove its ``rows.jsonl`` and ``measured.json``: a
+rerun adds only what the rows lack.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import resource
@@ -54,19 +66,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from process_memory import TreeSampler, process_tree
-from result_tables import provenance_line, read_runs, record_provenance, table_head
+from result_tables import table_head, unrecorded_provenance_line, write_table
 
 from flowerbed.core.processes import local_superlink_pids
-from flowerbed.core.results import write_csv
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.simulation import APP_DIR, simulate
 
 ROUNDS = 1
 CLIENTS = 10
 CPUS_PER_CLIENT = 1
-IMPORT_REPEATS = 5
 # `flwr run` gives its local SuperLink 15 s to start: on a loaded machine it may not, and the
 # run measures nothing; such a run is started again.
 SUPERLINK_LATE = "Failed to start local SuperLink within"
@@ -137,10 +151,6 @@ def evaluate(msg: Message, context: Context) -> Message:
 """,
 }
 
-# What each app's processes import first: the ClientApp in every Ray actor, the ServerApp once.
-BARE_MODULES = ("bareapp.client_app", "bareapp.server_app")
-FLOWERBED_MODULES = ("flowerbed.client_app", "flowerbed.server_app")
-
 # What a flowerbed Ray actor does for the first time, in order, each timed on its own: the
 # seconds that a bare Flower app does not spend.
 ACTOR_STAGES = (
@@ -189,7 +199,7 @@ PROCESS_KINDS = (
     ("/ray/", "Ray's own processes"),
 )
 FLWR_COMMAND = "flwr (the command)"
-COMMAND_CHARS = 200  # of a command line kept in processes.csv
+COMMAND_CHARS = 200  # of a command line kept in a run's row
 
 # Runs (name, statement) pairs in order; prints {name: [wall s, CPU s]}.
 STAGE_TIMER = """
@@ -203,6 +213,76 @@ print(json.dumps(seconds))
 """
 
 
+RESULTS = Path(__file__).resolve().parent / "results" / "startup"
+DATA = RESULTS / ROWS
+TABLE = RESULTS / "table.md"
+STAGES_BUDGET = "stages"  # published from STAGES_RESULTS, which --out names
+STAGES_RESULTS = RESULTS.parent / "startup_stages"
+# the stages and processes tables are made of the same rows (report's argument)
+STAGE_VALUES, PROCESS_VALUES = f"{ROWS}:stages", f"{ROWS}:processes"
+STAGES_TABLE, PROCESSES_TABLE = "stages-table.md", "processes-table.md"
+PUBLISHED = [
+    (DATA, TABLE),
+    (STAGES_RESULTS / STAGE_VALUES, STAGES_RESULTS / STAGES_TABLE),
+    (STAGES_RESULTS / PROCESS_VALUES, STAGES_RESULTS / PROCESSES_TABLE),
+]
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+RUN, STAGES = "run", "stages"  # the two kinds of point (module docstring)
+BARE, FLOWERBED = "bare", "flowerbed"
+BUDGETS = {
+    "full": {"parts": (RUN,), "repeats": 3},
+    STAGES_BUDGET: {"parts": (STAGES, RUN), "repeats": 3},
+    "quick": {"parts": (STAGES, RUN), "repeats": 1},
+}
+# a row's keys of a stage ("wall/<stage>", "cpu/<stage>") and of a run's processes
+# ("process/<i>/<field>", i from 0, the flwr command's first)
+WALL, CPU, PROCESS = "wall/", "cpu/", "process/"
+STAGE_ORDER = [name for name, _ in (*ACTOR_STAGES, DEFAULT_RUN_STAGE)]
+
+
+class Startup:
+    """The study (module docstring): one run per (point, repeat); ``compare``: (label,
+    folder) of another copy of flowerbed to run too."""
+
+    name = "startup"
+    budgets = BUDGETS
+    default_budget = "full"
+    alternate = True
+
+    def __init__(self, compare: tuple[str, Path] | None = None) -> None:
+        self.apps = {BARE: "", FLOWERBED: str(APP_DIR)}
+        if compare is not None:
+            self.apps[compare[0]] = str(compare[1].resolve())
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        chosen = budget_of(BUDGETS, budget)
+        points = [
+            Point(f"{part}/{app}", {"part": part, "app": app, "app_dir": folder})
+            for part in chosen["parts"]
+            for app, folder in self.apps.items()
+            if not (part == STAGES and app == BARE)
+        ]
+        return points, list(range(1, chosen["repeats"] + 1))
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        settings = point.settings
+        labels = {"part": settings["part"], "app": settings["app"]}
+        with tempfile.TemporaryDirectory(prefix="flowerbed-startup-") as tmp:
+            folder = Path(settings["app_dir"] or write_bare_app(Path(tmp) / BARE))
+            if settings["part"] == STAGES:
+                return labels | {"app_dir": str(folder)} | stage_values(folder)
+            return labels | {"app_dir": str(folder)} | one_run(labels["app"], folder, Path(tmp))
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        tables = {
+            TABLE.name: (runs_table, [r for r in rows if "wall_seconds" in r]),
+            STAGES_TABLE: (stages_table, [r for r in rows if r["part"] == STAGES]),
+            PROCESSES_TABLE: (processes_table, [r for r in rows if "processes" in r]),
+        }
+        return {name: partial(make, chosen) for name, (make, chosen) in tables.items() if chosen}
+
+
 def write_bare_app(folder: Path) -> Path:
     for name, text in BARE_APP.items():
         path = folder / name
@@ -211,35 +291,21 @@ def write_bare_app(folder: Path) -> Path:
     return folder
 
 
-def stage_rows(stages, app_dir: Path) -> list[dict[str, list[float]]]:
-    """``{stage: [wall s, CPU s]}`` of every stage, run in order in each of ``IMPORT_REPEATS``
-    fresh interpreters with ``app_dir`` first on the path, as in a ``flwr run`` (``python -c``
-    puts its working folder first: it runs in ``app_dir``); one dict per interpreter. CPU
-    seconds barely move with the load of a shared machine; wall seconds do."""
+def stage_values(app_dir: Path) -> dict[str, float]:
+    """The wall and CPU seconds of every stage of ``STAGE_ORDER``, run in order in one fresh
+    interpreter with ``app_dir`` first on the path, as in a ``flwr run`` (``python -c`` puts its
+    working folder first: it runs in ``app_dir``). CPU seconds barely move with the load of a
+    shared machine; wall seconds do."""
     env = {**os.environ, "PYTHONPATH": str(app_dir), "OMP_NUM_THREADS": "1"}
+    stages = [*ACTOR_STAGES, DEFAULT_RUN_STAGE]
     command = [sys.executable, "-c", STAGE_TIMER, json.dumps(stages)]
-    return [
-        json.loads(
-            subprocess.run(
-                command, env=env, cwd=app_dir, capture_output=True, text=True, check=True
-            ).stdout.splitlines()[-1]
-        )
-        for _ in range(IMPORT_REPEATS)
-    ]
-
-
-def stage_seconds(stages, app_dir: Path) -> dict[str, tuple[float, float]]:
-    """Median (wall, CPU) seconds of every stage over the interpreters of ``stage_rows``."""
-    rows = stage_rows(stages, app_dir)
+    done = subprocess.run(command, env=env, cwd=app_dir, capture_output=True, text=True, check=True)
+    seconds = json.loads(done.stdout.splitlines()[-1])
     return {
-        name: tuple(statistics.median(row[name][i] for row in rows) for i in range(2))
-        for name, _ in stages
+        f"{key}{name}": round(both[i], 4)
+        for name, both in seconds.items()
+        for i, key in enumerate((WALL, CPU))
     }
-
-
-def import_seconds(module: str, app_dir: Path) -> tuple[float, float]:
-    """Median (wall, CPU) seconds of ``import module`` in a fresh interpreter."""
-    return stage_seconds([("import", f"import {module}")], app_dir)["import"]
 
 
 class TreeCpuSeconds(TreeSampler):
@@ -284,17 +350,18 @@ def process_kind(command: str) -> str:
     return Path(command.split(" ", 1)[0]).name or "?"
 
 
-def one_run(app: str, app_dir: Path, output_dir: Path, processes: list[dict] | None = None):
-    """One ``flwr run``: wall seconds, and CPU seconds of the ``flwr`` command (it is waited
-    for: ``RUSAGE_CHILDREN``) plus those of the SuperLink's process tree. With ``processes``,
-    appends one row per process (the command's and every one of the tree's): its command line,
-    ``process_kind`` and CPU seconds."""
+def one_run(app: str, app_dir: Path, work: Path) -> dict[str, Value]:
+    """One ``flwr run`` of the app in ``app_dir`` (its outputs and Flower's home in ``work``):
+    wall seconds, CPU seconds of the ``flwr`` command (it is waited for: ``RUSAGE_CHILDREN``)
+    plus those of the SuperLink's process tree, the 1-minute load before it, and each process's
+    (the command's, then the tree's by pid) ``PROCESS`` values: pid, ``process_kind``, CPU
+    seconds and command line. ``RuntimeError`` when the run fails."""
     run_config = {"num-server-rounds": ROUNDS}
-    if app != "bare":
-        run_config["output-dir"] = str(output_dir)
+    if app != BARE:
+        run_config["output-dir"] = str(work / "runs")
     for _ in range(SUPERLINK_TRIES):
         load = os.getloadavg()[0]
-        home = Path(tempfile.mkdtemp(prefix="flwr-home-", dir=output_dir.parent))
+        home = Path(tempfile.mkdtemp(prefix="flwr-home-", dir=work))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         with TreeCpuSeconds(home) as tree:
             result = simulate(
@@ -309,91 +376,75 @@ def one_run(app: str, app_dir: Path, output_dir: Path, processes: list[dict] | N
             break
         print(f"{app}: {SUPERLINK_LATE} (load {load:.2f}); trying again", flush=True)
     if result.returncode != 0:
-        raise SystemExit(f"{app}: flwr run failed:\n{result.log[-3000:]}")
+        raise RuntimeError(f"{app}: flwr run failed:\n{result.log[-3000:]}")
     cli = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    cpu = cli + tree.seconds
-    print(f"{app}: {result.seconds:.1f} s, {cpu:.1f} CPU s (load {load:.2f})", flush=True)
-    if processes is not None:
-        processes.append(
-            {
-                "app": app,
-                "pid": 0,
-                "kind": FLWR_COMMAND,
-                "cpu_seconds": round(cli, 2),
-                "command": "flwr run (waited for: RUSAGE_CHILDREN)",
-            }
+    processes = [(0, FLWR_COMMAND, cli, "flwr run (waited for: RUSAGE_CHILDREN)")] + [
+        (
+            pid,
+            process_kind(tree.command_by_pid.get(pid, "")),
+            seconds,
+            tree.command_by_pid.get(pid, ""),
         )
-        processes.extend(
-            {
-                "app": app,
-                "pid": pid,
-                "kind": process_kind(tree.command_by_pid.get(pid, "")),
-                "cpu_seconds": round(seconds, 2),
-                "command": tree.command_by_pid.get(pid, ""),
-            }
-            for pid, seconds in sorted(tree.seconds_by_pid.items())
-        )
-    return {
-        "app": app,
-        "seconds": round(result.seconds, 3),
-        "cpu_seconds": round(cpu, 2),
+        for pid, seconds in sorted(tree.seconds_by_pid.items())
+    ]
+    values: dict[str, Value] = {
+        "wall_seconds": round(result.seconds, 3),
+        "cpu_seconds": round(cli + tree.seconds, 2),
         "load_1min": round(load, 2),
+        "processes": len(processes),
     }
+    for i, (pid, kind, seconds, command) in enumerate(processes):
+        values |= {
+            f"{PROCESS}{i}/pid": pid,
+            f"{PROCESS}{i}/kind": kind,
+            f"{PROCESS}{i}/cpu_seconds": round(seconds, 2),
+            f"{PROCESS}{i}/command": command,
+        }
+    return values
 
 
 def wall_and_cpu(seconds: tuple[float, float]) -> str:
     return f"{seconds[0]:.2f} ({seconds[1]:.2f})"
 
 
-RESULTS = Path(__file__).resolve().parent / "results" / "startup"
-# what ``report`` reads and writes, and the page that includes the tables
-DATA = RESULTS / "startup.csv"
-TABLE = RESULTS / "table.md"
-# ``--stages-only``: the stage timings (one row per interpreter and stage), the CPU seconds of
-# every process of one run of each app, and where they were measured
-STAGES = "stages.csv"
-PROCESSES = "processes.csv"
-STAGES_PROVENANCE = "stages-measured.json"
-STAGES_TABLES = {STAGES: "stages-table.md", PROCESSES: "processes-table.md"}
-PUBLISHED = [(DATA, TABLE)] + [
-    (RESULTS / data, RESULTS / table) for data, table in STAGES_TABLES.items()
-]
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-
-STAGE_FIELDS = ["app", "interpreter", "stage", "wall_s", "cpu_s"]
-PROCESS_FIELDS = ["app", "repeat", "pid", "kind", "cpu_seconds", "command"]
+def provenance(folder: Path) -> str:
+    """Where the rows in ``folder`` were measured, one paragraph."""
+    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 def report(data: Path) -> str:
-    """The table made from ``data`` alone: ``stages_report`` for ``stages.csv``,
-    ``processes_report`` for ``processes.csv``, else ``runs_report`` (``startup.csv``)."""
-    if data.name == STAGES:
-        return stages_report(data)
-    if data.name == PROCESSES:
-        return processes_report(data)
-    return runs_report(data)
+    """The table made from the rows in ``data``'s folder (and the provenance beside them)
+    alone: ``stages-table.md`` for their stage values (``STAGE_VALUES``),
+    ``processes-table.md`` for their processes (``PROCESS_VALUES``), else ``table.md``."""
+    tables = Startup().report(measured_rows(data.parent))
+    name = {STAGE_VALUES: STAGES_TABLE, PROCESS_VALUES: PROCESSES_TABLE}.get(data.name, TABLE.name)
+    return tables[name](data.parent)
 
 
-def stages_report(data: Path) -> str:
-    """Per stage and app, the median wall and CPU seconds over the fresh interpreters of
-    ``stages.csv``, and where they were measured."""
-    rows = read_runs(data, ("wall_s", "cpu_s"), ("interpreter",))
-    apps = list(dict.fromkeys(r["app"] for r in rows))
-    stages = list(dict.fromkeys(r["stage"] for r in rows))
-    interpreters = len({(r["app"], r["interpreter"]) for r in rows}) // len(apps)
+def apps_of(rows: list[dict[str, Value]]) -> list[str]:
+    return list(dict.fromkeys(str(r["app"]) for r in rows))
+
+
+def stages_table(rows: list[dict[str, Value]], folder: Path) -> str:
+    """Per stage and app, the median wall and CPU seconds over the fresh interpreters of the
+    ``stages`` rows, and where they were measured."""
+    apps = apps_of(rows)
+    names = {key[len(WALL) :] for r in rows for key in r if key.startswith(WALL)}
+    stages = [s for s in STAGE_ORDER if s in names] + sorted(names - set(STAGE_ORDER))
+    interpreters = len(rows) // len(apps)
 
     def cell(app: str, stage: str) -> str:
-        chosen = [r for r in rows if r["app"] == app and r["stage"] == stage]
+        chosen = [r for r in rows if r["app"] == app and f"{WALL}{stage}" in r]
         if not chosen:
             return "–"
         return wall_and_cpu(
-            tuple(statistics.median(r[key] for r in chosen) for key in ("wall_s", "cpu_s"))
+            tuple(statistics.median(r[f"{key}{stage}"] for r in chosen) for key in (WALL, CPU))
         )
 
     caption = (
         "A flowerbed Ray actor's first steps, each stage run in order in fresh interpreters"
-        f" (median of {interpreters}, `{STAGES}`), wall s (CPU s); the last stage is the"
-        f" default run in process once everything is imported. {provenance_line(data.parent, STAGES_PROVENANCE)}"
+        f" (median of {interpreters}, `stages.csv`), wall s (CPU s); the last stage is the"
+        f" default run in process once everything is imported. {provenance(folder)}"
     )
     lines = table_head(caption, "stage", apps)
     lines += [
@@ -402,20 +453,35 @@ def stages_report(data: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def processes_report(data: Path) -> str:
+def process_records(rows: list[dict[str, Value]]) -> list[dict[str, Value]]:
+    """One record per process of every run (app, repeat, kind, CPU seconds), runs in the rows'
+    order, each run's processes in its order."""
+    return [
+        {
+            "app": r["app"],
+            "repeat": r["seed"],
+            "kind": r[f"{PROCESS}{i}/kind"],
+            "cpu_seconds": r[f"{PROCESS}{i}/cpu_seconds"],
+        }
+        for r in rows
+        for i in range(int(r["processes"]))
+    ]
+
+
+def processes_table(rows: list[dict[str, Value]], folder: Path) -> str:
     """Per kind of process (``process_kind``) and app, the CPU seconds of one ``flwr run``:
-    the median over the runs of ``processes.csv`` of the kind's sum, and how many processes
-    of that kind a run had with the median CPU seconds of each; a total row."""
-    rows = read_runs(data, ("cpu_seconds",), ("repeat", "pid"))
-    apps = list(dict.fromkeys(r["app"] for r in rows))
-    kinds = list(dict.fromkeys(r["kind"] for r in rows))
-    repeats = sorted({r["repeat"] for r in rows})
+    the median over the runs of the kind's sum, and how many processes of that kind a run had
+    with the median CPU seconds of each; a total row."""
+    records = process_records(rows)
+    apps = apps_of(records)
+    kinds = list(dict.fromkeys(r["kind"] for r in records))
+    repeats = sorted({r["repeat"] for r in records})
 
     def cell(app: str, kind: str | None) -> str:
         def chosen(repeat: int) -> list[float]:
             return [
                 r["cpu_seconds"]
-                for r in rows
+                for r in records
                 if r["app"] == app and r["repeat"] == repeat and kind in (None, r["kind"])
             ]
 
@@ -429,8 +495,8 @@ def processes_report(data: Path) -> str:
     caption = (
         f"CPU s of every process of a `flwr run` ({CLIENTS} SuperNodes, {ROUNDS} round), by"
         f" command line: median over {len(repeats)} run(s) of each app of the kind's sum"
-        f" (processes × median CPU s of one; `{PROCESSES}`). A process that lives less than"
-        f" 0.2 s is missed. {provenance_line(data.parent, STAGES_PROVENANCE)}"
+        " (processes × median CPU s of one; `processes.csv`). A process that lives less than"
+        f" 0.2 s is missed. {provenance(folder)}"
     )
     lines = table_head(caption, "process", apps)
     lines += [f"| {kind} | " + " | ".join(cell(app, kind) for app in apps) + " |" for kind in kinds]
@@ -438,18 +504,18 @@ def processes_report(data: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def runs_report(data: Path) -> str:
-    """``table.md`` from ``startup.csv`` alone: per app, the median wall and CPU seconds of its
-    runs and their ratios to the bare app's, and the 1-minute load range before the runs."""
-    with data.open() as f:
-        runs = list(csv.DictReader(f))
-    apps = list(dict.fromkeys(r["app"] for r in runs))
+def runs_table(rows: list[dict[str, Value]], folder: Path) -> str:
+    """``table.md``: per app, the median wall and CPU seconds of its runs and their ratios to
+    the bare app's, the 1-minute load range before the runs, and where they were measured
+    (none is said for the rows converted from ``startup.csv``, whose provenance was not
+    recorded)."""
+    apps = apps_of(rows)
     wall, cpu = (
-        {app: statistics.median(float(r[key]) for r in runs if r["app"] == app) for app in apps}
-        for key in ("seconds", "cpu_seconds")
+        {app: statistics.median(r[key] for r in rows if r["app"] == app) for app in apps}
+        for key in ("wall_seconds", "cpu_seconds")
     )
-    loads = [float(r["load_1min"]) for r in runs]
-    repeats = len({r["repeat"] for r in runs})
+    loads = [r["load_1min"] for r in rows]
+    repeats = len({r["seed"] for r in rows})
     lines = [
         (
             f"`flwr run`, {CLIENTS} SuperNodes, {ROUNDS} round, client-resources-num-cpus="
@@ -461,168 +527,25 @@ def runs_report(data: Path) -> str:
         "| app | runs | wall s | ratio to bare | CPU s | ratio to bare |",
         "|---|---|---|---|---|---|",
         *(
-            f"| {app} | {sum(r['app'] == app for r in runs)} | {wall[app]:.1f} |"
-            f" {wall[app] / wall['bare']:.2f} | {cpu[app]:.1f} | {cpu[app] / cpu['bare']:.2f} |"
+            f"| {app} | {sum(r['app'] == app for r in rows)} | {wall[app]:.1f} |"
+            f" {wall[app] / wall[BARE]:.2f} | {cpu[app]:.1f} | {cpu[app] / cpu[BARE]:.2f} |"
             for app in apps
         ),
     ]
-    return "\n".join(lines) + "\n"
+    measured = measurement_lines(folder)
+    return "\n".join(lines + (["", " ".join(measured)] if measured else [])) + "\n"
 
 
-def run_report(
-    apps: dict[str, Path],
-    runs: list[dict],
-    imports: dict[str, tuple[tuple[float, float], tuple[float, float]]],
-    stages: dict[str, dict[str, tuple[float, float]]],
-    repeats: int,
-) -> str:
-    wall, cpu = (
-        {app: statistics.median(r[key] for r in runs if r["app"] == app) for app in apps}
-        for key in ("seconds", "cpu_seconds")
-    )
-    loads = [r["load_1min"] for r in runs]
-    copies = "; ".join(f"{app} from {apps[app]}" for app in stages)
-    setup = (
-        f"`flwr run`, {CLIENTS} SuperNodes, {ROUNDS} round, client-resources-num-cpus="
-        f"{CPUS_PER_CLIENT}, {os.cpu_count()} CPUs; median of {repeats} alternating runs;"
-        f" imports: median of {IMPORT_REPEATS} fresh interpreters; {copies}; 1-minute load"
-        f" average before the runs {min(loads):.2f} to {max(loads):.2f}."
-    )
-    lines = [
-        setup,
-        "",
-        (
-            "| app | wall s | ratio to bare | CPU s | ratio to bare | import ClientApp s (CPU s)"
-            " | import ServerApp s (CPU s) |"
-        ),
-        "|---|---|---|---|---|---|---|",
-        *(
-            f"| {app} | {wall[app]:.1f} | {wall[app] / wall['bare']:.2f} | {cpu[app]:.1f} |"
-            f" {cpu[app] / cpu['bare']:.2f} | {wall_and_cpu(imports[app][0])} |"
-            f" {wall_and_cpu(imports[app][1])} |"
-            for app in apps
-        ),
-        "",
-        f"A flowerbed Ray actor's first steps, wall s (CPU s), {IMPORT_REPEATS} interpreters:",
-        "",
-        "| stage | " + " | ".join(stages) + " |",
-        "|---|" + "---|" * len(stages),
-        *(
-            f"| {name} | " + " | ".join(wall_and_cpu(stages[app][name]) for app in stages) + " |"
-            for name, _ in ACTOR_STAGES
-        ),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def measure_stages(apps: dict[str, Path], repeats: int, out: Path, work: Path) -> None:
-    """``--stages-only``: the stages of ``ACTOR_STAGES`` and ``DEFAULT_RUN_STAGE`` in
-    ``IMPORT_REPEATS`` fresh interpreters per flowerbed app (``stages.csv``, one row per
-    interpreter and stage), and ``repeats`` alternating ``flwr run`` of each app with the CPU
-    seconds of every process (``processes.csv``); then their provenance and tables."""
-    stages = [*ACTOR_STAGES, DEFAULT_RUN_STAGE]
-    stage_table = [
-        {
-            "app": app,
-            "interpreter": number,
-            "stage": name,
-            "wall_s": round(wall, 4),
-            "cpu_s": round(cpu, 4),
-        }
-        for app, folder in apps.items()
-        if app != "bare"
-        for number, row in enumerate(stage_rows(stages, folder), start=1)
-        for name, (wall, cpu) in row.items()
-    ]
-    write_csv(out / STAGES, stage_table, STAGE_FIELDS)
-    processes: list[dict] = []
-    for repeat in range(1, repeats + 1):
-        for app, folder in apps.items():
-            before = len(processes)
-            one_run(app, folder, work / "runs", processes)
-            for row in processes[before:]:
-                row["repeat"] = repeat
-    write_csv(out / PROCESSES, processes, PROCESS_FIELDS)
-    record_provenance(out, sys.argv, file=STAGES_PROVENANCE)
-    for data, table in STAGES_TABLES.items():
-        text = report(out / data)
-        (out / table).write_text(text)
-        print("\n" + text, flush=True)
-    print(f"written: {out / STAGES}, {out / PROCESSES}, their tables, {out / STAGES_PROVENANCE}")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="one run of each app")
-    parser.add_argument("--compare", type=Path, help="another copy of flowerbed to run too")
-    parser.add_argument("--compare-label", default="flowerbed (compared)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/startup"))
-    parser.add_argument(
-        "--report-only", action="store_true", help="the tables from their data files"
-    )
-    parser.add_argument(
-        "--stages-only",
-        action="store_true",
-        help="only the stage timings and the per-process CPU seconds (no run table)",
-    )
-    args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error(f"--repeats must be at least 1, not {args.repeats}")
-    if args.report_only:
-        pairs = [("startup.csv", "table.md"), *STAGES_TABLES.items()]
-        for data, table in pairs:
-            if (args.out / data).is_file():
-                (args.out / table).write_text(report(args.out / data))
-                print((args.out / table).read_text())
-        return
-    repeats = 1 if args.quick else args.repeats
-    out = args.out / "quick" if args.quick else args.out
-    out.mkdir(parents=True, exist_ok=True)
-
-    with tempfile.TemporaryDirectory(prefix="flowerbed-startup-") as tmp:
-        apps = {"bare": write_bare_app(Path(tmp) / "bare"), "flowerbed": APP_DIR}
-        if args.compare:
-            apps[args.compare_label] = args.compare.resolve()
-        if args.stages_only:
-            measure_stages(apps, repeats, out, Path(tmp))
-            return
-        imports = {
-            app: tuple(
-                import_seconds(module, folder)
-                for module in (BARE_MODULES if app == "bare" else FLOWERBED_MODULES)
-            )
-            for app, folder in apps.items()
-        }
-        stages = {
-            app: stage_seconds(ACTOR_STAGES, folder)
-            for app, folder in apps.items()
-            if app != "bare"
-        }
-        runs = [
-            {"repeat": repeat, **one_run(app, folder, Path(tmp) / "runs")}
-            for repeat in range(1, repeats + 1)
-            for app, folder in apps.items()
-        ]
-
-    text = run_report(apps, runs, imports, stages, repeats)
-    print("\n" + text)
-    (out / "startup.md").write_text(text)
-    with open(out / "startup.csv", "w", newline="") as f:
-        writer = csv.DictWriter(
-            f, fieldnames=["repeat", "app", "seconds", "cpu_seconds", "load_1min"]
-        )
-        writer.writeheader()
-        writer.writerows(runs)
-    (out / "stages.json").write_text(
-        json.dumps({"imports": imports, "stages": stages}, indent=1) + "\n"
-    )
-    record_provenance(out, sys.argv)
-    (out / "table.md").write_text(report(out / "startup.csv"))
-    print(f"written: {out / 'startup.md'}, {out / 'startup.csv'}, {out / 'table.md'}")
+def main(argv: list[str] | None = None) -> int:
+    """``--compare DIR`` and ``--compare-label LABEL`` (module docstring), then the study's
+    command line (``study_cli``)."""
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--compare", type=Path)
+    own.add_argument("--compare-label", default="flowerbed (compared)")
+    args, rest = own.parse_known_args(argv)
+    compare = None if args.compare is None else (args.compare_label, args.compare)
+    return study_cli.main(Startup(compare), RESULTS, __doc__, rest, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
