@@ -50,7 +50,7 @@ from flwr.supercore.object_store import ObjectStoreFactory
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 from flwr.superlink.federation import NoOpFederationManager
-from result_tables import write_table
+from result_tables import joined, write_table
 
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
@@ -120,11 +120,6 @@ def one_case(num_nodes: int, num_messages: int) -> tuple[float, float]:
         passes.append(time.perf_counter() - started)
         assert delivered == (num_messages if len(passes) == 1 else 0), delivered
     return passes[0], passes[1]
-
-
-def joined(rows: list[dict[str, Value]], key: str, first=str) -> str:
-    """The rows' different values of ``key`` (``first`` of each), in order, joined by "/"."""
-    return "/".join(dict.fromkeys(first(r[key]) for r in rows))
 
 
 def caption(rows: list[dict[str, Value]]) -> str:

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import torch
 from flwr.app import Context, RecordDict
-from result_tables import write_table
+from result_tables import joined, write_table
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.device import deterministic_cuda
@@ -308,10 +308,6 @@ def markdown(rows: list[dict]) -> str:
 def report(data: Path) -> str:
     """``gpu.md`` from the rows in ``data``'s folder (and the provenance beside them) alone."""
     return table(measured_rows(data.parent), data.parent)
-
-
-def joined(rows: list[dict[str, Value]], key: str) -> str:
-    return "/".join(map(str, dict.fromkeys(r[key] for r in rows)))
 
 
 def table(rows: list[dict[str, Value]], folder: Path) -> str:

@@ -64,7 +64,7 @@ from pathlib import Path
 
 import torch
 from process_memory import PeakMemory
-from result_tables import provenance_line, unrecorded_provenance_line, write_table
+from result_tables import joined, provenance_line, unrecorded_provenance_line, write_table
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.processes import local_superlink_pids
@@ -351,11 +351,6 @@ def peak_memory(clients: int) -> dict[str, Value]:
 def report(data: Path = DATA) -> str:
     """``table.md``, from the files in ``data``'s folder alone (``table``)."""
     return table(measured_rows(data.parent), data.parent)
-
-
-def joined(rows: list[dict[str, Value]], key: str) -> str:
-    """The distinct values of ``key`` in ``rows``, in order, joined by "/"."""
-    return "/".join(map(str, dict.fromkeys(r[key] for r in rows)))
 
 
 def by_repeat(rows: list[dict[str, Value]], value: Callable[[dict], float | None]) -> dict:

@@ -74,6 +74,12 @@ def measure_and_report(
     return write_table(out / "table.md", lambda: report(runs_csv))
 
 
+def joined(rows: list[dict], key: str, first: Callable = str) -> str:
+    """The rows' different values of ``key`` (``first`` of each), in order, joined by "/":
+    a caption's "20/40 epochs" when the rows were measured in more than one setting."""
+    return "/".join(dict.fromkeys(first(r[key]) for r in rows))
+
+
 def table_head(caption: str, first: str, columns: list[str]) -> list[str]:
     """A markdown table's caption paragraph and header rows."""
     return [

@@ -85,7 +85,6 @@ from overhead import (
     WORKLOAD,
     by_repeat,
     flwr_seconds,
-    joined,
     repeat_seeds,
     round_values,
     rounds_of,
@@ -98,7 +97,7 @@ from overhead import (
     workload_values,
 )
 from overhead import LABELS as TIMED_LABELS
-from result_tables import ratio_cell, unrecorded_provenance_line, write_table
+from result_tables import joined, ratio_cell, unrecorded_provenance_line, write_table
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core import stages

@@ -37,7 +37,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from result_tables import ratio_cell, unrecorded_provenance_line, write_table
+from result_tables import joined, ratio_cell, unrecorded_provenance_line, write_table
 
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import Point, Value, budget_of
@@ -120,10 +120,6 @@ def timed_steps(model, forward, x, y, min_seconds: float) -> tuple[int, float]:
         elapsed = time.perf_counter() - start
         if elapsed >= min_seconds:
             return steps, elapsed
-
-
-def joined(rows: list[dict[str, Value]], key: str) -> str:
-    return "/".join(map(str, dict.fromkeys(r[key] for r in rows)))
 
 
 def caption(rows: list[dict[str, Value]], repeats: str) -> str:
