@@ -11,6 +11,7 @@ from flowerbed.cli import main as cli_main
 from flowerbed.experiments import reproduce
 from flowerbed.experiments.driver import Point, measured, one_run, read_rows, run_study
 from flowerbed.experiments.ray_runs import RayPlacement, rows_on_ray
+from flowerbed.ray_cluster import OBJECT_STORE_BYTES
 from flowerbed.runtime.needs import GIB
 from flowerbed.settings import ConfigError
 
@@ -38,7 +39,12 @@ def local_ray():
     the toy study travels to the workers by value (tests/ is not on their path)."""
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # as joined_ray sets it
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=OBJECT_STORE_BYTES,
+    )
     yield
     ray.shutdown()
 
