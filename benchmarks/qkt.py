@@ -20,22 +20,38 @@ round. The under-representation threshold is the paper's 50 samples on BloodMNIS
 (thousands of samples per client) and 10 on digits, where 50 would be ~45 % of a client's
 data and would make a client's own main classes query candidates.
 
-The runs are one sweep (``flowerbed.sweep``: data set x partition x query x seed x method, as
-Ray tasks, up to ``--workers`` at a time) in ``<out>/runs`` (not committed); a rerun skips the
-completed runs, and asking for more seeds or methods adds them to the sweep. Each run becomes
-one row of ``<out>/runs.csv`` (default ``benchmarks/results/qkt``; the committed record, with
-``measured.json``: commit, command, machine, date), and ``table.md`` is made from that file
-alone (``--report-only``): per setting every method's metrics, QKT's accuracy minus each
-method's paired by seed with its 95 % t interval, and the Table 2 summary. ``s / run`` is the
-sum of a run's rounds (history), without its start-up.
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one method on one
+(data set, partition, query type), a run one seed of it, the run config above run in this
+process in a temporary folder (``sweep_study.run_cell``, one torch thread). Its row holds the
+run's knowledge-transfer metrics (means over clients, from ``kt_metrics.json``), its
+communication rounds and ``round_seconds``, the sum of its rounds (history) without its
+start-up. The methods of a seed share one partition, the same queries and the same locally
+trained models (``local_fit.train_local_model`` trains a client's model once per process, and
+every method starts from it), so the first method of a setting and seed that runs in a process
+(Local, in the grid's order) is the one whose seconds include training them.
 
-Usage::
+Budgets (``BUDGETS``): ``full`` (the default: digits, and BloodMNIST and CIFAR-10 where their
+files are in ``--data-dir``; both partitions and query types; every method; seeds 0, 1, 2;
+FedAvg 20 rounds: about 15 min on 2 busy cores for digits), ``mnist-5k`` (the 5,000 real MNIST
+digits of the mnist extra, single-class queries, otherwise as ``full``: about 40 min; committed
+in ``results/qkt-mnist-5k``, which ``--out`` names) and ``quick`` (digits, Local and QKT, seed
+0: a check that the measuring path works, into ``results/qkt/quick``). ``--data-dir`` (default
+``~/.flowerbed/data``) is this script's own option, taken before the study's command line.
 
-    python benchmarks/qkt.py                      # digits, 3 seeds (about 15 min on 2 busy cores)
-    python benchmarks/qkt.py --seeds 1 --fedavg-rounds 10   # quicker
-    python benchmarks/qkt.py --quick              # 1 seed; Local and QKT only
-    python benchmarks/qkt.py --report-only        # table.md from runs.csv
-    python benchmarks/qkt.py --data mnist-5k --queries single --out benchmarks/results/qkt-mnist-5k
+    python benchmarks/qkt.py                      # what rows.jsonl lacks of the full grid
+    python benchmarks/qkt.py --workers 2          # two runs at a time
+    python benchmarks/qkt.py --quick              # 8 runs: Local and QKT, seed 0
+    python benchmarks/qkt.py --report-only        # table.md from rows.jsonl
+    python benchmarks/qkt.py --budget mnist-5k --out benchmarks/results/qkt-mnist-5k
+
+Writes into its folder: ``rows.jsonl`` (one row per run: the committed record),
+``measured.jsonl`` (one line per invocation that measured) and, from the rows and the
+provenance beside them alone, ``table.md``: per setting every method's metrics (mean ± sample
+std over seeds, in %), QKT's accuracy minus each method's paired by seed with its 95 % t
+interval, and the Table 2 summary; ``docs/studies-qkt.md`` includes it. The committed rows were
+measured by the script when it was a sweep (``measured.json`` in each folder, its provenance,
+kept), into ``runs.csv``, converted once into ``rows.jsonl``: to measure anew, remove
+``rows.jsonl`` and ``measured.json``.
 """
 
 from __future__ import annotations
@@ -43,27 +59,31 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 from result_tables import (
-    measure_and_report,
     paired_cell,
     percent_cell,
-    provenance_line,
-    read_runs,
     table_head,
+    unrecorded_provenance_line,
+    write_table,
 )
+from sweep_study import run_cell
 
 from flowerbed.core.results import round_seconds
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.qkt import APPENDIX_A2, PARTITIONS, QUERY_THRESHOLD
-from flowerbed.sweep import Axis, SweepSpec
 
 RESULTS = Path(__file__).parent / "results" / "qkt"
+DATA = RESULTS / ROWS
+TABLE = RESULTS / "table.md"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-qkt.md"  # includes table.md
-# the tables the docs include: digits (the default run) and real MNIST (--data mnist-5k)
+# the tables the docs include: digits (the default budget) and real MNIST (the mnist-5k budget)
 PUBLISHED = tuple(
-    (folder / "runs.csv", folder / "table.md")
-    for folder in (RESULTS, RESULTS.with_name("qkt-mnist-5k"))
+    (folder / ROWS, folder / TABLE.name) for folder in (RESULTS, RESULTS.with_name("qkt-mnist-5k"))
 )
 METHODS = (
     ("Local", "local"),
@@ -81,101 +101,132 @@ COLUMNS = (
     ("forgetting", "Forgetting"),
     ("uniform_acc", "Uniform Acc."),
 )
-
-
-def datasets(data_dir: Path, names: list[str]) -> list[tuple[str, dict]]:
-    """The asked-for data sets among those available here (BloodMNIST and CIFAR-10 only when
-    their files are in ``data_dir``). The under-representation threshold is about 10 % of a
-    client's training data on the small sets (digits: ~115 per client; mnist-5k: 400)."""
-    found = [
-        ("digits", {"dataset": "digits", "kt-query-threshold": QUERY_THRESHOLD["digits"]}),
-        ("mnist-5k", {"dataset": "mnist-5k", "kt-query-threshold": QUERY_THRESHOLD["mnist-5k"]}),
-    ]
-    if (data_dir / "bloodmnist.npz").is_file():
-        found.append(
-            (
-                "BloodMNIST",
-                {
-                    "dataset": "bloodmnist",
-                    "data-dir": str(data_dir),
-                    "kt-query-threshold": QUERY_THRESHOLD["bloodmnist"],
-                },
-            )
-        )
-    if (data_dir / "cifar-10-batches-py").is_dir():
-        found.append(
-            (
-                "CIFAR-10",
-                {
-                    "dataset": "cifar10",
-                    "data-dir": str(data_dir),
-                    "kt-query-threshold": QUERY_THRESHOLD["cifar10"],
-                },
-            )
-        )
-    return [(label, config) for label, config in found if label in names]
-
-
-def sweep_spec(
-    data_sets: list[tuple[str, dict]],
-    methods: list[str],
-    seeds: int,
-    fedavg_rounds: int,
-    clients: int,
-    queries: list[str],
-) -> SweepSpec:
-    """Data set x partition x query x seed x method; FedAvg runs ``fedavg_rounds`` rounds and
-    measures the same knowledge-transfer metrics (``kt-metrics``)."""
-    fedavg = {"num-server-rounds": fedavg_rounds, "kt-metrics": True}
-    return SweepSpec(
-        (
-            Axis.of_bundles("data", dict(data_sets)),
-            Axis.of_bundles("partition", dict(PARTITIONS)),
-            Axis.of_key("kt-query", queries),
-            Axis.of_key("seed", list(range(seeds))),
-            Axis.of_bundles(
-                "method",
-                {
-                    name: {"strategy": name, **(fedavg if name == "fedavg" else {})}
-                    for name in methods
-                },
-            ),
-        ),
-        fixed=APPENDIX_A2,
-        num_clients=clients,
-    )
-
-
 METRICS = ("acc", "query_gain", "forgetting", "uniform_acc", "query_acc_pre")
-FIELDS = ("data", "partition", "query", "seed", "method", *METRICS, "comm", "seconds")
+NUM_CLIENTS = 10
+DATA_DIR = Path("~/.flowerbed/data").expanduser()
+# a data set's label in the tables -> its run config; the files it needs in the data dir (none:
+# installed with flowerbed or its extras)
+DATA_SETS = {
+    "digits": ({"dataset": "digits", "kt-query-threshold": QUERY_THRESHOLD["digits"]}, None),
+    "mnist-5k": ({"dataset": "mnist-5k", "kt-query-threshold": QUERY_THRESHOLD["mnist-5k"]}, None),
+    "BloodMNIST": (
+        {"dataset": "bloodmnist", "kt-query-threshold": QUERY_THRESHOLD["bloodmnist"]},
+        "bloodmnist.npz",
+    ),
+    "CIFAR-10": (
+        {"dataset": "cifar10", "kt-query-threshold": QUERY_THRESHOLD["cifar10"]},
+        "cifar-10-batches-py",
+    ),
+}
+ALL_METHODS = tuple(name for _, name in METHODS)
+QUERY_TYPES = tuple(name for name, _ in QUERIES)
+FEDAVG_ROUNDS = 20
+# data sets (those that need files only where they are in the data dir), query types, methods,
+# seeds, FedAvg's rounds
+BUDGETS = {
+    "full": (("digits", "BloodMNIST", "CIFAR-10"), QUERY_TYPES, ALL_METHODS, 3, FEDAVG_ROUNDS),
+    "quick": (("digits",), QUERY_TYPES, ("local", "qkt"), 1, FEDAVG_ROUNDS),
+    "mnist-5k": (("mnist-5k",), ("single",), ALL_METHODS, 3, FEDAVG_ROUNDS),
+}
 
 
-def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
-    """One row of ``runs.csv``: a run's knowledge-transfer metrics (means over clients), its
-    communication rounds and the seconds of its rounds (without start-up)."""
+class Qkt:
+    """The study (module docstring): a row per data set, partition, query type, method and
+    seed; ``data_dir``: where BloodMNIST's and CIFAR-10's files are looked for."""
+
+    name = "qkt"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def __init__(self, data_dir: Path = DATA_DIR) -> None:
+        self.data_dir = data_dir
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        data_sets, queries, methods, seeds, rounds = budget_of(BUDGETS, budget)
+        points = [
+            method_point(self.data_config(data), data, partition, query, method, rounds)
+            for data in data_sets
+            if self.available(data)
+            for partition in dict(PARTITIONS)
+            for query in queries
+            for method in methods
+        ]
+        return points, list(range(seeds))
+
+    def available(self, data: str) -> bool:
+        """Whether ``data`` runs here: its files, if it needs any, are in the data dir."""
+        needed = DATA_SETS[data][1]
+        return needed is None or (self.data_dir / needed).exists()
+
+    def data_config(self, data: str) -> dict:
+        """The run config of ``data``, with the data dir where it reads files from there."""
+        config, needed = DATA_SETS[data]
+        return config if needed is None else {**config, "data-dir": str(self.data_dir)}
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        return run_cell(point, seed, NUM_CLIENTS, run_record)
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        if not rows:  # nothing measured yet: no table
+            return {}
+        return {TABLE.name: partial(table_text, rows)}
+
+
+def method_point(
+    data_config: dict, data: str, partition: str, query: str, method: str, rounds: int
+) -> Point:
+    """One method on one setting, as ``sweep_study.run_cell`` runs it: named by its labels
+    (and, for multi-round FedAvg, its rounds, which it runs with ``kt-metrics``: the one-shot
+    methods keep the run config's rounds, as the sweep ran them)."""
+    labels = {"data": data, "partition": partition, "query": query, "method": method}
+    config = {
+        **APPENDIX_A2,
+        **data_config,
+        **dict(PARTITIONS)[partition],
+        "kt-query": query,
+        "strategy": method,
+    }
+    name = "/".join(labels.values())
+    if method == "fedavg":
+        config |= {"num-server-rounds": rounds, "kt-metrics": True}
+        name += f"/r{rounds}"
+    return Point(name, {"labels": labels, "config": config})
+
+
+def run_record(run_dir: Path, stopped: bool) -> dict[str, Value]:
+    """What the table reads of one run: its knowledge-transfer metrics (means over clients),
+    its communication rounds and the seconds of its rounds (without start-up)."""
     result = json.loads((run_dir / "kt_metrics.json").read_text())
     summary = result["summary"]
     return {
-        "data": labels["data"],
-        "partition": labels["partition"],
-        "query": labels["kt-query"],
-        "seed": int(labels["seed"]),
-        "method": labels["method"],
         **{key: summary.get(key, math.nan) for key in METRICS},
         "comm": result["communication_rounds"],
-        "seconds": sum(round_seconds(run_dir)),
+        "round_seconds": sum(round_seconds(run_dir)),
     }
 
 
-def read_results(runs_csv: Path) -> list[dict]:
-    return read_runs(runs_csv, (*METRICS, "seconds"), ("seed", "comm"))
+def grid_order(row: dict) -> tuple:
+    """Where a row's run is in the grid (data set, partition, query type, seed, method): the
+    order the sweep wrote ``runs.csv`` in, which the tables' sums follow."""
+    return (
+        list(DATA_SETS).index(row["data"]),
+        [name for name, _ in PARTITIONS].index(row["partition"]),
+        QUERY_TYPES.index(row["query"]),
+        row["seed"],
+        ALL_METHODS.index(row["method"]),
+    )
 
 
-def report(runs_csv: Path) -> str:
-    """The tables of ``table.md``, from ``runs.csv`` (and ``measured.json``) alone: per setting
-    the metrics of every method (mean ± sample std over seeds, in %), QKT's accuracy minus
-    each method's paired by seed with its 95 % t interval, and the Table 2 summary."""
-    runs = read_results(runs_csv)
+def report(data: Path) -> str:
+    """``table.md``, from the rows in ``data``'s folder and the provenance beside them alone."""
+    return table_text(measured_rows(data.parent), data.parent)
+
+
+def table_text(rows: list[dict[str, Value]], folder: Path) -> str:
+    """The tables of ``table.md``, from the rows and where they were measured: per setting the
+    metrics of every method (mean ± sample std over seeds, in %), QKT's accuracy minus each
+    method's paired by seed with its 95 % t interval, and the Table 2 summary."""
+    runs = sorted(rows, key=grid_order)
     names = {name: label for label, name in METHODS}
     methods = [m for m in names if any(r["method"] == m for r in runs)]
     seeds = sorted({r["seed"] for r in runs})
@@ -192,13 +243,13 @@ def report(runs_csv: Path) -> str:
         )
         lines += table_head(caption, "Method", ["Comm", *(c for _, c in COLUMNS), "s / run"])
         for method in methods:
-            rows = [r for r in mine if r["method"] == method]
-            if not rows:
+            method_runs = [r for r in mine if r["method"] == method]
+            if not method_runs:
                 continue
-            cells = [percent_cell([r[key] for r in rows]) for key, _ in COLUMNS]
-            seconds = sum(r["seconds"] for r in rows) / len(rows)
+            cells = [percent_cell([r[key] for r in method_runs]) for key, _ in COLUMNS]
+            seconds = sum(r["round_seconds"] for r in method_runs) / len(method_runs)
             lines.append(
-                f"| {names[method]} | {rows[0]['comm']} | "
+                f"| {names[method]} | {method_runs[0]['comm']} | "
                 + " | ".join(cells)
                 + f" | {seconds:.1f} |"
             )
@@ -216,17 +267,17 @@ def report(runs_csv: Path) -> str:
     pairs = [("qkt", method) for method in methods if method != "qkt" and "qkt" in methods]
     if {"qkt-light", "local"} <= set(methods):
         pairs.append(("qkt-light", "local"))
-    for mine, base in pairs:
+    for better, base in pairs:
         cells = [
             paired_cell(
                 runs,
-                {"data": d, "partition": p, "query": q, "method": mine},
+                {"data": d, "partition": p, "query": q, "method": better},
                 {"data": d, "partition": p, "query": q, "method": base},
                 key="acc",
             )
             for d, p, q in settings
         ]
-        lines.append(f"| {names[mine]} − {names[base]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {names[better]} − {names[base]} | " + " | ".join(cells) + " |")
     lines.append("")
     lines += table_head(
         "Table 2 shape: Acc (%) per setting, mean ± sample std over seeds",
@@ -245,65 +296,19 @@ def report(runs_csv: Path) -> str:
             for d, p, q in settings
         ]
         lines.append(f"| {names[method]} | " + " | ".join(cells) + " |")
-    lines += ["", provenance_line(runs_csv.parent)]
+    provenance = " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
+    lines += ["", provenance]
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--fedavg-rounds", type=int, default=20)
-    parser.add_argument("--data-dir", type=Path, default=Path("~/.flowerbed/data").expanduser())
-    parser.add_argument(
-        "--methods",
-        default=",".join(m for _, m in METHODS),
-        help="comma-separated strategy names (default: all)",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=RESULTS,
-        help="the results folder: runs.csv, measured.json, table.md, and the sweep in runs/",
-    )
-    parser.add_argument(
-        "--data",
-        default="digits,BloodMNIST,CIFAR-10",
-        help="comma-separated data sets: digits, mnist-5k (the mnist extra), BloodMNIST and"
-        " CIFAR-10 (when their files are in --data-dir); those absent are left out",
-    )
-    parser.add_argument(
-        "--queries", default="single,multi", help="comma-separated query types: single, multi"
-    )
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
-    parser.add_argument("--quick", action="store_true", help="1 seed; Local and QKT only")
-    args = parser.parse_args()
-    if args.quick:
-        args.seeds, args.methods, args.out = 1, "local,qkt", args.out / "quick"
-    methods = args.methods.split(",")
-    unknown = sorted(set(methods) - {name for _, name in METHODS})
-    if unknown:
-        parser.error(f"unknown methods {unknown}; valid: {', '.join(n for _, n in METHODS)}")
-    spec = (
-        None
-        if args.report_only
-        else sweep_spec(
-            datasets(args.data_dir, args.data.split(",")),
-            methods,
-            args.seeds,
-            args.fedavg_rounds,
-            args.clients,
-            args.queries.split(","),
-        )
-    )
-    text = measure_and_report(args.out, spec, run_record, FIELDS, report, args.workers)
-    runs_csv = args.out / "runs.csv"
-    print(text)
-    print(f"written: {runs_csv}, {args.out / 'table.md'}")
+def main(argv: list[str] | None = None) -> int:
+    """``--data-dir DIR`` (module docstring), then the study's command line (``study_cli``)."""
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    args, rest = own.parse_known_args(argv)
+    study = Qkt(args.data_dir.expanduser())
+    return study_cli.main(study, RESULTS, __doc__, rest, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
