@@ -1,7 +1,7 @@
 """Why QKT forgets on digits: its noise filter and its lambda, measured on the real code path.
 
 ``docs/studies-qkt.md`` reports that QKT (the QKT paper, "Query-based Knowledge Transfer",
-ICLR 2025) forgets much of its local classes on digits. This benchmark measures three things,
+ICLR 2025) forgets much of its local classes on digits. This benchmark measures four things,
 for QKT on digits, 10 clients, single-class queries, the pathological partition (3 classes per
 client) and Dirichlet(0.1), 3 seeds, with the settings of ``benchmarks/qkt.py`` (Appendix A.2:
 ``flowerbed.experiments.qkt.APPENDIX_A2``, ``kt-query-threshold=10``):
@@ -27,71 +27,88 @@ Also, per client, the mass the kept teachers put on the query class on the stude
 training images, ``sum_{t in T_Q} p_t(q | x)`` averaged over its images (Eq. 4 weights it by
 alpha * lambda), beside the mass they put on the images' true labels.
 
-The runs (QKT only) are two sweeps (``flowerbed.sweep``, not committed): partition x seed x
-lambda with the default ``'sum'`` in ``<out>/runs``, and partition x seed at lambda = 1.5 with
-``'mean'`` in ``<out>/runs-teacher-mean`` (a sibling folder, so the first sweep's grid and
-point names stay those of its earlier runs and a rerun runs only the points it lacks). Each
-sweep has its own provenance file, ``measured.json`` and ``measured-teacher-weight.json``,
-rewritten only when that sweep ran a point (or the file is missing): rows re-derived from
-earlier runs keep the commit they were measured at. The filter quantities are not in the
-run folder (a run records only the number of kept teachers), so after the sweep this script
-recomputes them in its own process for every run, with the run's ``config.json`` and the
-functions of the protocol: ``LocalClient.from_context`` (the client's data), the local-fit
-phase's ``train_local_model`` (the teachers), ``client_query``, and QKT's ``_prepare`` (the
-teachers' predictions and the filter, with the run's noise generator; ``filter_teachers``'
-mean noise probabilities). It checks that the recomputation is the run's: same queries,
-same training label counts, same per-class test accuracy of every local model, same number
-of kept teachers per client (the ``match`` column; the report says how many runs match). The
-filter, the queries and the local models do not depend on lambda or on the teacher weight, so
-one recomputation per partition and seed serves all of its runs, the ``'mean'`` ones included.
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is QKT with one
+partition, lambda and teacher weight (``'sum'``, Eq. 4's, at every lambda; ``'mean'`` at lambda =
+1.5), a run one seed of it, the run config run in this process in a temporary folder
+(``sweep_study.run_cell``, one torch thread) and read before the folder goes. The filter
+quantities are not in the run folder (a run records only the number of kept teachers), so the
+row recomputes them in this process, with the run's ``config.json`` and the functions of the
+protocol: ``LocalClient.from_context`` (the client's data), the local-fit phase's
+``train_local_model`` (the teachers), ``client_query``, and QKT's ``_prepare`` (the teachers'
+predictions and the filter, with the run's noise generator; ``filter_teachers``' mean noise
+probabilities). It checks that the recomputation is the run's: same queries, same training
+label counts, same per-class test accuracy of every local model, same number of kept teachers
+per client (the ``match`` column; the report says how many runs match). The filter, the queries
+and the local models do not depend on lambda or on the teacher weight, so one recomputation per
+partition and seed serves all of its runs in a process, the ``'mean'`` ones included.
 
-Each run becomes one row of ``<out>/runs.csv`` (default ``benchmarks/results/qkt-explain``;
-per-client and per-teacher values as space-separated lists; ``teacher_weight`` 'sum' or
-'mean', a missing value, as in rows written before the column existed, read as 'sum'), and
-``table.md`` is made from ``runs.csv`` alone (``--report-only``; the teacher-weight table
-only once ``runs.csv`` holds 'mean' rows).
+A row holds the run's metrics (means over clients), ``round_seconds`` (the sum of its rounds),
+``match``, and the per-client and per-teacher values as space-separated lists. Budgets
+(``BUDGETS``): ``full`` (the default: both partitions, seeds 0, 1, 2, the four lambdas with
+``'sum'`` and lambda = 1.5 with ``'mean'``: 30 runs) and ``quick`` (Path, seed 0, lambda 1.5 and
+4 with ``'sum'``, 1.5 with ``'mean'``: 3 runs, a check that the measuring path works, into
+``results/qkt-explain/quick``).
 
-Usage::
+    python benchmarks/qkt_explain.py                 # what rows.jsonl lacks of the 30 runs
+    python benchmarks/qkt_explain.py --quick         # 3 runs, into qkt-explain/quick
+    python benchmarks/qkt_explain.py --report-only   # table.md from rows.jsonl
 
-    python benchmarks/qkt_explain.py --workers 1     # 24 + 6 runs; only missing ones run
-                                                     # (the 6 'mean' ones: about 3 min)
-    python benchmarks/qkt_explain.py --quick         # 1 seed, Path, lambda 1.5 and 4, 'mean'
-    python benchmarks/qkt_explain.py --report-only   # table.md from runs.csv
+Writes into ``benchmarks/results/qkt-explain``: ``rows.jsonl`` (one row per run: the committed
+record), ``measured.jsonl`` (one line per invocation that measured) and, from the rows and the
+provenance beside them alone, ``table.md`` (the teacher-weight table only once the rows hold
+'mean' runs), which ``docs/studies-qkt.md`` includes. The committed rows were measured by the
+script when it was two sweeps, the lambdas with ``'sum'`` and then the ``'mean'`` runs, each
+with its provenance file (``measured.json`` and ``measured-teacher-weight.json``, kept), into
+``runs.csv``, converted once into ``rows.jsonl``: to measure anew, remove ``rows.jsonl`` and the
+two provenance files.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
-import sys
+from functools import partial
 from pathlib import Path
 
+import numpy as np
+from flwr.app import Context, RecordDict
 from result_tables import (
-    measure_and_report,
     paired_cell,
     percent_cell,
     provenance_line,
-    read_runs,
-    record_provenance,
-    sweep_records,
     table_head,
+    unrecorded_provenance_line,
+    write_table,
 )
+from scipy import stats
+from sweep_study import run_cell
 
-from flowerbed.core.results import round_seconds, write_csv
+from flowerbed.catalog import parse_run_config
+from flowerbed.core.results import round_seconds
+from flowerbed.evaluation.metrics import eval_scores, test_accuracies
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.qkt import APPENDIX_A2, PARTITIONS
-from flowerbed.sweep import Axis, SweepSpec, run_sweep
-from flowerbed.sweep.folder import point_dir, point_state
+from flowerbed.inprocess import default_run_config, resolve_run_config
+from flowerbed.kd.teachers import filter_teachers
+from flowerbed.methods.qkt import _NOISE_TAG, _prepare
+from flowerbed.protocols.exchange import Transfer
+from flowerbed.protocols.local_fit import client_query, train_counts, train_local_model
+from flowerbed.training.local_client import LocalClient
 
 RESULTS = Path(__file__).parent / "results" / "qkt-explain"
+DATA = RESULTS / ROWS
+TABLE = RESULTS / "table.md"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-qkt.md"  # includes table.md
 LAMBDAS = (1.0, 1.5, 2.0, 4.0)
 DEFAULT_LAMBDA = "1.5"
 DEFAULT_WEIGHT = "sum"  # qkt-teacher-weight of Eq. 4; 'mean' is the averaged variant
-# Per sweep: its folder under <out> and its provenance file (module doc).
-LAMBDA_SWEEP = ("runs", "measured.json")
-MEAN_SWEEP = ("runs-teacher-mean", "measured-teacher-weight.json")
+WEIGHTS = (DEFAULT_WEIGHT, "mean")
+# the provenance of the committed 'mean' rows, measured by a sweep of their own (module doc)
+MEAN_PROVENANCE = "measured-teacher-weight.json"
+NUM_CLIENTS = 10
 FIXED = {
     **APPENDIX_A2,
     "strategy": "qkt",
@@ -109,43 +126,45 @@ COLUMNS = (
 # Space-separated lists: per client (students with a query), then per teacher (every client).
 CLIENT_LISTS = ("kept", "kept_holding", "kept_substantial", "holding", "query_mass", "label_mass")
 TEACHER_LISTS = ("spearman", "spearman_max", "noise_mse")
-FIELDS = (
-    "partition",
-    "seed",
-    "lam",
-    "teacher_weight",
-    *METRICS,
-    "seconds",
-    "match",
-    *CLIENT_LISTS,
-    *TEACHER_LISTS,
-)
+LISTS = (*CLIENT_LISTS, *TEACHER_LISTS)
+# partitions, seeds, lambdas with Eq. 4's sum ('mean' runs at the default lambda)
+BUDGETS = {
+    "full": ([name for name, _ in PARTITIONS], 3, LAMBDAS),
+    "quick": (["Path"], 1, (1.5, 4.0)),
+}
 
 
-def sweep_spec(partitions: list[str], seeds: int, lambdas: list[float], clients: int) -> SweepSpec:
-    """Partition x seed x lambda, QKT on digits with single-class queries (Eq. 4's sum)."""
-    return SweepSpec(
-        (
-            Axis.of_bundles("partition", {k: v for k, v in PARTITIONS if k in partitions}),
-            Axis.of_key("seed", list(range(seeds))),
-            Axis.of_key("qkt-lambda", lambdas),
-        ),
-        fixed=FIXED,
-        num_clients=clients,
-    )
+class QktExplain:
+    """The study (module docstring): a row per partition, lambda, teacher weight and seed."""
+
+    name = "qkt_explain"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        partitions, seeds, lambdas = budget_of(BUDGETS, budget)
+        cells = [(p, str(lam), DEFAULT_WEIGHT) for p in partitions for lam in lambdas]
+        cells += [(p, DEFAULT_LAMBDA, "mean") for p in partitions]
+        return [qkt_point(*cell) for cell in cells], list(range(seeds))
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        key = (point.settings["labels"]["partition"], seed)
+        return run_cell(point, seed, NUM_CLIENTS, partial(run_record, key))
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        if not rows:  # nothing measured yet: no table
+            return {}
+        return {TABLE.name: partial(table_text, rows)}
 
 
-def mean_sweep_spec(partitions: list[str], seeds: int, clients: int) -> SweepSpec:
-    """Partition x seed at the default lambda with the kept teachers averaged
-    (``qkt-teacher-weight='mean'``); points ``partition-Path_seed-0``, ... in their own folder."""
-    return SweepSpec(
-        (
-            Axis.of_bundles("partition", {k: v for k, v in PARTITIONS if k in partitions}),
-            Axis.of_key("seed", list(range(seeds))),
-        ),
-        fixed={**FIXED, "qkt-lambda": float(DEFAULT_LAMBDA), "qkt-teacher-weight": "mean"},
-        num_clients=clients,
-    )
+def qkt_point(partition: str, lam: str, weight: str) -> Point:
+    """QKT on digits with single-class queries at one partition, lambda and teacher weight, as
+    ``sweep_study.run_cell`` runs it; Eq. 4's sum is the run config's default, left unset."""
+    labels = {"partition": partition, "lam": lam, "teacher_weight": weight}
+    config = {**FIXED, **dict(PARTITIONS)[partition], "qkt-lambda": float(lam)}
+    if weight != DEFAULT_WEIGHT:
+        config["qkt-teacher-weight"] = weight
+    return Point("/".join(labels.values()), {"labels": labels, "config": config})
 
 
 # --- the recomputation of the filter -------------------------------------------------------------
@@ -153,8 +172,6 @@ def mean_sweep_spec(partitions: list[str], seeds: int, clients: int) -> SweepSpe
 
 def spearman(a, b) -> float:
     """Spearman's rank correlation (ties: mean ranks); NaN when either side is constant."""
-    from scipy import stats
-
     if len(set(a)) < 2 or len(set(b)) < 2:
         return math.nan
     return float(stats.spearmanr(a, b).statistic)
@@ -167,20 +184,8 @@ def filter_diagnostics(run_config: dict, num_clients: int) -> dict:
     per-class test accuracy, kept teacher ids (``_prepare``), and the mean over its training
     images of the kept teachers' summed probability of the query class and of the true label;
     ``noise``: per teacher id the mean over the other students' noise batches of its mean
-    softmax (``filter_teachers``)."""
-    import numpy as np
-    import torch
-    from flwr.app import Context, RecordDict
-
-    from flowerbed.catalog import parse_run_config
-    from flowerbed.evaluation.metrics import eval_scores, test_accuracies
-    from flowerbed.kd.teachers import filter_teachers
-    from flowerbed.methods.qkt import _NOISE_TAG, _prepare
-    from flowerbed.protocols.exchange import Transfer
-    from flowerbed.protocols.local_fit import client_query, train_counts, train_local_model
-    from flowerbed.training.local_client import LocalClient
-
-    torch.set_num_threads(1)  # as the sweep's runs: the same local models, bit for bit
+    softmax (``filter_teachers``). Called while the run's one torch thread is set
+    (``sweep_study.run_and_read``), so the local models are the run's, bit for bit."""
     config = parse_run_config(run_config)
     clients, models = [], []
     for pid in range(num_clients):
@@ -244,26 +249,25 @@ def same_vector(a, b) -> bool:
     )
 
 
+# the filter of every (partition, seed) recomputed in this process (``run_record``)
 _DIAGNOSTICS: dict[tuple, dict] = {}
 
 
-def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
-    """One row of ``runs.csv``: the run's metrics (means over clients) and seconds, and the
-    filter quantities, recomputed (``filter_diagnostics``) and checked against the run."""
-    from flowerbed.inprocess import default_run_config, resolve_run_config
-
+def run_record(key: tuple[str, int], run_dir: Path, stopped: bool) -> dict[str, Value]:
+    """What the tables read of one run of the (partition, seed) ``key``: its metrics (means
+    over clients) and the seconds of its rounds, and the filter quantities, recomputed
+    (``filter_diagnostics``, once per ``key`` in a process) and checked against the run."""
     result = json.loads((run_dir / "kt_metrics.json").read_text())
     stored = json.loads((run_dir / "config.json").read_text())
     defaults = default_run_config()
     run_config = resolve_run_config({k: v for k, v in stored.items() if k in defaults})
     # the filter does not depend on lambda or the teacher weight: one per partition and seed
-    key = (labels["partition"], labels["seed"])
     if key not in _DIAGNOSTICS:
         _DIAGNOSTICS[key] = filter_diagnostics(run_config, len(result["clients"]))
     found = _DIAGNOSTICS[key]
     threshold = int(run_config["kt-query-threshold"])
     counts = {row["partition_id"]: row["train_counts"] for row in result["clients"]}
-    lists = {name: [] for name in CLIENT_LISTS}
+    lists: dict[str, list] = {name: [] for name in CLIENT_LISTS}
     match = True
     for row in sorted(result["clients"], key=lambda r: r["partition_id"]):
         mine = found["clients"][row["partition_id"]]
@@ -292,12 +296,8 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
         mses.append(round(statistics.fmean((p - s) ** 2 for p, s in zip(noise, share)), 5))
     summary = result["summary"]
     return {
-        "partition": labels["partition"],
-        "seed": int(labels["seed"]),
-        "lam": str(float(run_config["qkt-lambda"])),  # the sweep's label: "1.0", "1.5", ...
-        "teacher_weight": run_config["qkt-teacher-weight"],
-        **{key: summary.get(key, math.nan) for key in METRICS},
-        "seconds": sum(round_seconds(run_dir)),
+        **{name: summary.get(name, math.nan) for name in METRICS},
+        "round_seconds": sum(round_seconds(run_dir)),
         "match": int(match),
         **{name: " ".join(map(str, values)) for name, values in lists.items()},
         "spearman": " ".join(map(str, spearmans)),
@@ -309,14 +309,24 @@ def run_record(labels: dict, run_dir: Path, stopped: bool) -> dict:
 # --- the report ------------------------------------------------------------------------------------
 
 
-def read_results(runs_csv: Path) -> list[dict]:
-    runs = read_runs(runs_csv, (*METRICS, "seconds"), ("seed", "match"))
-    for row in runs:
-        # rows written before the teacher weight was a column are Eq. 4's sum
-        row["teacher_weight"] = row.get("teacher_weight") or DEFAULT_WEIGHT
-        for name in (*CLIENT_LISTS, *TEACHER_LISTS):
-            row[name] = [float(v) for v in row[name].split()]
-    return runs
+def grid_order(row: dict) -> tuple:
+    """Where a row's run is (teacher weight, partition, seed, lambda): the order the two sweeps
+    wrote ``runs.csv`` in, which the tables' sums follow."""
+    partitions = [name for name, _ in PARTITIONS]
+    return (
+        WEIGHTS.index(row["teacher_weight"]),
+        partitions.index(row["partition"]),
+        row["seed"],
+        float(row["lam"]),
+    )
+
+
+def runs_of(rows: list[dict[str, Value]]) -> list[dict]:
+    """The rows in grid order, each list column as a list of numbers."""
+    return [
+        {**row, **{name: [float(v) for v in str(row[name]).split()] for name in LISTS}}
+        for row in sorted(rows, key=grid_order)
+    ]
 
 
 def number_cell(values: list[float], digits: int = 2) -> str:
@@ -363,7 +373,9 @@ def teacher_weight_table(runs: list[dict], folder: Path) -> list[str]:
                     "–" if weight == DEFAULT_WEIGHT else paired_cell(runs, labels, base, key)
                 )
             lines.append(f"| {partition} | {weight} | " + " | ".join(cells) + " |")
-    seconds = statistics.fmean(r["seconds"] for r in averaged)
+    seconds = statistics.fmean(r["round_seconds"] for r in averaged)
+    if not (folder / MEAN_PROVENANCE).is_file():  # measured by the study, with the 'sum' runs
+        return [*lines, "", f"Rounds of one 'mean' run: {seconds:.1f} s on average.", ""]
     return [
         *lines,
         "",
@@ -372,17 +384,22 @@ def teacher_weight_table(runs: list[dict], folder: Path) -> list[str]:
             " partition and seed in its sweep, so each trains the local models itself)."
         ),
         "",
-        provenance_line(folder, MEAN_SWEEP[1]),
+        provenance_line(folder, MEAN_PROVENANCE),
         "",
     ]
 
 
-def report(runs_csv: Path) -> str:
-    """The tables of ``table.md`` from ``runs.csv`` (and the provenance files) alone: the
-    filter (at the default lambda; it does not depend on lambda), Fig. 5's analogue, the lambda
-    sweep paired by seed against lambda = 1.5, all with Eq. 4's sum, and, once ``runs.csv``
-    holds them, the averaged teachers against the sum (``teacher_weight_table``)."""
-    everything = read_results(runs_csv)
+def report(data: Path) -> str:
+    """``table.md``, from the rows in ``data``'s folder and the provenance beside them alone."""
+    return table_text(measured_rows(data.parent), data.parent)
+
+
+def table_text(rows: list[dict[str, Value]], folder: Path) -> str:
+    """The tables of ``table.md`` from the rows and where they were measured: the filter (at
+    the default lambda; it does not depend on lambda), Fig. 5's analogue, the lambda sweep
+    paired by seed against lambda = 1.5, all with Eq. 4's sum, and, once the rows hold them,
+    the averaged teachers against the sum (``teacher_weight_table``)."""
+    everything = runs_of(rows)
     runs = [r for r in everything if r["teacher_weight"] == DEFAULT_WEIGHT]
     partitions = list(dict.fromkeys(r["partition"] for r in runs))
     lambdas = sorted({r["lam"] for r in runs}, key=float)
@@ -471,9 +488,9 @@ def report(runs_csv: Path) -> str:
             lines.append(f"| {lam} | " + " | ".join(cells) + " |")
         pre = [r["acc_pre"] for r in runs if (r["partition"], r["lam"]) == (partition, lambdas[0])]
         lines += ["", f"Local model's Acc before the transfer: {percent_cell(pre)}.", ""]
-    lines += teacher_weight_table(everything, runs_csv.parent)
+    lines += teacher_weight_table(everything, folder)
     matched = sum(r["match"] for r in everything)
-    seconds = statistics.fmean(r["seconds"] for r in runs)
+    seconds = statistics.fmean(r["round_seconds"] for r in runs)
     lines += [
         (
             f"The recomputed filter is the runs' own in {matched} of {len(everything)} runs (same"
@@ -483,77 +500,14 @@ def report(runs_csv: Path) -> str:
             " models; the later ones find them in the process's cache)."
         ),
         "",
-        provenance_line(runs_csv.parent),
+        " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder),
     ]
     return "\n".join(lines) + "\n"
 
 
-def measure(out: Path, sweeps: list[tuple[SweepSpec, tuple[str, str]]], workers: int) -> None:
-    """Run each sweep in its folder under ``out`` (a rerun runs only the unfinished points) and
-    write one row per run of all of them into ``<out>/runs.csv`` (``run_record``). A sweep's
-    provenance file is written when it ran a point or has none, so rows re-derived from earlier
-    runs keep the commit they were measured at."""
-    records = []
-    for spec, (folder, provenance) in sweeps:
-        sweep = out / folder
-        ran = any(not point_state(point_dir(sweep, point)).finished for point in spec.points())
-        run_sweep(spec, sweep, workers=workers, extend=True)
-        records += sweep_records(spec, sweep, run_record)
-        if ran or not (out / provenance).is_file():
-            record_provenance(out, sys.argv, provenance)
-    write_csv(out / "runs.csv", records, FIELDS)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument(
-        "--lambdas",
-        default=",".join(map(str, LAMBDAS)),
-        help="comma-separated qkt-lambda values (with Eq. 4's sum)",
-    )
-    parser.add_argument(
-        "--partitions", default=",".join(k for k, _ in PARTITIONS), help="Path, Dir or both"
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=RESULTS,
-        help="the results folder: runs.csv, measured*.json, table.md, and the sweeps in runs/"
-        " (lambda, Eq. 4's sum) and runs-teacher-mean/ ('mean' at lambda 1.5)",
-    )
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument("--report-only", action="store_true", help="table.md from runs.csv")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="1 seed, Path, lambda 1.5 and 4, and 'mean' at 1.5 (in <out>/quick)",
-    )
-    args = parser.parse_args()
-    if args.quick:
-        args.seeds, args.lambdas, args.partitions = 1, "1.5,4", "Path"
-        args.out = args.out / "quick"
-    lambdas = [float(v) for v in args.lambdas.split(",")]
-    if DEFAULT_LAMBDA not in {str(v) for v in lambdas}:
-        parser.error(f"--lambdas must hold the default {DEFAULT_LAMBDA}, the pairs' baseline")
-    partitions = args.partitions.split(",")
-    unknown = sorted(set(partitions) - {k for k, _ in PARTITIONS})
-    if unknown:
-        parser.error(f"--partitions: unknown {unknown}; valid: {[k for k, _ in PARTITIONS]}")
-    if not args.report_only:
-        sweeps = [
-            (sweep_spec(partitions, args.seeds, lambdas, args.clients), LAMBDA_SWEEP),
-            (mean_sweep_spec(partitions, args.seeds, args.clients), MEAN_SWEEP),
-        ]
-        measure(args.out, sweeps, args.workers)
-    text = measure_and_report(args.out, None, run_record, FIELDS, report)
-    runs_csv = args.out / "runs.csv"
-    print(text)
-    print(f"written: {runs_csv}, {args.out / 'table.md'}")
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(QktExplain(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
