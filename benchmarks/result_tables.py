@@ -1,11 +1,12 @@
 """What the benchmarks' report steps share: typed result files, mean ± std cells, paired
 intervals, and the generated blocks of the documentation pages.
 
-A benchmark writes one row per run into its ``runs.csv`` (the committed record) and makes its
-tables from that file alone, into ``table.md`` beside it. A documentation page shows a table by
-including that file (``docs_include``: a pymdownx.snippets line, resolved when the site is
-built), so that no published number is typed by hand (``tests/test_published_tables.py``
-checks the files against ``runs.csv`` and the pages' include lines).
+A benchmark writes one row per run into its data file (``rows.jsonl`` for a study of the study
+driver, ``runs.csv`` for the others: the committed record) and makes its tables from that file
+alone, into ``table.md`` beside it. A documentation page shows a table by including that file
+(``docs_include``: a pymdownx.snippets line, resolved when the site is built), so that no
+published number is typed by hand (``tests/test_published_tables.py`` checks the files against
+their data and the pages' include lines).
 
 Intervals: ``paired_test`` (and ``welch_test``, both in ``flowerbed.experiments.stats``) give a
 95 % t interval with the two-sided p-value of the same t test; ``interval_text`` writes it, in
@@ -23,12 +24,11 @@ import csv
 import io
 import math
 import re
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from flowerbed.core.results import atomic_write, write_csv
+from flowerbed.core.results import atomic_write
 from flowerbed.experiments.provenance import (  # noqa: F401 - the benchmarks import them here
     PROVENANCE,
     UNRECORDED,
@@ -37,41 +37,7 @@ from flowerbed.experiments.provenance import (  # noqa: F401 - the benchmarks im
     unrecorded_provenance_line,
 )
 from flowerbed.experiments.stats import Interval, Ratio, holm, paired_test, same_within
-from flowerbed.sweep import SweepSpec, mean_std, run_sweep
-from flowerbed.sweep.folder import point_dir, point_state
-
-
-def sweep_records(spec: SweepSpec, sweep: Path, record) -> list[dict]:
-    """``record(labels, run_dir, stopped)`` of every point that completed, or that stopped
-    because a round came in which no client succeeded (the model had diverged: the run counts
-    with the last global model it had), in grid order."""
-    records = []
-    for point in spec.points():
-        state = point_state(point_dir(sweep, point))
-        stopped = state.status == "failed" and "no client succeeded" in state.reason
-        if state.finished or (stopped and state.run_dir is not None):
-            records.append(record(point.labels, state.run_dir, stopped))
-    return records
-
-
-def measure_and_report(
-    out: Path, spec: SweepSpec | None, record, fields, report, workers: int = 1
-) -> str:
-    """What a sweep benchmark does once its arguments are parsed. Unless ``spec`` is None
-    (``--report-only``): run the sweep in ``<out>/runs`` (a rerun skips the completed points),
-    write one row per run into ``<out>/runs.csv`` (``record``, as ``sweep_records`` calls it;
-    ``fields``: its columns) and ``measured.json`` (``record_provenance``). Then write
-    ``<out>/table.md``, made by ``report`` from ``runs.csv`` alone (``write_table``: with its
-    intervals' data file and the Holm blocks of the pages that include it), and return its
-    text."""
-    out.mkdir(parents=True, exist_ok=True)
-    runs_csv = out / "runs.csv"
-    if spec is not None:
-        sweep = out / "runs"
-        run_sweep(spec, sweep, workers=workers, extend=True)
-        write_csv(runs_csv, sweep_records(spec, sweep, record), fields)
-        record_provenance(out, sys.argv)
-    return write_table(out / "table.md", lambda: report(runs_csv))
+from flowerbed.sweep import mean_std
 
 
 def joined(rows: list[dict], key: str, first: Callable = str) -> str:
