@@ -301,13 +301,27 @@ def table_text(rows: list[dict[str, Value]], folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``--data-dir DIR`` (module docstring), then the study's command line (``study_cli``)."""
+def options() -> argparse.ArgumentParser:
+    """This script's own option, beside the study's command line (``study_cli``)."""
     own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    args, rest = own.parse_known_args(argv)
-    study = Qkt(args.data_dir.expanduser())
-    return study_cli.main(study, RESULTS, __doc__, rest, write=write_table)
+    own.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DATA_DIR,
+        help=f"where bloodmnist.npz and cifar-10-batches-py are looked for (default {DATA_DIR})",
+    )
+    return own
+
+
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(
+        lambda own: Qkt(own.data_dir.expanduser()),
+        RESULTS,
+        __doc__,
+        argv,
+        write=write_table,
+        options=options(),
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ measurement, into ``results/startup/quick``).
     python benchmarks/startup.py --report-only   # the tables from rows.jsonl
     python benchmarks/startup.py --budget stages --out benchmarks/results/startup_stages --report-only
 
-``--compare`` and ``--compare-label`` are this script's own options, taken before the study's
-command line; every row names the copy it ran (``app_dir``). Writes into ``--out``:
+``--compare`` and ``--compare-label`` are this script's own options, beside the study's
+command line (``--help`` lists them, ``measured.jsonl`` records them); every row names the copy it ran (``app_dir``). Writes into ``--out``:
 ``rows.jsonl`` (one row per run), ``measured.jsonl`` (one line per invocation that measured)
 and, made from the rows and the provenance beside them alone, the tables that its rows make:
 ``table.md`` (per app, the median wall and CPU seconds of its runs and their ratios to the bare
@@ -536,15 +536,26 @@ def runs_table(rows: list[dict[str, Value]], folder: Path) -> str:
     return "\n".join(lines + (["", " ".join(measured)] if measured else [])) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``--compare DIR`` and ``--compare-label LABEL`` (module docstring), then the study's
-    command line (``study_cli``)."""
+def options() -> argparse.ArgumentParser:
+    """This script's own options (module docstring), beside the study's command line
+    (``study_cli``)."""
     own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--compare", type=Path)
-    own.add_argument("--compare-label", default="flowerbed (compared)")
-    args, rest = own.parse_known_args(argv)
-    compare = None if args.compare is None else (args.compare_label, args.compare)
-    return study_cli.main(Startup(compare), RESULTS, __doc__, rest, write=write_table)
+    own.add_argument(
+        "--compare", type=Path, help="another copy of flowerbed to run beside this one"
+    )
+    own.add_argument(
+        "--compare-label",
+        default="flowerbed (compared)",
+        help="its name in the tables (default: flowerbed (compared))",
+    )
+    return own
+
+
+def main(argv: list[str] | None = None) -> int:
+    def study(own: argparse.Namespace) -> Startup:
+        return Startup(None if own.compare is None else (own.compare_label, own.compare))
+
+    return study_cli.main(study, RESULTS, __doc__, argv, write=write_table, options=options())
 
 
 if __name__ == "__main__":

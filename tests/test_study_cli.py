@@ -4,6 +4,7 @@ a killed study resumed with only its missing runs, ``--report-only`` running not
 budgets kept out of the default folder, and the tables made by the writer it is given, each
 from the folder of its rows."""
 
+import argparse
 import json
 
 import pytest
@@ -153,3 +154,38 @@ def test_the_tables_are_made_by_the_writer_it_is_given_from_their_folder(tmp_pat
     assert study_cli.main(WithItsFolder(), tmp_path / "here", argv=[], write=write) == 0
     assert written == [(tmp_path / "here" / "table.md", "9 rows in here\n")]
     assert not (tmp_path / "here" / "table.md").exists()  # the writer decides what is written
+
+
+class Scaled(Toy):
+    """value = factor x (10 x + seed): a study made from a script option's value."""
+
+    def __init__(self, own):
+        super().__init__()
+        self.factor = own.factor
+
+    def run(self, point, seed):
+        return {"value": self.factor * super().run(point, seed)["value"]}
+
+
+def scale_option():
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--factor", type=int, default=1, help="what every value is multiplied by")
+    return own
+
+
+def test_a_scripts_own_option_makes_its_study_is_listed_and_is_recorded(tmp_path, capsys):
+    argv = ["--quick", "--factor", "3"]
+    assert study_cli.main(Scaled, tmp_path, argv=argv, options=scale_option()) == 0
+    assert sorted(row["value"] for row in read_rows(tmp_path / "quick")) == [30, 33, 60, 63, 90, 93]
+    measured = json.loads((tmp_path / "quick" / "measured.jsonl").read_text().splitlines()[-1])
+    assert measured["command"].endswith("--quick --factor 3")
+    with pytest.raises(SystemExit):
+        study_cli.main(Scaled, tmp_path, argv=["--help"], options=scale_option())
+    assert "--factor FACTOR" in capsys.readouterr().out
+    # a mistyped option of the study's is still refused in one line
+    assert (
+        study_cli.main(
+            Scaled, tmp_path, argv=["--factor", "2", "--workers", "0"], options=scale_option()
+        )
+        == 2
+    )

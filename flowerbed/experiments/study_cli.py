@@ -11,7 +11,10 @@ again what failed), ``--workers`` at a time (1 for a study that alternates its v
 provenance in ``measured.jsonl``. The default budget runs into the study's folder, another
 budget into ``<folder>/<budget>`` (so that a quick check never adds rows to the committed
 ones); ``--out`` names any folder. A study for this command line names its budgets
-(``budgets``, a mapping or sequence of names) and its default (``default_budget``).
+(``budgets``, a mapping or sequence of names) and its default (``default_budget``). A script
+with options of its own (``--data-dir``) passes them as a parser (``options``) and the study as
+a function of their values: ``--help`` lists them, and the command line ``measured.jsonl``
+records is the whole one, theirs included.
 
 Exit status: 0 when every run of the budget has a row and the tables were written, 1 when a run
 failed (it runs again on the next start), 2 for bad input (an unknown budget, fewer than one
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ..cli import Parser
@@ -30,9 +34,17 @@ from .driver import BudgetError, Study, WorkersError, Write, missing_runs, run_s
 QUICK = "quick"
 
 
-def parser(study: Study, description: str) -> argparse.ArgumentParser:
+def parser(
+    study: Study, description: str, options: argparse.ArgumentParser | None = None
+) -> argparse.ArgumentParser:
+    """The command line of ``study``, with the script's own ``options`` (a parser made with
+    ``add_help=False``) where it has some."""
     budgets = ", ".join(study.budgets)
-    cli = Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli = Parser(
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[] if options is None else [options],
+    )
     chosen = cli.add_mutually_exclusive_group()
     chosen.add_argument(
         "--budget",
@@ -61,21 +73,25 @@ def out_folder(study: Study, folder: Path, budget: str, out: Path | None) -> Pat
 
 
 def main(
-    study: Study,
+    study: Study | Callable[[argparse.Namespace], Study],
     folder: Path,
     description: str = "",
     argv: list[str] | None = None,
     write: Write = write_file,
+    options: argparse.ArgumentParser | None = None,
 ) -> int:
     """Parse ``argv`` (default: this process's arguments), run ``study`` and write its tables
     (``write``, as ``driver.run_study`` takes it) into its folder; the exit status (module
-    docstring)."""
-    cli = parser(study, description)
-    cli.argv = argv
-    args = cli.parse_args(argv)
+    docstring). With ``options`` (the script's own, a parser made with ``add_help=False``),
+    ``study`` is a function of their values that makes the study."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if options is not None:
+        study = study(options.parse_known_args(words)[0])
+    cli = parser(study, description, options)
+    cli.argv = words
+    args = cli.parse_args(words)
     budget = QUICK if args.quick else args.budget
     out = out_folder(study, folder, budget, args.out)
-    words = sys.argv[1:] if argv is None else argv
     command = " ".join(["python", Path(sys.argv[0]).as_posix(), *words])
     try:
         tables = run_study(
