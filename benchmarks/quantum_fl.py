@@ -91,7 +91,8 @@ the default: the mean accuracy and loss per round and the rough seconds per roun
 committed rows were measured by the script before it became a study (``measured.json`` and
 ``client_overhead.measured.json``, their provenance, kept where there was one), into
 ``runs.json`` and ``client_overhead.csv``, converted once into ``rows.jsonl``: to measure a
-regime anew, remove its rows and ``measured.json``.
+regime anew, remove its rows and ``measured.json``. The captions still name those two files and
+``--client-overhead``, as the published tables do, which stay byte for byte what they were.
 
 Staleness: the history does not name the clients of a round, so ``run_record`` reconstructs
 them from the seeded sampling (``sampled_partitions``) and checks the reconstruction against
@@ -496,6 +497,7 @@ def mean_pm(values, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def _title(regime: Regime, dataset: str, rounds: int) -> str:
+    """A regime's setting on ``dataset`` in words, for captions and plot titles."""
     options = {**regime.common, **regime.datasets[dataset]}
     sized = options.get("partitioner") == "dirichlet-sized"
     size = f" x {options['samples-per-client']} samples" if sized else ""
@@ -522,6 +524,9 @@ def summary_and_plots(name: str, runs: list[dict], folder: Path) -> str:
 
 
 def summarise(runs: list[dict], variants: tuple[str, ...], regime: Regime) -> str:
+    """``<regime>.md``: per data set and variant, the final accuracy and loss, the rough
+    seconds and kilobytes per round, the kept and substituted shares, and the mean accuracy
+    and loss round by round."""
     lines = []
     for dataset in regime.datasets:
         rows = [r for r in runs if r["dataset"] == dataset]
@@ -710,6 +715,7 @@ def _loss_cell(rows: list[dict], mine: dict, base: dict) -> str:
 
 
 def _summary_cells(rows: list[dict]) -> str:
+    """Seeds, final accuracy and loss (mean ± std), kept and substituted shares of ``rows``."""
     kept = mean_fraction([r["kept"] for r in rows])
     substituted = mean_fraction([r["substituted"] for r in rows])
     return (
