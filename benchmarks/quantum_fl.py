@@ -1,36 +1,42 @@
 """QFedAvg vs QFedAdam vs QFedFisher on the VQC (the comparison of the QFedFisher paper, Table I,
 on data available offline): digits with Dirichlet(0.5) and breast-cancer with Dirichlet(0.1),
 10 clients each, several seeds; accuracy and loss of the global model per round, seconds per
-round; a markdown table and a plot.
+round; markdown tables and a plot.
 
-    python benchmarks/quantum_fl.py                       # the default comparison (~15 min)
-    python benchmarks/quantum_fl.py --quick               # 2 rounds, 1 seed, into <out>/quick
-    python benchmarks/quantum_fl.py --report-only         # tables and plot from runs.json
+A study of the study driver (``flowerbed.experiments.study_cli``): a point is one regime's data
+set and variant at a number of rounds (``<regime>/<data set>/<variant>/r<rounds>``), a run one
+seed of it: the regime's run config run in this process in a temporary folder
+(``sweep_study.run_cell``: the real ServerApp job with the real ClientApp handlers,
+``run_in_process``, one torch thread). Clients train one after another, so a round's seconds
+are the sum of the clients' work plus the evaluation (with several workers, runs share the
+machine's cores: compare seconds of runs made one at a time). A run that stopped because no
+client could send a finite update fails (the tables need every round) and runs again next time.
 
-The runs of a regime are one sweep (``flowerbed.sweep``: seed x data set x variant, as Ray
-tasks, up to ``--workers`` at a time) in ``<out>/runs``; a rerun skips the completed points,
-and more seeds or variants are added to the sweep. Every run is the real ServerApp job with
-the real ClientApp handlers in one process (``run_in_process``, one torch thread); clients
-train one after another, so a round's seconds are the sum of the clients' work plus the
-evaluation (with several workers, runs share the machine's cores: compare seconds of runs made
-one at a time). ``<out>/runs.json`` keeps what the tables read from each run (accuracy and loss
-per round, seconds, bytes, kept and substituted shares); ``--report-only`` rebuilds
-``<out>/<regime>.md`` and ``.png`` from it, and ``<out>/table.md``: the tables that
-``docs/studies-quantum-fl.md`` includes (``report``: final accuracy and loss, mean ± std and per
-seed, and the paired per-seed differences between the strategies with their 95 % t intervals),
-made from ``<out>/runs.json`` alone (the threshold sweep's also reads the default regime's
-``runs.json`` for QFedAvg, run with the same setting and seeds).
+Its row holds the regime, data set and variant, the rounds it ran and, round by round
+(``<key>/<r>``; the row's ``seconds`` is the whole run's, as the driver measures it): the
+global model's test ``accuracy`` and ``loss`` (from round 0, the initial model), and from round
+1 the round's wall ``seconds``, ``bytes_received`` and ``bytes_sent``, QFedFisher's ``kept``
+(the clients' mean share of entries kept by the client rule) and ``substituted`` (the server's
+share of entries that took the FedAvg value), ``clients_trained``, and the ``returning``
+clients (how many had taken part before) with their ``staleness`` (rounds since each last took
+part, space-separated). A round without a value has no key (``kept`` of a strategy without the
+client rule); ``returning`` and ``staleness`` have none where the reconstruction of the round's
+clients failed (below).
 
-Regimes (``--regime``):
+Budgets, one per regime (seeds 0, 1, 2; the default is ``default``), each committed in its own
+folder (``FOLDERS``; ``--out`` for all but ``default``), and ``<regime>-quick`` for each other
+regime (its grid at 2 rounds, seed 0: a smoke run, into ``results/quantum_fl/<regime>-quick``):
 
-* ``default``: the comparison above (10 clients, 4 layers, Adam at 0.05, a few rounds).
+* ``default``: the comparison above (10 clients, 4 layers, Adam at 0.05, 5 rounds on digits, 8
+  on breast-cancer; about 15 min).
 * ``paper``: the QFedFisher paper's setting (Sec. IV: 100 clients of 500 samples drawn with a
   Dirichlet(0.5) label distribution, 5 % of them per round, 60 Kaiming-initialised layers,
   Adam at 1e-3, E = 1, B = 32, 300 rounds), scaled to a 2-core machine: ``PAPER_CLIENTS``
   clients of ``samples-per-client`` samples (``partitioner='dirichlet-sized'``: digits has
   1,437 training images, so clients share samples once a class is used up), 10 % of them per
   round, ``vqc-layers`` from ``PAPER``, as many rounds as about an hour allows for 3 seeds; on
-  digits, and on MNIST when its files are in ``--data-dir``. Reports QFedAvg, QFedAdam and
+  digits, and on MNIST when its files are in the run config's default ``data-dir`` (else its
+  points are left out of the grid, and the script says so). Reports QFedAvg, QFedAdam and
   QFedFisher with and without the client rule, with the kept and substituted fractions.
 * ``sweep``: QFedFisher's threshold on the default digits setting: delta from 0.001 to 0.9 and
   the quantile form (top q of each layer), final accuracy against the mean kept fraction.
@@ -52,13 +58,41 @@ Regimes (``--regime``):
   QFedFisher and QFedFisher without the client rule, the paper's MNIST task at a cost this
   machine can pay (about 15 minutes for 3 seeds).
 
-    python benchmarks/quantum_fl.py --regime paper --workers 2   # ~1 h of runs, resumable
-    python benchmarks/quantum_fl.py --regime paper --quick    # 2 rounds, 1 seed: a smoke run
-    python benchmarks/quantum_fl.py --regime sweep
-    python benchmarks/quantum_fl.py --regime long             # 20-30 min on one core
-    python benchmarks/quantum_fl.py --regime mnist-default    # about 15 min on one core
-    python benchmarks/quantum_fl.py --client-overhead 15      # client_overhead.csv and .md
-    python benchmarks/quantum_fl.py --client-overhead 1 --report-only   # its table from the csv
+The client overhead: one client's local work per round with and without the Fisher pass, a
+point per data set of the default regime (``client-overhead/<data set>``), a run one repeat:
+the three client steps (``OVERHEAD_STEPS``) timed back to back after one untimed pass of them
+(the first model built and trained in a process is slower), from step ``repeat % 3`` on (no
+step always runs first); its row holds each step's seconds (``seconds/<step>``), so that its
+ratios are paired within the repeat. Budget ``client-overhead`` (repeats 0 to 14, committed in
+``results/quantum_fl`` beside the default regime's rows); run it with one worker (runs side by
+side would time their contention). ``quick``: the default regime's QFedAvg and QFedFisher at 2
+rounds, seed 0, and one repeat of the client overhead: a check, in a few minutes, that the
+measuring path works, into ``results/quantum_fl/quick``.
+
+    python benchmarks/quantum_fl.py                    # what rows.jsonl lacks of the default
+    python benchmarks/quantum_fl.py --quick            # into results/quantum_fl/quick
+    python benchmarks/quantum_fl.py --report-only      # the default regime's tables and plot
+    python benchmarks/quantum_fl.py --budget paper --workers 2 --out benchmarks/results/quantum_fl_paper
+    python benchmarks/quantum_fl.py --budget paper-quick     # 2 rounds, 1 seed: a smoke run
+    python benchmarks/quantum_fl.py --budget sweep --out benchmarks/results/quantum_fl_sweep
+    python benchmarks/quantum_fl.py --budget long --out benchmarks/results/quantum_fl_long
+    python benchmarks/quantum_fl.py --budget mnist-default --out benchmarks/results/quantum_fl_mnist_default
+    python benchmarks/quantum_fl.py --budget client-overhead --out benchmarks/results/quantum_fl
+
+Writes into its folder: ``rows.jsonl`` (one row per run: the committed record),
+``measured.jsonl`` (one line per invocation that measured, said under the tables) and, from
+the rows and the provenance beside them alone (a folder holds one regime's rows, and the client
+overhead's), ``table.md``, the tables ``docs/studies-quantum-fl.md`` includes (final accuracy
+and loss, mean ± std and per seed, and the paired per-seed differences between the strategies
+with their 95 % t intervals; the threshold sweep's also reads the default regime's committed
+rows for QFedAvg, run with the same setting and seeds), ``<regime>.md`` (``quantum_fl.md`` for
+the default: the mean accuracy and loss per round and the rough seconds per round) with
+``<regime>.png`` (and ``long_returning.png``) drawn with it, and ``client_overhead.md``. The
+committed rows were measured by the script before it became a study (``measured.json`` and
+``client_overhead.measured.json``, their provenance, kept where there was one), into
+``runs.json`` and ``client_overhead.csv``, converted once into ``rows.jsonl``: to measure a
+regime anew, remove its rows and ``measured.json``. The captions still name those two files and
+``--client-overhead``, as the published tables do, which stay byte for byte what they were.
 
 Staleness: the history does not name the clients of a round, so ``run_record`` reconstructs
 them from the seeded sampling (``sampled_partitions``) and checks the reconstruction against
@@ -67,28 +101,36 @@ the client rule's kept shares (a client keeps nothing in its first round, someth
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-import logging
 import random
-import sys
 import textwrap
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+import torch
+from matplotlib.figure import Figure
 from result_tables import (
     interval_cell,
     paired_cell,
     provenance_line,
-    read_runs,
-    record_provenance,
     table_head,
+    unrecorded_provenance_line,
     write_table,
 )
+from sweep_study import cell_point, run_cell
 
+from flowerbed.catalog import parse_run_config
+from flowerbed.core.results import round_seconds
+from flowerbed.core.seeding import seed_for
+from flowerbed.data.federation import load_splits
+from flowerbed.data.torchvision_files import missing_torchvision
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines, provenance_lines
 from flowerbed.experiments.qfedfisher import (  # the regimes' settings (module docstring)
     COMMON,
     LONG,
@@ -96,7 +138,13 @@ from flowerbed.experiments.qfedfisher import (  # the regimes' settings (module 
     PAPER,
     PAPER_CLIENTS,
 )
-from flowerbed.sweep import Axis, SweepSpec, load_history, mean_std, run_sweep
+from flowerbed.experiments.stats import paired_ratio
+from flowerbed.experiments.study_runs import data_dir
+from flowerbed.models import build_model
+from flowerbed.protocols.rounds_strategy import _TRAIN_SAMPLE
+from flowerbed.strategies.qfedfisher import SquaredGradients, empirical_fisher
+from flowerbed.sweep import load_history, mean_std
+from flowerbed.training.loops import build_optimizer, train_local
 
 DATASETS = {
     "digits": {"dataset": "digits", "dirichlet-alpha": 0.5},
@@ -131,25 +179,30 @@ VARIANTS = {
 
 
 RESULTS = Path(__file__).resolve().parent / "results" / "quantum_fl"
-# the folder of each regime's runs.json and table.md
+TABLE = RESULTS / "table.md"
+# the folder each regime's rows are committed in (the default budget's is the study's folder)
 MEASURED_REGIMES = ("default", "paper", "sweep", "long", "mnist-default")
 FOLDERS = {
     "default": RESULTS,
-    "paper": RESULTS.parent / "quantum_fl_paper",
-    "sweep": RESULTS.parent / "quantum_fl_sweep",
-    "long": RESULTS.parent / "quantum_fl_long",
-    "mnist": RESULTS.parent / "quantum_fl_mnist",
-    "mnist-default": RESULTS.parent / "quantum_fl_mnist_default",
+    "paper": RESULTS.with_name("quantum_fl_paper"),
+    "sweep": RESULTS.with_name("quantum_fl_sweep"),
+    "long": RESULTS.with_name("quantum_fl_long"),
+    "mnist": RESULTS.with_name("quantum_fl_mnist"),
+    "mnist-default": RESULTS.with_name("quantum_fl_mnist_default"),
 }
-# one client's work per round with and without the Fisher pass (--client-overhead)
-OVERHEAD_DATA, OVERHEAD_TABLE = RESULTS / "client_overhead.csv", RESULTS / "client_overhead.md"
+# one client's work per round with and without the Fisher pass (module docstring): its points
+# are named from here, its rows are what client_overhead.md is made of
+OVERHEAD = "client-overhead"
+OVERHEAD_VALUES = f"{ROWS}:{OVERHEAD}"
+OVERHEAD_TABLE = RESULTS / "client_overhead.md"
+OVERHEAD_PROVENANCE = "client_overhead.measured.json"
 # (what ``report`` reads, the table it writes): one per measured regime (``mnist`` is prepared,
 # not measured: it takes hours here), and the client overhead's; the docs page includes each
 PUBLISHED = (
-    *((FOLDERS[name] / "runs.json", FOLDERS[name] / "table.md") for name in MEASURED_REGIMES),
-    (OVERHEAD_DATA, OVERHEAD_TABLE),
+    *((FOLDERS[name] / ROWS, FOLDERS[name] / TABLE.name) for name in MEASURED_REGIMES),
+    (RESULTS / OVERHEAD_VALUES, OVERHEAD_TABLE),
 )
-DATA, TABLE = PUBLISHED[0]
+DATA = PUBLISHED[0][0]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-quantum-fl.md"
 
 
@@ -210,39 +263,112 @@ REGIMES = {
 LONG_REGIMES = ("long", "mnist")
 
 
-def sweep_spec(
-    regime: str,
-    datasets: list[str],
-    variants: tuple[str, ...],
-    seeds: int,
-    rounds: dict,
-    data_dir: str,
-) -> SweepSpec:
-    """The regime's grid: seed x data set (with its rounds) x variant; every run of one seed
-    comes before the next seed's (partial results stay balanced)."""
-    setting = REGIMES[regime]
-    bundles = {
-        "dataset": {d: {**setting.datasets[d], "num-server-rounds": rounds[d]} for d in datasets},
-        "variant": {v: VARIANTS[v] for v in variants},
-    }
-    axes, fixed = [Axis.of_key("seed", list(range(seeds)))], dict(setting.common)
-    for name, axis in bundles.items():
-        # a key one bundle sets is set by all of them (a sweep keeps a key either fixed or on
-        # one axis), to the regime's value where a bundle leaves it
-        keys = {key for bundle in axis.values() for key in bundle}
-        inherited = {key: fixed.pop(key) for key in sorted(keys) if key in fixed}
-        filled = {label: {**inherited, **bundle} for label, bundle in axis.items()}
-        axes.append(Axis.of_bundles(name, filled))
-    return SweepSpec(tuple(axes), {**fixed, "data-dir": data_dir}, setting.clients)
+@dataclass(frozen=True)
+class Budget:
+    """What a budget runs: a regime's grid (its rounds, or ``rounds`` for every data set; its
+    variants, or ``variants``) and the client overhead's points, for ``seeds``."""
+
+    regime: str | None
+    seeds: tuple[int, ...]
+    rounds: int | None = None
+    variants: tuple[str, ...] | None = None
+    overhead: bool = False
+
+
+SEEDS = (0, 1, 2)
+QUICK_ROUNDS = 2
+OVERHEAD_REPEATS = 15
+BUDGETS = {
+    **{name: Budget(name, SEEDS) for name in REGIMES},
+    **{f"{name}-quick": Budget(name, (0,), QUICK_ROUNDS) for name in REGIMES if name != "default"},
+    OVERHEAD: Budget(None, tuple(range(OVERHEAD_REPEATS)), overhead=True),
+    study_cli.QUICK: Budget(
+        "default", (0,), QUICK_ROUNDS, variants=("qfedavg", "qfedfisher"), overhead=True
+    ),
+}
+
+
+class QuantumFL:
+    """The study (module docstring): a row per regime, data set, variant, rounds and seed, and
+    per data set and repeat of the client overhead."""
+
+    name = "quantum_fl"
+    budgets = BUDGETS
+    default_budget = "default"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        chosen = budget_of(BUDGETS, budget)
+        points = [] if chosen.regime is None else regime_points(chosen)
+        if chosen.overhead:
+            points += [Point(f"{OVERHEAD}/{dataset}", {"dataset": dataset}) for dataset in DATASETS]
+        return points, list(chosen.seeds)
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        if is_overhead(point.name):
+            return client_overhead(point.settings["dataset"], seed)
+        clients = REGIMES[point.settings["labels"]["regime"]].clients
+        return run_cell(point, seed, clients, partial(run_record, clients))
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        tables = {}
+        name, runs = regime_runs(rows)
+        if runs:
+            tables[TABLE.name] = partial(regime_table, name, runs)
+            tables[f"{file_stem(name)}.md"] = partial(summary_and_plots, name, runs)
+        overhead = overhead_rows(rows)
+        if overhead:
+            tables[OVERHEAD_TABLE.name] = partial(overhead_table, overhead)
+        return tables
+
+
+def mnist_missing() -> str | None:
+    """Why the paper regime's MNIST points are left out of its grid (its files are not in the
+    run config's default ``data-dir``); None when they are there."""
+    return missing_torchvision("mnist", data_dir({}))
+
+
+def regime_points(budget: Budget) -> list[Point]:
+    """The points of ``budget``'s regime: data set (with its rounds) x variant, each the
+    regime's run config with the data set's and the variant's settings."""
+    regime = REGIMES[budget.regime]
+    datasets = [d for d in regime.datasets if d != "mnist" or mnist_missing() is None]
+    return [
+        cell_point(
+            {"regime": budget.regime, "dataset": dataset, "variant": variant},
+            {**regime.common, **regime.datasets[dataset], **VARIANTS[variant]},
+            budget.rounds or regime.rounds[dataset],
+        )
+        for dataset in datasets
+        for variant in budget.variants or regime.variants
+    ]
+
+
+def is_overhead(point: str) -> bool:
+    """Whether ``point`` names a point of the client overhead (else one of a regime)."""
+    return point.startswith(f"{OVERHEAD}/")
+
+
+# --- one run: the record the tables read, and its row -----------------------------------------
+
+# a run's per-round lists, and the round each starts at (0: the initial model)
+SERIES = {
+    "accuracy": 0,
+    "loss": 0,
+    "seconds": 1,
+    "bytes_received": 1,
+    "bytes_sent": 1,
+    "kept": 1,
+    "substituted": 1,
+}
+# per-round lists that a run may lack altogether (None): the clients of its rounds
+CLIENT_SERIES = ("clients_trained", "returning", "staleness")
+LABELS = ("regime", "dataset", "variant", "seed", "rounds")
 
 
 def sampled_partitions(seed: int, server_round: int, clients: int, sampled: int) -> list[int]:
     """The partitions sampled for training in a round, as the run drew them: the round's
     sampling seed (``rounds_strategy``) and Flower's ``random.sample`` over the nodes listed in
     partition order (``RecordingGrid.get_node_ids``)."""
-    from flowerbed.core.seeding import seed_for
-    from flowerbed.protocols.rounds_strategy import _TRAIN_SAMPLE
-
     return random.Random(seed_for(seed, server_round, _TRAIN_SAMPLE)).sample(
         range(clients), sampled
     )
@@ -272,18 +398,19 @@ def returning_clients(history: list[dict], seed: int, clients: int, client_rule:
     return {"returning": returning, "staleness": staleness}
 
 
-def run_record(labels: dict, run_dir: Path, clients: int) -> dict:
-    """What the tables and plots read from one completed run (``runs.json`` keeps them)."""
-    from flowerbed.core.results import round_seconds
-
+def run_record(clients: int, run_dir: Path, stopped: bool) -> dict[str, Value]:
+    """What the tables and plots read from one completed run, as row values
+    (``series_values``); a run that stopped (its model diverged) raises: the tables need every
+    round."""
     history = load_history(run_dir)
+    if stopped:
+        raise RuntimeError(
+            f"the run stopped after round {history[-1]['round']}: no client could send a finite"
+            " update"
+        )
     config = json.loads((run_dir / "config.json").read_text())
     client_rule = config["strategy"] == "qfedfisher" and config["qfedfisher-client-rule"]
-    return {
-        "dataset": labels["dataset"],
-        "variant": labels["variant"],
-        "seed": int(labels["seed"]),
-        "rounds": len(history) - 1,
+    record = {
         "accuracy": [row["central_accuracy"] for row in history],
         "loss": [row["central_loss"] for row in history],
         "seconds": round_seconds(run_dir),
@@ -294,8 +421,62 @@ def run_record(labels: dict, run_dir: Path, clients: int) -> dict:
         "kept": [row.get("client_fisher_kept_fraction_mean") for row in history[1:]],
         "substituted": [row.get("server_fisher_substituted_fraction") for row in history[1:]],
         "clients_trained": [row["clients_trained"] for row in history[1:]],
-        **returning_clients(history, int(labels["seed"]), clients, client_rule),
+        **returning_clients(history, int(config["seed"]), clients, client_rule),
     }
+    return {"rounds": len(history) - 1, **series_values(record)}
+
+
+def series_values(record: dict) -> dict[str, Value]:
+    """A run's per-round lists as row values, ``<key>/<round>`` (module docstring): no key for
+    a round without a value, a round's staleness as space-separated text."""
+    values: dict[str, Value] = {}
+    starts = {**SERIES, **dict.fromkeys(CLIENT_SERIES, 1)}
+    for key, first in starts.items():
+        for server_round, value in enumerate(record.get(key) or [], start=first):
+            if value is not None:
+                text = " ".join(map(str, value)) if key == "staleness" else value
+                values[f"{key}/{server_round}"] = text
+    return values
+
+
+def run_of(row: dict[str, Value]) -> dict:
+    """A regime's row as the record the tables read: its labels, seed and rounds, and its
+    per-round lists (None for a round without a value; a client series none of whose rounds
+    has one is None)."""
+    rounds = int(row["rounds"])
+    record = {key: row[key] for key in LABELS}
+    for key, first in SERIES.items():
+        record[key] = [row.get(f"{key}/{r}") for r in range(first, rounds + 1)]
+    for key in CLIENT_SERIES:
+        values = [row.get(f"{key}/{r}") for r in range(1, rounds + 1)]
+        if key == "staleness":
+            values = [None if v is None else [int(g) for g in str(v).split()] for v in values]
+        record[key] = None if all(v is None for v in values) else values
+    return record
+
+
+def regime_runs(rows: list[dict[str, Value]]) -> tuple[str, list[dict]]:
+    """The regime of a folder's rows and its runs (``run_of``), per data set those of the most
+    rounds; ValueError for rows of several regimes (each has its own folder: ``--out``)."""
+    runs = [run_of(row) for row in rows if not is_overhead(str(row["point"]))]
+    regimes = list(dict.fromkeys(r["regime"] for r in runs))
+    if len(regimes) > 1:
+        raise ValueError(
+            f"rows of the regimes {', '.join(regimes)} in one folder: each regime has its own"
+            " (--out)"
+        )
+    most: dict[str, int] = {}
+    for r in runs:
+        most[r["dataset"]] = max(most.get(r["dataset"], 0), r["rounds"])
+    return (regimes or ["default"])[0], [r for r in runs if r["rounds"] == most[r["dataset"]]]
+
+
+def file_stem(regime: str) -> str:
+    """The name of a regime's round-by-round table and plot."""
+    return "quantum_fl" if regime == "default" else regime
+
+
+# --- a regime's round-by-round table and its plots --------------------------------------------
 
 
 def mean_fraction(values: list) -> float | None:
@@ -303,10 +484,6 @@ def mean_fraction(values: list) -> float | None:
     previous round in round 1)."""
     numbers = [v for v in values if v is not None]
     return float(np.mean(numbers)) if numbers else None
-
-
-def _point(record: dict) -> tuple:
-    return record["dataset"], record["variant"], record["seed"], record["rounds"]
 
 
 def _percent(value: float | None) -> str:
@@ -320,6 +497,7 @@ def mean_pm(values, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def _title(regime: Regime, dataset: str, rounds: int) -> str:
+    """A regime's setting on ``dataset`` in words, for captions and plot titles."""
     options = {**regime.common, **regime.datasets[dataset]}
     sized = options.get("partitioner") == "dirichlet-sized"
     size = f" x {options['samples-per-client']} samples" if sized else ""
@@ -333,7 +511,22 @@ def _title(regime: Regime, dataset: str, rounds: int) -> str:
     )
 
 
+def summary_and_plots(name: str, runs: list[dict], folder: Path) -> str:
+    """``<regime>.md`` (``summarise``; the sweep's ``sweep_summary``), with the regime's plots
+    of the same runs drawn beside it."""
+    regime, stem = REGIMES[name], file_stem(name)
+    if name == "sweep":
+        return sweep_summary(runs, regime.variants, folder / f"{stem}.png")
+    plot(runs, regime.variants, regime, folder / f"{stem}.png")
+    if name in LONG_REGIMES:
+        plot_returning(runs, folder / f"{stem}_returning.png")
+    return summarise(runs, regime.variants, regime)
+
+
 def summarise(runs: list[dict], variants: tuple[str, ...], regime: Regime) -> str:
+    """``<regime>.md``: per data set and variant, the final accuracy and loss, the rough
+    seconds and kilobytes per round, the kept and substituted shares, and the mean accuracy
+    and loss round by round."""
     lines = []
     for dataset in regime.datasets:
         rows = [r for r in runs if r["dataset"] == dataset]
@@ -398,13 +591,11 @@ def summarise(runs: list[dict], variants: tuple[str, ...], regime: Regime) -> st
 
 
 def plot(runs: list[dict], variants: tuple[str, ...], regime: Regime, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Test accuracy and loss by round, mean ± sample std over seeds, a line per variant, a
+    column per data set."""
     datasets = [d for d in regime.datasets if any(r["dataset"] == d for r in runs)]
-    fig, axes = plt.subplots(2, len(datasets), figsize=(5.5 * len(datasets), 7), squeeze=False)
+    fig = Figure(figsize=(5.5 * len(datasets), 7))
+    axes = fig.subplots(2, len(datasets), squeeze=False)
     for col, dataset in enumerate(datasets):
         for variant in variants:
             vr = [r for r in runs if r["dataset"] == dataset and r["variant"] == variant]
@@ -427,8 +618,9 @@ def plot(runs: list[dict], variants: tuple[str, ...], regime: Regime, path: Path
     fig.savefig(path, dpi=120)
 
 
-def sweep_report(runs: list[dict], variants: tuple[str, ...], path: Path) -> str:
-    """Final accuracy against the mean kept / substituted fractions, per threshold."""
+def sweep_summary(runs: list[dict], variants: tuple[str, ...], path: Path) -> str:
+    """Final accuracy against the mean kept / substituted fractions, per threshold, with its
+    plot drawn at ``path``."""
     lines = [
         (
             "| threshold | seeds | final accuracy (%) | kept by the client rule (%, rounds 2+) |"
@@ -450,12 +642,8 @@ def sweep_report(runs: list[dict], variants: tuple[str, ...], path: Path) -> str
             f"| {variant} | {len(vr)} | {mean_pm(acc, 100)} |"
             f" {_percent(kept)} | {_percent(substituted)} |"
         )
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     for variant, kept, mean, std in points:
         if kept is not None:
             marker = "o" if variant.startswith("delta") else "s"
@@ -468,20 +656,47 @@ def sweep_report(runs: list[dict], variants: tuple[str, ...], path: Path) -> str
     return "\n".join(lines) + "\n"
 
 
-def _finals(runs: list[dict], regime: Regime) -> list[dict]:
-    """One row per run of the regime's grid: labels, seed, final accuracy and loss."""
+def plot_returning(runs: list[dict], path: Path) -> None:
+    """The long regime's second figure: per round, the share of entries the returning clients
+    kept (QFedFisher with the client rule, mean over seeds) and their staleness."""
+    ruled = [r for r in runs if r["variant"] == "qfedfisher" and r.get("returning")]
+    if not ruled:
+        return
+    fig = Figure(figsize=(11, 3.5))
+    kept_axis, stale_axis = fig.subplots(1, 2)
+    for record in ruled:
+        x = np.arange(1, record["rounds"] + 1)
+        kept = [np.nan if v is None else 100 * v for v in _returning_kept(record)]
+        stale = [np.mean(gaps) if gaps else np.nan for gaps in record["staleness"]]
+        kept_axis.plot(x, kept, ".", label=f"seed {record['seed']}")
+        stale_axis.plot(x, stale, ".", label=f"seed {record['seed']}")
+    kept_axis.set_ylabel("kept by returning clients (%)")
+    stale_axis.set_ylabel("staleness of returning clients (rounds)")
+    for axis in (kept_axis, stale_axis):
+        axis.set_xlabel("round")
+        axis.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+# --- a regime's table.md ---------------------------------------------------------------------
+
+
+def _finals(runs: list[dict]) -> list[dict]:
+    """One row per run: labels, seed, rounds, final accuracy and loss, mean kept and
+    substituted shares."""
     return [
         {
             "dataset": r["dataset"],
             "variant": r["variant"],
             "seed": r["seed"],
+            "rounds": r["rounds"],
             "final": r["accuracy"][-1],
             "loss": r["loss"][-1],
             "kept": mean_fraction(r["kept"][1:]),
             "substituted": mean_fraction(r["substituted"]),
         }
         for r in runs
-        if _in_grid(r, regime)
     ]
 
 
@@ -500,6 +715,7 @@ def _loss_cell(rows: list[dict], mine: dict, base: dict) -> str:
 
 
 def _summary_cells(rows: list[dict]) -> str:
+    """Seeds, final accuracy and loss (mean ± std), kept and substituted shares of ``rows``."""
     kept = mean_fraction([r["kept"] for r in rows])
     substituted = mean_fraction([r["substituted"] for r in rows])
     return (
@@ -532,20 +748,20 @@ PAIRED_NOTE = (
 )
 
 
-def report(data: Path) -> str:
-    """The tables of one regime (``table.md``) from its ``runs.json`` alone (the sweep's
-    QFedAvg baseline from the default regime's): final accuracy and loss, mean ± sample std over
-    seeds and per seed, the mean kept and substituted shares, and the paired per-seed
-    differences between the strategies; the long regime's also the accuracy at a few rounds
-    and the returning clients' staleness and kept share. ``client_overhead.csv``: its table
-    (``overhead_report``)."""
-    if data.name == OVERHEAD_DATA.name:
-        return overhead_report(data)
-    folder = data.parent
-    name = next(n for n, f in FOLDERS.items() if f.name == folder.name)
+def measured_where(folder: Path) -> str:
+    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
+    known."""
+    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
+
+
+def regime_table(name: str, runs: list[dict], folder: Path) -> str:
+    """``table.md`` of a regime from its runs and where they were measured: final accuracy
+    and loss, mean ± sample std over seeds and per seed, the mean kept and substituted shares,
+    and the paired per-seed differences between the strategies; the long regimes' also the
+    accuracy at a few rounds and the returning clients' staleness and kept share; the sweep's
+    its own (``_sweep_table``)."""
     regime = REGIMES[name]
-    runs = json.loads(data.read_text())
-    rows = _finals(runs, regime)
+    rows = _finals(runs)
     if name == "sweep":
         return _sweep_table(rows, regime, folder)
     lines = []
@@ -556,7 +772,7 @@ def report(data: Path) -> str:
         variants = [v for v in regime.variants if any(r["variant"] == v for r in mine)]
         seeds = sorted({r["seed"] for r in mine})
         lines += table_head(
-            f"**{_title(regime, dataset, regime.rounds[dataset])}**: final test accuracy and"
+            f"**{_title(regime, dataset, mine[0]['rounds'])}**: final test accuracy and"
             " loss of the global model, mean ± sample std over seeds; the clients' mean share"
             " of entries kept by the client rule (rounds 2 on) and the server's share replaced"
             " by the FedAvg value (`runs.json`).",
@@ -593,24 +809,24 @@ def report(data: Path) -> str:
                 )
         lines.append("")
         if name in LONG_REGIMES:
-            lines += _long_tables([r for r in runs if _in_grid(r, regime)], dataset, variants)
-    lines.append(provenance_line(folder))
+            lines += _long_tables([r for r in runs if r["dataset"] == dataset], variants)
+    lines.append(measured_where(folder))
     return "\n".join(lines) + "\n"
 
 
-def _in_grid(record: dict, regime: Regime) -> bool:
-    """Whether a run of ``runs.json`` belongs to the regime's grid (its data sets, variants
-    and rounds: runs.json may also hold runs of other rounds or variants)."""
-    return (
-        record["dataset"] in regime.rounds
-        and record["variant"] in regime.variants
-        and record["rounds"] == regime.rounds[record["dataset"]]
-    )
+def report(data: Path) -> str:
+    """A table of the docs from its data alone: a regime's ``table.md`` from the rows in
+    ``data``'s folder (the sweep's also from the default regime's), ``client_overhead.md``
+    (``OVERHEAD_VALUES``) from the client overhead's."""
+    rows = measured_rows(data.parent)
+    if data.name == OVERHEAD_VALUES:
+        return overhead_table(overhead_rows(rows), data.parent)
+    return regime_table(*regime_runs(rows), data.parent)
 
 
-def _at_round(runs: list[dict], dataset: str, server_round: int) -> list[dict]:
+def _at_round(runs: list[dict], server_round: int) -> list[dict]:
     """Accuracy (as ``final``, what ``paired_cell`` reads) and loss of the global model after
-    ``server_round``, one row per run of ``dataset``."""
+    ``server_round``, one row per run."""
     return [
         {
             "variant": r["variant"],
@@ -619,7 +835,6 @@ def _at_round(runs: list[dict], dataset: str, server_round: int) -> list[dict]:
             "loss": r["loss"][server_round],
         }
         for r in runs
-        if r["dataset"] == dataset
     ]
 
 
@@ -641,13 +856,13 @@ def _returning_kept(record: dict) -> list[float | None]:
     ]
 
 
-def _long_tables(runs: list[dict], dataset: str, variants: list[str]) -> list[str]:
+def _long_tables(runs: list[dict], variants: list[str]) -> list[str]:
     """The long regime's own tables: accuracy and loss at ``CHECKPOINTS`` and the last round
     with the paired per-seed differences, and by window of rounds the returning clients, their
-    staleness and the share of entries they kept."""
+    staleness and the share of entries they kept (``runs``: one data set's)."""
     rounds = runs[0]["rounds"]
     checkpoints = [c for c in CHECKPOINTS if c < rounds] + [rounds]
-    at = {c: _at_round(runs, dataset, c) for c in checkpoints}
+    at = {c: _at_round(runs, c) for c in checkpoints}
     lines = table_head(
         "Test accuracy (%) / loss of the global model after a few rounds, mean over seeds, and"
         " the paired per-seed differences (accuracy in points / loss, mean [95 % Student-t"
@@ -703,47 +918,20 @@ def _long_tables(runs: list[dict], dataset: str, variants: list[str]) -> list[st
     return [*lines, ""]
 
 
-def plot_returning(runs: list[dict], path: Path) -> None:
-    """The long regime's second figure: per round, the share of entries the returning clients
-    kept (QFedFisher with the client rule, mean over seeds) and their staleness."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ruled = [r for r in runs if r["variant"] == "qfedfisher" and r.get("returning")]
-    if not ruled:
-        return
-    fig, (kept_axis, stale_axis) = plt.subplots(1, 2, figsize=(11, 3.5))
-    for record in ruled:
-        x = np.arange(1, record["rounds"] + 1)
-        kept = [np.nan if v is None else 100 * v for v in _returning_kept(record)]
-        stale = [np.mean(gaps) if gaps else np.nan for gaps in record["staleness"]]
-        kept_axis.plot(x, kept, ".", label=f"seed {record['seed']}")
-        stale_axis.plot(x, stale, ".", label=f"seed {record['seed']}")
-    kept_axis.set_ylabel("kept by returning clients (%)")
-    stale_axis.set_ylabel("staleness of returning clients (rounds)")
-    for axis in (kept_axis, stale_axis):
-        axis.set_xlabel("round")
-        axis.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
 def _sweep_table(rows: list[dict], regime: Regime, folder: Path) -> str:
     """The threshold sweep: per threshold, final accuracy, kept and substituted shares, and
-    the paired differences against QFedAvg (the default regime's runs of the same setting and
-    seeds) and against the paper's delta = 0.01."""
-    default = REGIMES["default"]
+    the paired differences against QFedAvg (the default regime's committed runs of the same
+    setting, rounds and seeds, where there are any) and against the paper's delta = 0.01."""
+    dataset = next(iter(regime.datasets))
+    rounds = rows[0]["rounds"]
     base = [
         r
-        for r in _finals(json.loads((FOLDERS["default"] / "runs.json").read_text()), default)
-        if r["dataset"] == "digits" and r["variant"] == "qfedavg"
+        for r in _finals(regime_runs(measured_rows(FOLDERS["default"]))[1])
+        if r["dataset"] == dataset and r["variant"] == "qfedavg" and r["rounds"] == rounds
     ]
     both = rows + base
-    dataset = next(iter(regime.datasets))
     lines = table_head(
-        f"**QFedFisher's threshold, {_title(regime, dataset, regime.rounds[dataset])}**: final"
+        f"**QFedFisher's threshold, {_title(regime, dataset, rounds)}**: final"
         " test accuracy, mean ± sample std over seeds; the clients' mean share of entries kept"
         " by the client rule (rounds 2 on) and the server's share replaced by the FedAvg value;"
         " the paired per-seed difference in final accuracy (points) against QFedAvg (the"
@@ -764,92 +952,87 @@ def _sweep_table(rows: list[dict], regime: Regime, folder: Path) -> str:
             f"| {variant} | {_summary_cells(vr)} | {paired_cell(both, mine, qfedavg)}"
             f" | {against or '–'} |"
         )
-    lines.append(
-        f"| qfedavg (default comparison) | {_summary_cells(base)} | – |"
-        f" {paired_cell(both, qfedavg, reference)} |"
-    )
-    lines += ["", provenance_line(folder)]
+    if base:
+        lines.append(
+            f"| qfedavg (default comparison) | {_summary_cells(base)} | – |"
+            f" {paired_cell(both, qfedavg, reference)} |"
+        )
+    lines += ["", measured_where(folder)]
     return "\n".join(lines) + "\n"
 
 
-def write_report(data: Path) -> str:
+# --- the client overhead ----------------------------------------------------------------------
 
-    return write_table(data.parent / "table.md", lambda: report(data))
-
-
-# the client steps --client-overhead times; the first is the base of the ratios
-OVERHEAD_STEPS = (
-    "qfedavg (train)",
-    "qfedfisher final (train + Fisher pass)",
-    "qfedfisher training (train + hook)",
-)
-OVERHEAD_PROVENANCE = "client_overhead.measured.json"
+# the client steps, by the name of their seconds in a row (``seconds/<step>``): the first is
+# the base of the ratios
+OVERHEAD_STEPS = {
+    "train": "qfedavg (train)",
+    "fisher-pass": "qfedfisher final (train + Fisher pass)",
+    "hook": "qfedfisher training (train + hook)",
+}
+OVERHEAD_CLIENT = 160  # samples: 5 batches of 32
 
 
-def client_overhead(dataset: str, repeats: int) -> list[dict]:
-    """Seconds of one client's local work on the VQC (E = 1), one row per repeat and step,
-    the steps measured back to back in this process so that the load of other jobs hits every
-    step alike: plain training (QFedAvg), training + the Fisher pass after it (QFedFisher,
-    'final'), training with the squared-gradient hook (QFedFisher, 'training'). One repeat
-    before them is not recorded (the first model built and trained in the process is slower),
-    and each repeat starts one step later than the one before (no step always runs first)."""
-    import torch
-
-    from flowerbed.catalog import parse_run_config
-    from flowerbed.data.federation import load_splits
-    from flowerbed.models import build_model
-    from flowerbed.strategies.qfedfisher import SquaredGradients, empirical_fisher
-    from flowerbed.training.loops import build_optimizer, train_local
-
-    config = parse_run_config({**COMMON, **DATASETS[dataset]})
-    data = load_splits(config)
-    x, y = data.x_train[:160], data.y_train[:160]  # a client of 160 samples: 5 batches
-
-    def train(model, **hooks):
-        return train_local(
-            model,
-            x,
-            y,
-            epochs=1,
-            batch_size=32,
-            generator=torch.Generator().manual_seed(0),
-            optimizer=build_optimizer(model.parameters(), config),
-            **hooks,
-        )
-
-    def plain(model):
-        train(model)
-
-    def final(model):
-        train(model)
+def client_step(step: str, model: torch.nn.Module, x, y, config) -> None:
+    """One client's local work of ``step`` (E = 1): plain training (QFedAvg), training + the
+    Fisher pass after it (QFedFisher, 'final'), training with the squared-gradient hook
+    (QFedFisher, 'training')."""
+    hook = SquaredGradients() if step == "hook" else None
+    train_local(
+        model,
+        x,
+        y,
+        epochs=1,
+        batch_size=32,
+        generator=torch.Generator().manual_seed(0),
+        optimizer=build_optimizer(model.parameters(), config),
+        **({"after_backward": hook} if hook else {}),
+    )
+    if step == "fisher-pass":
         empirical_fisher(model, x, y, 32, torch.Generator().manual_seed(1))
-
-    def during(model):
-        hook = SquaredGradients()
-        train(model, after_backward=hook)
+    if hook is not None:
         hook.mean(model)
 
-    steps = dict(zip(OVERHEAD_STEPS, (plain, final, during), strict=True))
-    rows = []
-    for repeat in range(-1, repeats):  # -1: the warm-up
-        order = OVERHEAD_STEPS[repeat % 3 :] + OVERHEAD_STEPS[: repeat % 3]
-        for name in order:
+
+def client_overhead(dataset: str, repeat: int) -> dict[str, Value]:
+    """One repeat of the client overhead (module docstring) on ``dataset``'s default regime: a
+    client of ``OVERHEAD_CLIENT`` samples, each step on a model built afresh, the steps in the
+    order of ``repeat``, once untimed, then timed; the seconds of each."""
+    config = parse_run_config({**COMMON, **DATASETS[dataset]})
+    data = load_splits(config)
+    x, y = data.x_train[:OVERHEAD_CLIENT], data.y_train[:OVERHEAD_CLIENT]
+    steps = list(OVERHEAD_STEPS)
+    order = steps[repeat % len(steps) :] + steps[: repeat % len(steps)]
+    seconds = {}
+    for timed in (False, True):
+        for step in order:
             model = build_model("vqc", data.input_shape, data.num_classes, config=config)
             start = time.perf_counter()
-            steps[name](model)
-            seconds = time.perf_counter() - start
-            if repeat >= 0:
-                rows.append(
-                    {"dataset": dataset, "repeat": repeat, "step": name, "seconds": seconds}
-                )
-    return rows
+            client_step(step, model, x, y, config)
+            if timed:
+                seconds[f"seconds/{step}"] = time.perf_counter() - start
+    return {"dataset": dataset, **seconds}
 
 
-def overhead_report(data: Path) -> str:
-    """The client overhead table from ``client_overhead.csv`` alone: per data set and step,
-    the median seconds over the repeats and the median of the per-repeat ratios to plain
-    training measured in the same repeat (side by side), with their range."""
-    rows = read_runs(data, floats=("seconds",), ints=("repeat",))
+def overhead_rows(rows: list[dict[str, Value]]) -> list[dict[str, Value]]:
+    """The client overhead's rows of a folder."""
+    return [row for row in rows if is_overhead(str(row["point"]))]
+
+
+def overhead_measured(folder: Path) -> str:
+    """Where the client overhead in ``folder`` was measured: ``OVERHEAD_PROVENANCE``'s
+    sentence (the measurement before the port) where there is one, then ``Measured: `` and the
+    sentence of each invocation of the study (``provenance_lines``); or that it is not known."""
+    first = [provenance_line(folder, OVERHEAD_PROVENANCE)]
+    lines = first if (folder / OVERHEAD_PROVENANCE).is_file() else []
+    lines += [f"Measured: {line}" for line in provenance_lines(folder)]
+    return " ".join(lines) or unrecorded_provenance_line(folder)
+
+
+def overhead_table(rows: list[dict[str, Value]], folder: Path) -> str:
+    """``client_overhead.md`` from the client overhead's rows: per data set and step, the
+    median seconds over the repeats and the median of the per-repeat ratios to plain training
+    measured in the same repeat (side by side), with their range."""
     lines = table_head(
         "**One client's work per round with and without QFedFisher's Fisher pass**: the"
         " default regime's VQC (4 layers), a client of 160 samples, E = 1, B = 32; the steps"
@@ -860,128 +1043,33 @@ def overhead_report(data: Path) -> str:
         "data set, client step",
         ["repeats", "seconds", "vs qfedavg (%)"],
     )
+    base_step = next(iter(OVERHEAD_STEPS))
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         mine = [r for r in rows if r["dataset"] == dataset]
-        base = {r["repeat"]: r["seconds"] for r in mine if r["step"] == OVERHEAD_STEPS[0]}
-        for step in OVERHEAD_STEPS:
-            times = {r["repeat"]: r["seconds"] for r in mine if r["step"] == step}
-            ratios = [100 * (times[k] / base[k] - 1) for k in sorted(times)]
+        base = {r["seed"]: r[f"seconds/{base_step}"] for r in mine}
+        for step, label in OVERHEAD_STEPS.items():
+            times = {r["seed"]: r[f"seconds/{step}"] for r in mine}
+            ratio = paired_ratio(times, base)
             relative = (
                 "–"
-                if step == OVERHEAD_STEPS[0]
-                else f"{np.median(ratios):+.1f} [{min(ratios):+.1f}, {max(ratios):+.1f}]"
+                if step == base_step
+                else f"{100 * (ratio.median - 1):+.1f} [{100 * (ratio.low - 1):+.1f},"
+                f" {100 * (ratio.high - 1):+.1f}]"
             )
             lines.append(
-                f"| {dataset}, {step} | {len(times)} | {np.median(list(times.values())):.3f}"
+                f"| {dataset}, {label} | {len(times)} | {np.median(list(times.values())):.3f}"
                 f" | {relative} |"
             )
-    lines += ["", provenance_line(data.parent, file=OVERHEAD_PROVENANCE)]
+    lines += ["", overhead_measured(folder)]
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--regime", choices=list(REGIMES), default="default")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--rounds", type=int, help="rounds for every data set (else the regime's)")
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS))
-    parser.add_argument("--datasets", nargs="+")
-    parser.add_argument("--data-dir", default="~/.flowerbed/data", help="where MNIST is read")
-    parser.add_argument("--quick", action="store_true", help="2 rounds, 1 seed, into <out>/quick")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="default: the regime's folder under benchmarks/results (FOLDERS)",
-    )
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time")
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="tables, table.md and plot from <out>/runs.json",
-    )
-    parser.add_argument(
-        "--client-overhead",
-        type=int,
-        default=0,
-        metavar="REPEATS",
-        help="only measure one client's local work per variant, REPEATS times, into"
-        " client_overhead.csv and .md (with --report-only: the table from the csv)",
-    )
-    args = parser.parse_args()
-    if args.out is None:
-        args.out = FOLDERS[args.regime]
-    import flowerbed.inprocess  # noqa: F401 - configures Flower's logger, then quiet it
-    from flowerbed.core.results import atomic_write
-
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    regime = REGIMES[args.regime]
-    variants = tuple(args.variants or regime.variants)
-    datasets = [d for d in (args.datasets or regime.datasets) if d in regime.datasets]
-    rounds = {d: args.rounds or regime.rounds[d] for d in datasets}
-    if args.quick:
-        args.seeds, rounds, args.out = 1, {d: 2 for d in datasets}, args.out / "quick"
-    if args.regime == "paper" and "mnist" in datasets:
-        from flowerbed.data import DataNotFoundError, load_dataset
-
-        try:
-            load_dataset("mnist", Path(args.data_dir).expanduser())
-        except DataNotFoundError as error:
-            print(f"MNIST left out: {error}")
-            datasets.remove("mnist")
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.client_overhead:
-        from flowerbed.core.results import write_csv
-
-        data = args.out / OVERHEAD_DATA.name
-        if not args.report_only:
-            rows = [row for d in datasets for row in client_overhead(d, args.client_overhead)]
-            write_csv(data, rows, ["dataset", "repeat", "step", "seconds"])
-            record_provenance(args.out, sys.argv, file=OVERHEAD_PROVENANCE)
-        elif not data.is_file():
-            parser.error(f"--report-only reads {data}, which does not exist: run without it first")
-        text = write_table(args.out / OVERHEAD_TABLE.name, lambda: overhead_report(data))
-        print(text)
-        return
-    store = args.out / "runs.json"
-    if args.report_only and not store.is_file():
-        parser.error(f"--report-only reads {store}, which does not exist: run without it first")
-    runs = json.loads(store.read_text()) if store.is_file() else []
-    if not args.report_only:
-        spec = sweep_spec(args.regime, datasets, variants, args.seeds, rounds, args.data_dir)
-        results = run_sweep(spec, args.out / "runs", workers=args.workers, extend=True)
-        fresh = [
-            run_record(r.point.labels, r.run_dir, regime.clients)
-            for r in results
-            if r.state.finished
-        ]
-        # runs.json keeps every record it held (runs made earlier, elsewhere or by a subset of
-        # the variants); a fresh run replaces the record of the same point
-        by_point = {_point(r): r for r in runs} | {_point(r): r for r in fresh}
-        runs = list(by_point.values())
-        atomic_write(store, lambda f: f.write(json.dumps(runs, indent=1)))
-        if args.out.resolve() == FOLDERS[args.regime]:
-            record_provenance(args.out, sys.argv)
-    runs = [  # runs.json may hold more (other seeds, variants or rounds asked before)
-        r
-        for r in runs
-        if r["dataset"] in datasets
-        and r["variant"] in variants
-        and r["seed"] < args.seeds
-        and r["rounds"] == rounds[r["dataset"]]
-    ]
-    name = "quantum_fl" if args.regime == "default" else args.regime
-    if args.regime == "sweep":
-        text = sweep_report(runs, variants, args.out / f"{name}.png")
-    else:
-        text = summarise(runs, variants, regime)
-        plot(runs, variants, regime, args.out / f"{name}.png")
-        if args.regime in LONG_REGIMES:
-            plot_returning(runs, args.out / f"{name}_returning.png")
-    atomic_write(args.out / f"{name}.md", lambda f: f.write(text))
-    print(text)
-    if args.out.resolve() == FOLDERS[args.regime]:  # the published table.md
-        print(write_report(store))
+def main(argv: list[str] | None = None) -> int:
+    missing = mnist_missing()
+    if missing is not None:
+        print(f"{missing}: the paper regime's MNIST points are left out of its grid")
+    return study_cli.main(QuantumFL(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
