@@ -271,7 +271,7 @@ def main(args: argparse.Namespace) -> int:
         )
     console.say(f"{PREFIX}: starting Flower's local SuperLink (Flower home {home})")
     started = time.monotonic()
-    returncode = -1
+    returncode, ended_early = -1, ""
     with Interruption() as interruption:
         try:
             with generated_app() as app:
@@ -288,6 +288,7 @@ def main(args: argparse.Namespace) -> int:
                     cwd=Path.cwd(),
                 )
                 returncode = result.returncode
+                ended_early = result.ended_early
         except ConfigError as error:  # the GPU or Ray cluster checks, before anything started
             console.close(home)
             print(f"{PREFIX}: error: {error}", file=sys.stderr)
@@ -299,6 +300,8 @@ def main(args: argparse.Namespace) -> int:
     seconds = time.monotonic() - started
     run_dir = console.run_dir
     code, how = outcome(run_dir, interruption.signal is not None, returncode)
+    if ended_early and run_dir is None:  # a run folder says it in its status.json
+        how += f"; {ended_early}"
     superlink_log = home / "local-superlink" / "superlink.log"
     keep_home = run_dir is None and code != EXIT_INTERRUPTED  # its flower.log says why
     if local_superlink_pids(home):  # never expected: simulate stops them

@@ -68,6 +68,7 @@ from .core.device import check_client_gpus
 from .core.processes import local_superlink_pids, stop_local_superlink, stop_pids, watch_owner
 from .data.site_reports import nodes_report_data
 from .ray_cluster import check_ray_cluster
+from .runtime.outcome import write_status
 
 PACKAGE_ROOT = Path(flowerbed.__file__).resolve().parent.parent  # the folder holding flowerbed/
 APP_DIR = PACKAGE_ROOT  # in a source tree: the app of `flwr run .` (pyproject.toml + flowerbed/)
@@ -106,6 +107,7 @@ class SimulationResult:
     log: str
     run_dir: Path | None
     seconds: float
+    ended_early: str = ""  # why flwr run returned before the run ended (``unfinished_run``)
 
     @property
     def history(self) -> list[dict]:
@@ -234,6 +236,7 @@ SUPERLINK_TRIES = 3  # `flwr run` tries in all when its SuperLink is too slow to
 RESULTS_LINE = re.compile(
     r"flowerbed: results go to (.+?)(?: \(a resumed run\))?\s*$", re.MULTILINE
 )
+RUN_STARTED = re.compile(r"Successfully started run (\d+)")
 
 
 def run_command(
@@ -367,13 +370,65 @@ def simulate(
             num_gpus_per_client,
         )
         watcher = watch_owner(home)  # stops the SuperLink if this process is killed
+        ended_early = ""
         try:
             log, returncode = run_with_retry(command, env, cwd or app, timeout, on_line)
+            ended_early = unfinished_run(log, returncode, env, cwd or app, timeout)
         finally:
             stop_local_superlink(home)
             watcher.terminate()
             watcher.wait()
     seconds = time.perf_counter() - started
     found = results_folder(log)
+    if ended_early and found is not None and (found / "status.json").exists():
+        write_status(found, "interrupted", ended_early)  # its processes are stopped now
     run_dir = found if found is not None and (found / "history.json").exists() else None
-    return SimulationResult(returncode=returncode, log=log, run_dir=run_dir, seconds=seconds)
+    return SimulationResult(returncode, log, run_dir, seconds, ended_early)
+
+
+def unfinished_run(log: str, returncode: int, env: dict, cwd: Path, timeout: float | None) -> str:
+    """Why ``flwr run --stream`` returned while its run had not ended, or "" if it had.
+
+    Flower's log stream can end, or the command be stopped at ``timeout``, while the local
+    SuperLink still runs the run (the ServerApp and its clients go on working): the run
+    folder's ``status.json`` still says ``running``, or the ServerApp made no folder yet. The
+    SuperLink is then asked (``flwr ls``) what it has, and the answer says so; ``simulate``
+    stops the run and writes the answer into the run folder, so that the folder says how the
+    run ended."""
+    run_id = RUN_STARTED.findall(log)
+    folder = results_folder(log)
+    if not run_id or (folder is not None and folder_status(folder) != "running"):
+        return ""
+    state, details = superlink_run_state(env, cwd, run_id[-1])
+    if folder is not None and folder_status(folder) != "running":  # it ended meanwhile
+        return ""
+    stopped = (
+        f"flwr run ran past its {timeout:.0f} s limit"
+        if returncode == -1 and timeout is not None
+        else f"flwr run returned (exit status {returncode})"
+    )
+    said = state + (f" ({details})" if details and details != "N/A" else "")
+    return f"{stopped} while the SuperLink had run {run_id[-1]} {said}; flowerbed stopped it"
+
+
+def superlink_run_state(env: dict, cwd: Path, run_id: str) -> tuple[str, str]:
+    """(status, details) of ``run_id`` as the local SuperLink of ``env`` reports it (``flwr ls
+    --run-id``); ("not known", why) when it does not answer."""
+    flwr = str(Path(sys.executable).with_name("flwr"))
+    command = [flwr, "ls", "--run-id", run_id, "--format", "json"]
+    try:
+        out = subprocess.run(
+            command, env=env, cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+        )
+        run = json.loads(out.stdout)["runs"][0]
+        return str(run["status"]), str(run.get("status-details", ""))
+    except (subprocess.TimeoutExpired, ValueError, KeyError, IndexError, TypeError) as error:
+        return "not known", f"flwr ls gave no answer: {type(error).__name__}"
+
+
+def folder_status(run_dir: Path) -> str:
+    """The status a run folder's ``status.json`` holds as written ("" if it cannot be read)."""
+    try:
+        return str(json.loads((run_dir / "status.json").read_text()).get("status", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""

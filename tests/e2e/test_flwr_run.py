@@ -2,12 +2,14 @@
 ports; `simulate` stops the detached local SuperLink by PID afterwards."""
 
 import json
+import os
+import signal
 
 import pytest
 
-from flowerbed.core.processes import local_superlink_pids
+from flowerbed.core.processes import local_superlink_pids, processes
 from flowerbed.inprocess import run_in_process
-from flowerbed.simulation import simulate
+from flowerbed.simulation import results_folder, simulate
 
 pytestmark = pytest.mark.e2e
 
@@ -18,6 +20,7 @@ def test_flwr_run_trains_logs_and_writes_results_like_the_in_process_run(tmp_pat
     result = simulate(overrides, num_supernodes=4, flwr_home=home)
     assert result.returncode == 0, result.log[-3000:]
     assert local_superlink_pids(home) == [], "the local SuperLink was not stopped"
+    assert result.ended_early == ""  # flwr run returned when the run had ended
     # the per-client label table and one concise line per round are in the log
     assert "label counts per client" in result.log and "client     0     1" in result.log
     assert "flowerbed round 2/2: test acc" in result.log
@@ -34,6 +37,29 @@ def test_flwr_run_trains_logs_and_writes_results_like_the_in_process_run(tmp_pat
     assert [r.get("train_loss") for r in history[1:]] == pytest.approx(
         [r.get("train_loss") for r in reference[1:]], rel=1e-5
     )
+
+
+def test_a_run_that_flwr_run_leaves_behind_is_stopped_and_its_folder_says_why(tmp_path, fast_run):
+    """``flwr run --stream`` can return while the SuperLink still runs the run (its log stream
+    ended; here the command is stopped in round 2): the run is stopped with every process, the
+    SuperLink's view of it is asked, and the run folder says why."""
+    home, me = tmp_path / "flwr-home", os.getpid()
+
+    def stop_flwr_run_only(line: str) -> None:
+        if "[ROUND 2/" in line:
+            for pid, parent, args in processes():
+                if parent == me and " run " in args and "--stream" in args:
+                    os.kill(pid, signal.SIGTERM)
+
+    overrides = {**fast_run, "num-server-rounds": 50}
+    result = simulate(overrides, num_supernodes=2, flwr_home=home, on_line=stop_flwr_run_only)
+    assert local_superlink_pids(home) == [], "the local SuperLink was not stopped"
+    assert result.returncode == -signal.SIGTERM, result.log[-3000:]
+    said = "flwr run returned (exit status -15) while the SuperLink had run "
+    assert result.ended_early.startswith(said), result.ended_early
+    assert result.ended_early.endswith(" running; flowerbed stopped it")
+    status = json.loads((results_folder(result.log) / "status.json").read_text())
+    assert (status["status"], status["reason"]) == ("interrupted", result.ended_early)
 
 
 def test_flwr_run_with_a_bad_value_stops_before_training(tmp_path, fast_run):
