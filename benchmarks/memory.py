@@ -300,7 +300,7 @@ def measure(code: str, app_dir: Path, data_dir: Path, train_images: int, cache: 
         else:
             os.environ["PYTHONPATH"] = previous
     if result.returncode != 0 or result.run_dir is None:
-        raise RuntimeError(f"flwr run failed (rc {result.returncode}): {result.log[-300:]!r}")
+        raise RuntimeError(f"flwr run failed (rc {result.returncode}):\n{result.log[-3000:]}")
     # which code ran: only the image cache writes <data-dir>/flowerbed-cache
     if (data_dir / "flowerbed-cache").exists() != (code == AFTER):
         raise RuntimeError(f"the {code} run did not run the {code} code ({app_dir})")
