@@ -45,7 +45,9 @@ The seeds are the repeats (numbered from 1); the points alternate within each re
 time (``alternate``). ``quick``: both parts, before at 1,000 and 2,000 training images and
 after at those and at 4,000 (the full set's place), 500 val and 500 test images, a client's
 share of 500 images, 200 images for the cache sizes, one repeat, into
-``results/memory/quick``: a check that the measuring path works, not a measurement. Before's
+``results/memory/quick``: a check that the measuring path works, not a measurement (here, at a
+load average of 5 to 25 on 2 cores, 2.5 to 4 minutes a ``flwr run``, 4.5 minutes the load
+part; under such load a ``flwr run`` may fail to start, and a rerun retries it). Before's
 counts keep its copies within a few GiB on the shared machine: 10,000 images in the three
 processes of a run, 20,000 in the one process of a load. A run that fails (a ``flwr run`` that
 did not complete, a before point without ``--before-app``) is recorded as failed and runs

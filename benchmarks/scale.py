@@ -53,7 +53,9 @@ time in the sequence's order (``alternate``). Budgets, each published from its o
   each, the handshake that asks every node, 2 rounds;
 * ``quick`` (``results/scale/quick``): 20 and 50 clients, 10 trained per round (up to 100
   clients a SuperNode each, in either layout), the handshake that asks every node, 2 rounds:
-  a few minutes, a check that the measuring path works, not a measurement.
+  a check that the measuring path works, not a measurement (here, at a load average of 13 on
+  2 cores, about 4 minutes a run; under such load a run may fail to start its SuperLink, and
+  a rerun retries it).
 
 A run is refused (recorded as failed, and run again next time) when less than
 ``--min-free-gib`` of memory is available (this machine is shared), or less than the data set's
