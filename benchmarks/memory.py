@@ -59,7 +59,7 @@ again next time.
     python benchmarks/memory.py --report-only    # table.md from rows.jsonl
     python benchmarks/memory.py --budget load --out benchmarks/results/memory_load --report-only
 
-``--before-app`` is this script's own option, taken before the study's command line, needed
+``--before-app`` is this script's own option (``--help`` lists it, ``measured.jsonl`` records it), needed
 by the before points (not by ``--report-only``); a row names the copy it ran (``app_dir``).
 Writes into ``--out``: ``rows.jsonl`` (one row per run), ``measured.jsonl`` (one line per
 invocation that measured) and, made from the rows and the provenance beside them alone,
@@ -665,13 +665,25 @@ def report(data: Path) -> str:
     return tables[LOAD_TABLE if data.name == LOAD_VALUES else TABLE.name](data.parent)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``--before-app DIR`` (module docstring), then the study's command line
+def options() -> argparse.ArgumentParser:
+    """This script's own option (module docstring), beside the study's command line
     (``study_cli``)."""
     own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--before-app", type=Path)
-    args, rest = own.parse_known_args(argv)
-    return study_cli.main(Memory(args.before_app), RESULTS, __doc__, rest, write=write_table)
+    own.add_argument(
+        "--before-app", type=Path, help="a checkout of the code without the image cache"
+    )
+    return own
+
+
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(
+        lambda own: Memory(own.before_app),
+        RESULTS,
+        __doc__,
+        argv,
+        write=write_table,
+        options=options(),
+    )
 
 
 if __name__ == "__main__":
