@@ -5,12 +5,12 @@ cross-check.
 
 Simulation 1 (Sec. 4.1): breast cancer, 300 shifted copies (``breast-cancer-shifted``), 10
 nodes by one k-means iteration on two principal components (``kmeans-pca``), each node
-predicting its own test data and that of 2 other nodes, 100 rounds, alpha 0.85, for the five
-guest rules of the paper (best, all, random, worst, local) and two variants (random re-drawn
-every round; local with the (1 - alpha)-scaled cross-entropy step, a fair comparison that the
-authors' code does not make). A simulation in which a node lacks a class in its training or
-test data is discarded, as in the authors' code; the discarded seeds are recorded. The orderings
-the paper reports are tested by per-simulation paired differences (same seed, same data).
+predicting its own test data and that of 2 other nodes, alpha 0.85, for the five guest rules of
+the paper (best, all, random, worst, local) and two variants (random re-drawn every round;
+local with the (1 - alpha)-scaled cross-entropy step, a fair comparison that the authors' code
+does not make). A simulation in which a node lacks a class in its training or test data is
+discarded, as in the authors' code; the discarded seeds are recorded. The orderings the paper
+reports are tested by per-simulation paired differences (same seed, same data).
 
 Simulation 2 (Sec. 4.2): Gaussian nodes (``ctl-gaussian``) at (spread 3, dispersion 0.5) and
 (spread 0.5, dispersion 3), best vs local (and all), in the base setting (alpha 0.15, the
@@ -31,75 +31,95 @@ the base setting:
 
 Also measured: whether exact energy coefficients (pairwise, on 300-sample subsets) instead of
 the moment approximation change the guest choice or the accuracy (simulation 1, ``worst``,
-whose choice depends on H; ``best`` picks the task owners, whose H is 0 either way). And how
-sensitive a run is to rounding: ``best`` guests with every round's H moved by one or two units
-in the last place (``coefficient_perturbation`` of the reference simulator), in Simulation 1
-and both base settings of Simulation 2.
+whose choice depends on H; ``best`` picks the task owners, whose H is 0 either way), on the
+first simulations of Simulation 1. And how sensitive a run is to rounding: ``best`` guests
+with every round's H moved by one or two units in the last place (``coefficient_perturbation``
+of the reference simulator), in Simulation 1 and both base settings of Simulation 2.
 
-Resumable: every (sweep, seed, rule) writes one JSON under ``<out>/runs`` (git-ignored); a rerun
-skips what exists (``--quick`` writes to its own folder). The committed data files in ``--out``
-(default ``benchmarks/results/ctl``), one row per simulation:
+A study of the study driver (``flowerbed.experiments.study_cli``). A point is one sweep:
+Simulation 1, or one variant of Simulation 2 at one setting (``sim1-r<T>-s300``,
+``sim2-r<T>-sp<spread>-di<dispersion>[-<variant>]``). A run is the point's n-th simulation
+(the driver's ``seed`` is n, from 0): the n-th seed from 1 up that the point's discard rule
+keeps (Simulation 1's are ``flowerbed.experiments.ctl.KEPT_SEEDS``, found once with the same
+rule; Simulation 2's are found by drawing the nodes, a tenth of a second a seed), every rule of
+the point on the same nodes, the seeds between the (n-1)-th and the n-th kept seed checked to
+be discarded and recorded with why (a run whose seed the rule would not keep, or whose skipped
+seeds it would, fails). Beside the rules, the same run makes the checks of that simulation:
+the exact-energy check for Simulation 1's first ``exact`` simulations, the sensitivity check
+for Simulation 1 and the base settings of Simulation 2, and, in Simulation 1's first
+simulation, the Flower protocol in process against the reference simulator (``best``).
 
-* ``sim1_runs.csv``: seed, rule, metric (own / other / all tasks), the mean accuracy over nodes
-  after every round (``r0`` .. ``r<T>``);
-* ``sim2_runs.csv``: variant, spread, dispersion, seed, rule, final accuracy on own / other /
-  all tasks;
-* ``energy_runs.csv``: seed, largest |H difference|, share of node-rounds whose guest set
-  changes, final non-local accuracy with moments and with exact coefficients;
-* ``sensitivity_runs.csv``: setting, seed, final accuracy on all tasks as it is and with H
-  perturbed, the largest change of one node's accuracy on one task, the first round differing;
-* ``discarded.csv``: every seed a sweep discarded, and why;
-* ``measured.json``: commit, command, machine, date.
+Its row: ``simulation_seed``, ``discarded`` (the skipped seeds and why, as JSON text),
+``<metric>/<rule>`` (Simulation 1: the mean accuracy over nodes after every round, rounds 0 to
+T, as text to five decimals; Simulation 2: after the last round, to five decimals; metric
+``own``, ``other`` or ``all`` tasks), ``seconds/<rule>``, and where made ``energy/...``,
+``sensitivity/...`` and ``flower/...``. Budgets ``full`` (the default: 20 simulations per
+point, the exact check on 10, 100 rounds), ``paper`` (the paper's 100 simulations, into
+``results/ctl/paper``) and ``quick`` (4 simulations, the exact check on 2, 40 rounds: a check
+that the measuring path works, a few minutes, into ``results/ctl/quick``).
 
-``report`` (``--report-only``) makes ``table.md`` (Simulation 1), ``table_sim2.md``,
-``table_energy.md`` and ``table_sensitivity.md`` from these files alone;
-``docs/studies-ctl.md`` includes them. The run also writes ``ctl_sim1.png`` (mean curves with
-95 % intervals, as the paper's Fig. 2) and ``ctl.md`` (its log: the tables, seconds per
-simulation, the Flower cross-check), which no table depends on.
+    python benchmarks/ctl.py                  # what rows.jsonl lacks of the full budget
+    python benchmarks/ctl.py --workers 2      # two simulations at a time
+    python benchmarks/ctl.py --quick          # 4 simulations, 40 rounds
+    python benchmarks/ctl.py --budget paper   # 100 simulations per point
+    python benchmarks/ctl.py --report-only    # the four tables and the plot from rows.jsonl
 
-Usage::
-
-    python benchmarks/ctl.py --quick                 # 4 simulations, 40 rounds (~3 min)
-    python benchmarks/ctl.py --report-only           # the four tables from the data files
-    python benchmarks/ctl.py                         # 20 simulations, 100 rounds (~25 min)
-    python benchmarks/ctl.py --simulations 100       # the paper's count
+Writes into ``benchmarks/results/ctl``: ``rows.jsonl`` (one row per simulation: the committed
+record), ``measured.jsonl`` (one line per invocation that measured), and ``table.md``
+(Simulation 1), ``table_sim2.md``, ``table_energy.md`` and ``table_sensitivity.md``, made from
+the rows and the provenance beside them alone, which ``docs/studies-ctl.md`` includes
+(``tests/test_published_tables.py`` checks them), with ``ctl_sim1.png`` (Simulation 1's mean
+curves with 95 % intervals, as the paper's Fig. 2) drawn with ``table.md``. The committed rows
+were measured on 2026-11-26 by the script before it became a study (``measured.json``, its
+provenance, kept), into ``sim1_runs.csv``, ``sim2_runs.csv``, ``energy_runs.csv``,
+``sensitivity_runs.csv`` and ``discarded.csv``, and converted once into ``rows.jsonl`` (the
+tables' captions still name those files); that script's log, ``ctl.md`` (seconds per
+simulation, the Flower cross-check), is kept beside them. To measure anew, remove
+``rows.jsonl`` and ``measured.json``.
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import json
-import logging
 import math
-import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 from result_tables import (
     interval_cell,
     interval_text,
     paired_cell,
-    provenance_line,
-    read_runs,
-    record_provenance,
     table_head,
+    unrecorded_provenance_line,
     write_table,
 )
 from scipy import stats
 
 from flowerbed.catalog import parse_run_config
-from flowerbed.core.results import write_csv
 from flowerbed.data.simulations import SimulationOptions
-from flowerbed.experiments.ctl import lacking_class
+from flowerbed.experiments import study_cli
+from flowerbed.experiments.ctl import (
+    KEPT_SEEDS,
+    NUM_NODES,
+    SHIFTS,
+    TARGET,
+    lacking_class,
+    simulation_config,
+)
+from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.stats import welch_test
+from flowerbed.experiments.study_runs import one_thread_quietly
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.methods.ctl.reference import generated_nodes, nodes_for, params_for, simulate
 
-NUM_NODES = 10
-TARGET = 0.85
 RULES_1 = (
     ("Best", {"guests": "best"}),
     ("All", {"guests": "all"}),
@@ -125,20 +145,44 @@ ORDERINGS_1 = (
     ("all", "Best", "All"),
     ("all", "Best", "Random"),
 )
-RESULTS = Path(__file__).parent / "results" / "ctl"
-SIM1_DATA, SIM2_DATA, ENERGY_DATA = "sim1_runs.csv", "sim2_runs.csv", "energy_runs.csv"
-SENSITIVITY_DATA = "sensitivity_runs.csv"
+FIRST_SEED = 1  # the seeds of every sweep are tried from here up
+# a sweep gives up when this many times the simulations it wants were tried
+MOST_TRIED = 20
 # the sensitivity check's perturbation: H times (1 + 2^-52), one or two units in the last place
 ONE_ULP = 2.0**-52
-DISCARDED = "discarded.csv"
-# (data file, the table ``report`` makes of it); docs/studies-ctl.md includes every table
+RESULTS = Path(__file__).parent / "results" / "ctl"
+DATA = RESULTS / ROWS
+TABLE = RESULTS / "table.md"
+PLOT = RESULTS / "ctl_sim1.png"
+# what each table other than table.md is made of: a part of the same rows (report's argument)
+SIM2_ROWS, ENERGY_ROWS, SENSITIVITY_ROWS = f"{ROWS}:sim2", f"{ROWS}:energy", f"{ROWS}:sensitivity"
+# the files the committed rows were converted from, which the tables' captions name
+SIM1_DATA, SIM2_DATA, ENERGY_DATA = "sim1_runs.csv", "sim2_runs.csv", "energy_runs.csv"
+SENSITIVITY_DATA = "sensitivity_runs.csv"
+# (data, the table ``report`` makes of it); docs/studies-ctl.md includes every table
 PUBLISHED = [
-    (RESULTS / SIM1_DATA, RESULTS / "table.md"),
-    (RESULTS / SIM2_DATA, RESULTS / "table_sim2.md"),
-    (RESULTS / ENERGY_DATA, RESULTS / "table_energy.md"),
-    (RESULTS / SENSITIVITY_DATA, RESULTS / "table_sensitivity.md"),
+    (DATA, TABLE),
+    (RESULTS / SIM2_ROWS, RESULTS / "table_sim2.md"),
+    (RESULTS / ENERGY_ROWS, RESULTS / "table_energy.md"),
+    (RESULTS / SENSITIVITY_ROWS, RESULTS / "table_sensitivity.md"),
 ]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "studies-ctl.md"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Simulations per point, how many of Simulation 1's get the exact-energy check, rounds."""
+
+    simulations: int
+    exact: int
+    rounds: int
+
+
+BUDGETS = {
+    "full": Budget(20, 10, 100),
+    "paper": Budget(100, 10, 100),
+    "quick": Budget(4, 2, 40),
+}
 
 
 @dataclass(frozen=True)
@@ -169,22 +213,7 @@ VARIANTS_2 = (
         options={"label_intercept": True},
     ),
 )
-
-
-def simulation_1_config(seed: int, rounds: int, shifts: int):
-    return parse_run_config(
-        resolve_run_config(
-            {
-                "strategy": "ctl",
-                "dataset": "breast-cancer-shifted",
-                "sim-shifts": shifts,
-                "partitioner": "kmeans-pca",
-                "num-server-rounds": rounds,
-                "ctl-alpha": 0.85,
-                "seed": seed,
-            }
-        )
-    )
+VARIANTS = {variant.name: variant for variant in VARIANTS_2}
 
 
 def simulation_2_config(seed: int, rounds: int, spread: float, dispersion: float):
@@ -207,14 +236,56 @@ def simulation_2_config(seed: int, rounds: int, spread: float, dispersion: float
 
 @dataclass(frozen=True)
 class Sweep:
-    """Simulations of one setting: their run files are ``<store>/<name>-seed<s>-<rule>.json``."""
+    """The simulations of one point: its seeds' run configs, its rules, the splits in which a
+    node lacking a class discards the seed, and its changes to every rule's parameters and to
+    the simulated data."""
 
     name: str
     make_config: Callable  # seed -> RunConfig
     rules: tuple
-    required_splits: tuple[str, ...]  # a node lacking a class in one of them: discarded
+    required_splits: tuple[str, ...]
     params: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
+    sensitivity: str = ""  # the sensitivity check's name for this setting; none where empty
+
+
+def setting_name(spread: float, dispersion: float) -> str:
+    return f"spread {spread:g}, dispersion {dispersion:g}"
+
+
+def simulation_1(rounds: int) -> Sweep:
+    return Sweep(
+        f"sim1-r{rounds}-s{SHIFTS}",
+        partial(simulation_config, rounds=rounds),
+        RULES_1,
+        ("training", "test"),
+        sensitivity="Simulation 1",
+    )
+
+
+def simulation_2(variant: Variant, rounds: int, spread: float, dispersion: float) -> Sweep:
+    suffix = "" if variant.name == "base" else "-" + variant.name.replace(" ", "_")
+    return Sweep(
+        f"sim2-r{rounds}-sp{spread}-di{dispersion}{suffix}",
+        partial(simulation_2_config, rounds=rounds, spread=spread, dispersion=dispersion),
+        variant.rules,
+        variant.required_splits,
+        variant.params,
+        variant.options,
+        f"Simulation 2, {setting_name(spread, dispersion)}" if variant.name == "base" else "",
+    )
+
+
+def sweep_of(settings: dict) -> Sweep:
+    """The sweep a point's settings name."""
+    if settings["simulation"] == 1:
+        return simulation_1(settings["rounds"])
+    return simulation_2(
+        VARIANTS[settings["variant"]],
+        settings["rounds"],
+        settings["spread"],
+        settings["dispersion"],
+    )
 
 
 def usable_nodes(config, required_splits: tuple[str, ...], options: dict | None = None):
@@ -236,6 +307,34 @@ def usable_nodes(config, required_splits: tuple[str, ...], options: dict | None 
     return nodes, ""
 
 
+@functools.cache
+def gaussian_seeds(variant: str, rounds: int, spread: float, dispersion: float, count: int):
+    """The first ``count`` seeds from ``FIRST_SEED`` up that a Simulation 2 sweep keeps, found
+    by drawing their nodes (once per process); ValueError when ``MOST_TRIED`` times ``count``
+    seeds do not give them."""
+    sweep = simulation_2(VARIANTS[variant], rounds, spread, dispersion)
+    kept = []
+    for seed in range(FIRST_SEED, FIRST_SEED + MOST_TRIED * count):
+        nodes, _ = usable_nodes(sweep.make_config(seed), sweep.required_splits, sweep.options)
+        if nodes is not None:
+            kept.append(seed)
+            if len(kept) == count:
+                return tuple(kept)
+    raise ValueError(f"{sweep.name}: {len(kept)} of {MOST_TRIED * count} seeds kept, not {count}")
+
+
+def kept_seeds(settings: dict) -> tuple[int, ...]:
+    """The seeds of a point's simulations, in order (module docstring)."""
+    count = settings["simulations"]
+    if settings["simulation"] == 1:
+        if count > len(KEPT_SEEDS):
+            raise ValueError(f"Simulation 1 knows {len(KEPT_SEEDS)} kept seeds, not {count}")
+        return KEPT_SEEDS[:count]
+    return gaussian_seeds(
+        settings["variant"], settings["rounds"], settings["spread"], settings["dispersion"], count
+    )
+
+
 def curves(accuracy: np.ndarray) -> dict[str, list[float]]:
     """Mean over nodes per round: own task, other tasks, all tasks."""
     return {
@@ -245,45 +344,166 @@ def curves(accuracy: np.ndarray) -> dict[str, list[float]]:
     }
 
 
-def run_sweep(
-    store: Path, sweep: Sweep, first_seed: int, wanted: int
-) -> tuple[dict, list[int], list[tuple[int, str]]]:
-    """Seeds from ``first_seed`` on until ``wanted`` simulations are usable (at most 20 times
-    as many tried): {rule label: [run record per usable seed]}, the usable seeds, the discarded
-    seeds with reasons."""
-    results: dict[str, list[dict]] = {label: [] for label, _ in sweep.rules}
-    used, discarded = [], []
-    for seed in range(first_seed, first_seed + 20 * wanted):
-        if len(used) == wanted:
-            break
-        marker = store / f"{sweep.name}-seed{seed}-discarded.json"
-        nodes = None
-        for label, change in sweep.rules:
-            if marker.is_file():
-                break
-            path = store / f"{sweep.name}-seed{seed}-{label.replace(' ', '_')}.json"
-            if not path.is_file():
-                config = sweep.make_config(seed)
-                if nodes is None:
-                    nodes, reason = usable_nodes(config, sweep.required_splits, sweep.options)
-                    if nodes is None:
-                        marker.write_text(json.dumps({"reason": reason}))
-                        break
-                started = time.perf_counter()
-                params = replace(params_for(config), **sweep.params, **change)
-                out = simulate(nodes, params)
-                record = {
-                    **curves(out["accuracy"]),
-                    "seconds": time.perf_counter() - started,
-                    "clipped": int(out["clipped"]),
-                }
-                path.write_text(json.dumps(record))
-            results[label].append(json.loads(path.read_text()))
-        if marker.is_file():
-            discarded.append((seed, json.loads(marker.read_text())["reason"]))
-        else:
-            used.append(seed)
-    return results, used, discarded
+def five_decimals(value: float) -> float:
+    """``value`` as the rows keep it: to five decimals."""
+    return float(f"{value:.5f}")
+
+
+def simulation_row(settings: dict, index: int) -> dict[str, Value]:
+    """The row of a point's ``index``-th simulation (module docstring)."""
+    sweep = sweep_of(settings)
+    seeds = kept_seeds(settings)
+    seed = seeds[index]
+    discarded = {}
+    for tried in range(seeds[index - 1] + 1 if index else FIRST_SEED, seed):
+        nodes, reason = usable_nodes(sweep.make_config(tried), sweep.required_splits, sweep.options)
+        if nodes is not None:
+            raise ValueError(f"{sweep.name}: seed {tried} is kept, but not among its kept seeds")
+        discarded[str(tried)] = reason
+    config = sweep.make_config(seed)
+    nodes, reason = usable_nodes(config, sweep.required_splits, sweep.options)
+    if nodes is None:
+        raise ValueError(
+            f"{sweep.name}: seed {seed}, one of its kept seeds, is discarded: {reason}"
+        )
+    row: dict[str, Value] = {
+        "simulation": settings["simulation"],
+        "rounds": settings["rounds"],
+        "simulation_seed": seed,
+        "discarded": json.dumps(discarded),
+    }
+    if settings["simulation"] == 2:
+        row |= {key: settings[key] for key in ("variant", "spread", "dispersion")}
+    outcomes = {}
+    for label, change in sweep.rules:
+        started = time.perf_counter()
+        outcomes[label] = simulate(nodes, replace(params_for(config), **sweep.params, **change))
+        row[f"seconds/{label}"] = time.perf_counter() - started
+        for metric, curve in curves(outcomes[label]["accuracy"]).items():
+            row[f"{metric}/{label}"] = (
+                " ".join(f"{v:.5f}" for v in curve)
+                if settings["simulation"] == 1
+                else five_decimals(curve[-1])
+            )
+    if settings["simulation"] == 1 and index < settings["exact"]:
+        row |= exact_energy_check(nodes, config, outcomes["Worst"])
+    if sweep.sensitivity:
+        row["sensitivity/setting"] = sweep.sensitivity
+        row |= sensitivity_check(nodes, config, outcomes["Best"])
+    if settings["simulation"] == 1 and index == 0:
+        row |= cross_check(nodes, config)
+    return row
+
+
+def exact_energy_check(nodes, config, moments: dict) -> dict[str, Value]:
+    """Moments (``moments``: the simulation with ``worst`` guests) against exact coefficients:
+    the largest difference in H, the share of node-rounds whose guest set changes, the final
+    non-local accuracy both ways."""
+    params = replace(params_for(config), guests="worst")
+    exact = simulate(nodes, replace(params, energy="exact"))
+    chosen_a, chosen_e = moments["lambdas"][1:] > 0, exact["lambdas"][1:] > 0
+    return {
+        "energy/largest_h_difference": float(
+            np.abs(moments["coefficients"] - exact["coefficients"]).max()
+        ),
+        "energy/guest_set_changes": float(np.mean(np.any(chosen_a != chosen_e, axis=2))),
+        "energy/final_other_moments": curves(moments["accuracy"])["other"][-1],
+        "energy/final_other_exact": curves(exact["accuracy"])["other"][-1],
+    }
+
+
+def sensitivity_check(nodes, config, as_is: dict) -> dict[str, Value]:
+    """How much a run's outcome depends on rounding: ``best`` guests (``as_is``), and again
+    with every round's H multiplied by (1 + 2^-52) (``coefficient_perturbation``: each entry
+    moves by one or two units in the last place, the size of a change in the order of a
+    floating-point sum): final accuracy on all tasks both ways, the largest change of one
+    node's accuracy on one task after the last round, and the first round at which any node's
+    accuracy on any task differs ("" when none does)."""
+    params = replace(params_for(config), guests="best", coefficient_perturbation=ONE_ULP)
+    perturbed = simulate(nodes, params)["accuracy"]
+    accuracy = as_is["accuracy"]
+    differs = np.flatnonzero(np.any(accuracy != perturbed, axis=(1, 2)))
+    return {
+        "sensitivity/final_all": curves(accuracy)["all"][-1],
+        "sensitivity/final_all_perturbed": curves(perturbed)["all"][-1],
+        "sensitivity/largest_node_task_change": float(np.abs(accuracy[-1] - perturbed[-1]).max()),
+        "sensitivity/first_round_differing": int(differs[0]) if len(differs) else "",
+    }
+
+
+def cross_check(nodes, config) -> dict[str, Value]:
+    """The Flower protocol in process (one torch thread, quietly, in a temporary folder)
+    against the reference simulator on the same simulation: the largest accuracy difference
+    and the seconds of each."""
+    with one_thread_quietly(), tempfile.TemporaryDirectory(prefix="flowerbed-ctl-") as out:
+        started = time.perf_counter()
+        run_dir = run_in_process(config.to_dict() | {"output-dir": out}, NUM_NODES)
+        flower_seconds = time.perf_counter() - started
+        log = json.loads((run_dir / "ctl_metrics.json").read_text())
+    flower = np.array([[n["task-accuracies"] for n in r["nodes"]] for r in log["rounds"]])
+    started = time.perf_counter()
+    reference = simulate(nodes, params_for(config))["accuracy"]
+    return {
+        "flower/largest_difference": float(np.abs(flower - reference).max()),
+        "flower/seconds": flower_seconds,
+        "flower/reference_seconds": time.perf_counter() - started,
+    }
+
+
+class Ctl:
+    """The study (module docstring): a row per point and simulation, what ``simulation_row``
+    measures."""
+
+    name = "ctl"
+    budgets = BUDGETS
+    default_budget = "full"
+
+    def grid(self, budget: str) -> tuple[list[Point], list[int]]:
+        chosen = budget_of(BUDGETS, budget)
+        common = {"rounds": chosen.rounds, "simulations": chosen.simulations}
+        first = simulation_1(chosen.rounds)
+        points = [Point(first.name, {**common, "simulation": 1, "exact": chosen.exact})]
+        for variant in VARIANTS_2:
+            for spread, dispersion in SETTINGS_2:
+                sweep = simulation_2(variant, chosen.rounds, spread, dispersion)
+                setting = {"variant": variant.name, "spread": spread, "dispersion": dispersion}
+                points.append(Point(sweep.name, {**common, "simulation": 2, **setting}))
+        return points, list(range(chosen.simulations))
+
+    def run(self, point: Point, seed: int) -> dict[str, Value]:
+        return simulation_row(point.settings, seed)
+
+    def report(self, rows: list[dict[str, Value]]) -> dict:
+        """Each table whose rows there are (a table and the plot for Simulation 1)."""
+        made = {}
+        if simulation_rows(rows, 1):
+            made[TABLE.name] = partial(table_and_plot, rows)
+        for data, table in PUBLISHED[1:]:
+            part = data.name.partition(":")[2]
+            if any(PART_ROWS[part](row) for row in rows):
+                made[table.name] = partial(TABLES[part], rows)
+        return made
+
+
+# --- the rows, as the tables read them -------------------------------------------------------
+def simulation_rows(rows: list[dict[str, Value]], simulation: int) -> list[dict[str, Value]]:
+    """The rows of Simulation ``simulation`` in the order of the old data files: by variant
+    (``VARIANTS_2``), setting (``SETTINGS_2``) and seed."""
+    mine = [row for row in rows if row.get("simulation") == simulation]
+    variants = list(VARIANTS)
+    return sorted(
+        mine,
+        key=lambda row: (
+            variants.index(row["variant"]) if simulation == 2 else 0,
+            SETTINGS_2.index((row["spread"], row["dispersion"])) if simulation == 2 else 0,
+            row["seed"],
+        ),
+    )
+
+
+def discarded_count(rows: list[dict[str, Value]]) -> int:
+    """How many seeds the rows' simulations skipped as discarded."""
+    return sum(len(json.loads(str(row["discarded"]))) for row in rows)
 
 
 def mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -301,148 +521,65 @@ def first_round_at(curve, target: float) -> int | None:
     return int(above[0]) if len(above) else None
 
 
-def plot_simulation_1(results: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = (
-        ("all", "(a) all tasks", None),
-        ("other", "(b) non-local tasks", None),
-        ("own", "(c) local tasks", None),
-        ("other", "(d) non-local tasks, first 25 rounds", 26),
-    )
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.5))
-    for ax, (key, title, limit) in zip(axes, panels):
-        for label, runs in results.items():
-            if not runs:
+def simulation_1_curves(rows: list[dict[str, Value]]) -> tuple[list[dict], int]:
+    """One record per (rule, simulation, metric) of Simulation 1, rule by rule: its ``curve``
+    (rounds 0..T), the ``first`` round at TARGET (T + 1 when never) and whether it was
+    ``reached``; and T."""
+    sim1 = simulation_rows(rows, 1)
+    records = []
+    for label, _ in RULES_1:
+        for row in sim1:
+            if f"other/{label}" not in row:
                 continue
-            mean, half = mean_ci(np.array([r[key] for r in runs]))
-            rounds = np.arange(len(mean))[:limit]
-            ax.plot(rounds, mean[:limit], label=label)
-            ax.fill_between(rounds, (mean - half)[:limit], (mean + half)[:limit], alpha=0.2)
-        if key == "other":
-            ax.axhline(TARGET, color="grey", linestyle=":", linewidth=1)
-        ax.set_title(title)
-        ax.set_xlabel("round")
-        ax.set_ylabel("mean test accuracy")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-def exact_energy_check(store: Path, seeds, rounds: int, shifts: int) -> list[dict]:
-    """Moments vs exact coefficients on ``seeds``, ``worst`` guests, one record per seed (kept
-    under ``store``: a rerun reads it)."""
-    records = []
-    for seed in seeds:
-        path = store / f"energy-r{rounds}-s{shifts}-seed{seed}.json"
-        if not path.is_file():
-            config = simulation_1_config(seed, rounds, shifts)
-            nodes, _ = usable_nodes(config, ("training", "test"))
-            params = replace(params_for(config), guests="worst")
-            approx = simulate(nodes, params)
-            exact = simulate(nodes, replace(params, energy="exact"))
-            chosen_a, chosen_e = approx["lambdas"][1:] > 0, exact["lambdas"][1:] > 0
-            record = {
-                "seed": seed,
-                "largest_h_difference": float(
-                    np.abs(approx["coefficients"] - exact["coefficients"]).max()
-                ),
-                "guest_set_changes": float(np.mean(np.any(chosen_a != chosen_e, axis=2))),
-                "final_other_moments": curves(approx["accuracy"])["other"][-1],
-                "final_other_exact": curves(exact["accuracy"])["other"][-1],
-            }
-            path.write_text(json.dumps(record))
-        records.append(json.loads(path.read_text()))
-    return records
-
-
-def sensitivity_check(store: Path, settings: list[tuple[str, Callable, list[int]]]) -> list[dict]:
-    """How much a run's outcome depends on rounding: ``best`` guests, each simulation run as it
-    is and with every round's H multiplied by (1 + 2^-52) (``coefficient_perturbation``: each
-    entry moves by one or two units in the last place, the size of a change in the order of a
-    floating-point sum). ``settings``: (name, seed -> RunConfig, the kept seeds). One record
-    per setting and seed (kept under ``store``: a rerun reads it): final accuracy on all tasks
-    both ways, the largest change of one node's accuracy on one task after the last round, and
-    the first round at which any node's accuracy on any task differs."""
-    records = []
-    for name, make_config, seeds in settings:
-        for seed in seeds:
-            path = store / f"sensitivity-{name.replace(' ', '_')}-seed{seed}.json"
-            if not path.is_file():
-                config = make_config(seed)
-                nodes, _ = usable_nodes(config, ())
-                params = replace(params_for(config), guests="best")
-                as_is = simulate(nodes, params)["accuracy"]
-                perturbed = simulate(nodes, replace(params, coefficient_perturbation=ONE_ULP))[
-                    "accuracy"
-                ]
-                differs = np.flatnonzero(np.any(as_is != perturbed, axis=(1, 2)))
-                record = {
-                    "setting": name,
-                    "seed": seed,
-                    "final_all": curves(as_is)["all"][-1],
-                    "final_all_perturbed": curves(perturbed)["all"][-1],
-                    "largest_node_task_change": float(np.abs(as_is[-1] - perturbed[-1]).max()),
-                    "first_round_differing": int(differs[0]) if len(differs) else "",
-                }
-                path.write_text(json.dumps(record))
-            records.append(json.loads(path.read_text()))
-    return records
-
-
-def cross_check(seed: int, rounds: int, shifts: int) -> str:
-    """The Flower protocol in process against the reference simulator, one seed, ``best``."""
-    config = simulation_1_config(seed, rounds, shifts)
-    nodes, _ = usable_nodes(config, ("training", "test"))
-    started = time.perf_counter()
-    run_dir = run_in_process(config.to_dict() | {"output-dir": "/tmp/flowerbed-ctl-bench"}, 10)
-    flower_seconds = time.perf_counter() - started
-    log = json.loads((run_dir / "ctl_metrics.json").read_text())
-    flower = np.array([[n["task-accuracies"] for n in r["nodes"]] for r in log["rounds"]])
-    started = time.perf_counter()
-    reference = simulate(nodes, params_for(config))["accuracy"]
-    reference_seconds = time.perf_counter() - started
-    return (
-        f"Flower protocol (in process) vs reference simulator, seed {seed}, best, {rounds}"
-        f" rounds: largest accuracy difference {np.abs(flower - reference).max():.2e};"
-        f" {flower_seconds:.1f} s vs {reference_seconds:.1f} s"
-        f" ({flower_seconds / reference_seconds:.1f} x)."
-    )
-
-
-# --- the committed data files ----------------------------------------------------------------
-def sim1_rows(results: dict, seeds: list[int]) -> list[dict]:
-    """One row per (seed, rule, metric): the mean accuracy over nodes after every round."""
-    rows = []
-    for label, runs in results.items():
-        for seed, run in zip(seeds, runs, strict=True):
             for metric in METRICS:
-                values = {f"r{t}": f"{v:.5f}" for t, v in enumerate(run[metric])}
-                rows.append({"seed": seed, "rule": label, "metric": metric, **values})
-    return rows
+                curve = [float(v) for v in str(row[f"{metric}/{label}"]).split()]
+                records.append(
+                    {
+                        "seed": row["simulation_seed"],
+                        "rule": label,
+                        "metric": metric,
+                        "curve": curve,
+                    }
+                )
+    rounds = len(records[0]["curve"]) - 1
+    for record in records:
+        first = first_round_at(record["curve"], TARGET)
+        record["first"] = rounds + 1 if first is None else first  # never: counted as T + 1
+        record["reached"] = first is not None
+    return records, rounds
 
 
-def read_sim1(path: Path) -> tuple[list[dict], int]:
-    """The rows of ``sim1_runs.csv`` with ``curve`` (floats, rounds 0..T) and T."""
-    rows = read_runs(path, (), ())
-    rounds = sum(1 for key in rows[0] if key.startswith("r") and key[1:].isdigit()) - 1
-    for row in rows:
-        row["seed"] = int(row["seed"])
-        row["curve"] = [float(row[f"r{t}"]) for t in range(rounds + 1)]
-        first = first_round_at(row["curve"], TARGET)
-        row["first"] = rounds + 1 if first is None else first  # never: counted as T + 1
-        row["reached"] = first is not None
-    return rows, rounds
+def simulation_2_finals(rows: list[dict[str, Value]]) -> list[dict]:
+    """One record per (variant, setting, rule, simulation) of Simulation 2: its final accuracy
+    on each metric."""
+    sim2 = simulation_rows(rows, 2)
+    records = []
+    for variant in VARIANTS_2:
+        for spread, dispersion in SETTINGS_2:
+            mine = [
+                r
+                for r in sim2
+                if (r["variant"], r["spread"], r["dispersion"])
+                == (variant.name, spread, dispersion)
+            ]
+            for label, _ in variant.rules:
+                records += [
+                    {
+                        "variant": variant.name,
+                        "setting": setting_name(spread, dispersion),
+                        "seed": r["simulation_seed"],
+                        "rule": label,
+                        **{metric: float(r[f"{metric}/{label}"]) for metric in METRICS},
+                    }
+                    for r in mine
+                ]
+    return records
 
 
-def read_discarded(folder: Path, simulation: int) -> list[dict]:
-    rows = read_runs(folder / DISCARDED, (), ("simulation",))
-    return [r for r in rows if r["simulation"] == simulation]
+def measured_where(folder: Path) -> str:
+    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
+    known."""
+    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 # --- the tables ------------------------------------------------------------------------------
@@ -458,25 +595,24 @@ def paired_rounds_cell(differences: list[float], never: int) -> str:
     return text + (f" ({never} never: T + 1)" if never else "")
 
 
-def report_simulation_1(path: Path) -> str:
-    """Simulation 1's tables from ``sim1_runs.csv`` (and ``discarded.csv`` beside it): means
-    over simulations with 95 % t intervals, then the paper's orderings as paired differences."""
-    folder = path.parent
-    rows, rounds = read_sim1(path)
-    rules = list(dict.fromkeys(r["rule"] for r in rows))
-    seeds = sorted({r["seed"] for r in rows})
-    discarded = read_discarded(folder, 1)
+def report_simulation_1(rows: list[dict[str, Value]], folder: Path) -> str:
+    """Simulation 1's tables: means over simulations with 95 % t intervals, then the paper's
+    orderings as paired differences."""
+    records, rounds = simulation_1_curves(rows)
+    rules = list(dict.fromkeys(r["rule"] for r in records))
+    seeds = sorted({r["seed"] for r in records})
+    discarded = discarded_count(simulation_rows(rows, 1))
 
     def of(rule: str, metric: str) -> list[dict]:
-        return [r for r in rows if r["rule"] == rule and r["metric"] == metric]
+        return [r for r in records if r["rule"] == rule and r["metric"] == metric]
 
     lines = table_head(
         f"Simulation 1 (breast cancer, {NUM_NODES} nodes), {len(seeds)} simulations (seeds"
-        f" {seeds[0]} to {seeds[-1]}; {len(discarded)} seeds discarded: a node lacked a class in"
+        f" {seeds[0]} to {seeds[-1]}; {discarded} seeds discarded: a node lacked a class in"
         f" its training or test data), after round {rounds}: mean over nodes and simulations ±"
         " the half-width of the 95 % t interval over simulations; the first round at which the"
         f" mean non-local curve reaches {TARGET}, and in how many simulations the non-local"
-        f" curve reaches it (`{path.name}`).",
+        f" curve reaches it (`{SIM1_DATA}`).",
         "guests",
         [
             f"first round non-local ≥ {TARGET}",
@@ -500,13 +636,13 @@ def report_simulation_1(path: Path) -> str:
             f" {' | '.join(cells)} |"
         )
     shown = report_rounds(rounds)
-    runs = [{**r, **{f"at{t}": r["curve"][t] for t in shown}} for r in rows]
+    runs = [{**r, **{f"at{t}": r["curve"][t] for t in shown}} for r in records]
     lines += [""] + table_head(
         "Simulation 1, the paper's orderings as paired per-simulation differences (same seed,"
         " same data): mean [95 % t interval] over simulations, in bold where the interval"
         " excludes 0; first round at which the simulation's non-local curve reaches"
         f" {TARGET}, in rounds (a simulation that never does counts as round {rounds + 1});"
-        f" accuracy in percentage points (`{path.name}`).",
+        f" accuracy in percentage points (`{SIM1_DATA}`).",
         "difference",
         ["tasks", f"first round ≥ {TARGET}", *(f"round {t}" for t in shown)],
     )
@@ -529,12 +665,8 @@ def report_simulation_1(path: Path) -> str:
         lines.append(
             f"| {mine} − {base} | {METRIC_NAMES[metric]} | {first} | {' | '.join(cells)} |"
         )
-    lines += ["", provenance_line(folder)]
+    lines += ["", measured_where(folder)]
     return "\n".join(lines) + "\n"
-
-
-def setting_name(spread: float, dispersion: float) -> str:
-    return f"spread {spread:g}, dispersion {dispersion:g}"
 
 
 def gap_change_cell(gaps: dict, variant: str, setting: str) -> str:
@@ -552,18 +684,11 @@ def gap_change_cell(gaps: dict, variant: str, setting: str) -> str:
     return interval_text(welch_test(*percent)) + " (unpaired)"
 
 
-def report_simulation_2(path: Path) -> str:
-    """Simulation 2's table from ``sim2_runs.csv`` (and ``discarded.csv``): per variant and
-    setting, final accuracy on all tasks (mean ± 95 % t half-width), best − local paired by
-    seed, and the change of that gap against the base setting, paired by seed."""
-    folder = path.parent
-    rows = read_runs(path, (), ())
-    for row in rows:
-        row["seed"] = int(row["seed"])
-        row["setting"] = setting_name(float(row["spread"]), float(row["dispersion"]))
-        for metric in METRICS:
-            row[metric] = float(row[metric])
-    discarded = read_discarded(folder, 2)
+def report_simulation_2(runs: list[dict[str, Value]], folder: Path) -> str:
+    """Simulation 2's table: per variant and setting, final accuracy on all tasks (mean ± 95 %
+    t half-width), best − local paired by seed, and the change of that gap against the base
+    setting, paired by seed."""
+    rows = simulation_2_finals(runs)
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     settings = list(dict.fromkeys(r["setting"] for r in rows))
     rules = list(dict.fromkeys(r["rule"] for r in rows))
@@ -583,7 +708,7 @@ def report_simulation_2(path: Path) -> str:
         " same data), in percentage points, mean [95 % t interval], in bold where it excludes 0;"
         " its change against the base setting (paired by seed where the variant kept the"
         " base's seeds, else Welch's unpaired t interval: other seeds kept, or other data);"
-        f" simulations kept (discarded) (`{path.name}`). Variants, each one"
+        f" simulations kept (discarded) (`{SIM2_DATA}`). Variants, each one"
         " change against the base: "
         + "; ".join(f"{v.name}: {v.description}" for v in VARIANTS_2)
         + ".",
@@ -612,31 +737,37 @@ def report_simulation_2(path: Path) -> str:
             kept = len(
                 {r["seed"] for r in rows if r["variant"] == variant and r["setting"] == setting}
             )
-            lost = sum(
-                1
-                for r in discarded
-                if r["variant"] == variant
-                and setting_name(float(r["spread"]), float(r["dispersion"])) == setting
+            lost = discarded_count(
+                [
+                    r
+                    for r in simulation_rows(runs, 2)
+                    if r["variant"] == variant
+                    and setting_name(r["spread"], r["dispersion"]) == setting
+                ]
             )
             lines.append(
                 f"| {variant} | {setting} | {' | '.join(cells)} | {gap} | {change} |"
                 f" {kept} ({lost}) |"
             )
-    lines += ["", provenance_line(folder)]
+    lines += ["", measured_where(folder)]
     return "\n".join(lines) + "\n"
 
 
-def report_energy(path: Path) -> str:
-    """The exact-energy check's table from ``energy_runs.csv``: per simulation, then the
-    ranges and the paired difference of final non-local accuracy (exact − moments)."""
-    rows = read_runs(path, (), ())
+def report_energy(runs: list[dict[str, Value]], folder: Path) -> str:
+    """The exact-energy check's table: per simulation, then the ranges and the paired
+    difference of final non-local accuracy (exact − moments)."""
+    rows = [
+        {"seed": r["simulation_seed"]} | {key[7:]: r[key] for key in r if key.startswith("energy/")}
+        for r in simulation_rows(runs, 1)
+        if PART_ROWS["energy"](r)
+    ]
     lines = table_head(
         "Moment approximation against exact energy coefficients (pairwise on 300-sample"
         " subsets), Simulation 1, `worst` guests (the rule whose choice depends on H), per"
         " simulation: the largest absolute difference in H over rounds and node pairs, the share of"
         " node-rounds whose guest set changes, the final non-local accuracy with each and"
         " exact − moments in percentage points; last row: the ranges, and exact − moments"
-        f" paired by simulation, mean [95 % t interval] (`{path.name}`).",
+        f" paired by simulation, mean [95 % t interval] (`{ENERGY_DATA}`).",
         "seed",
         [
             "largest absolute H difference",
@@ -666,15 +797,19 @@ def report_energy(path: Path) -> str:
         f" {max(changes):.1f} % | | |"
         f" {paired_cell(runs, {'energy': 'exact'}, {'energy': 'moments'})} |"
     )
-    lines += ["", provenance_line(path.parent)]
+    lines += ["", measured_where(folder)]
     return "\n".join(lines) + "\n"
 
 
-def report_sensitivity(path: Path) -> str:
-    """The sensitivity check's table from ``sensitivity_runs.csv``: per setting, how many
-    simulations end elsewhere when H moves by one or two units in the last place, and by how
-    much."""
-    rows = read_runs(path, (), ())
+def report_sensitivity(runs: list[dict[str, Value]], folder: Path) -> str:
+    """The sensitivity check's table: per setting, how many simulations end elsewhere when H
+    moves by one or two units in the last place, and by how much."""
+    rows = [
+        {"seed": r["simulation_seed"]}
+        | {key[12:]: r[key] for key in r if key.startswith("sensitivity/")}
+        for r in simulation_rows(runs, 1) + simulation_rows(runs, 2)
+        if PART_ROWS["sensitivity"](r)
+    ]
     lines = table_head(
         "Sensitivity to rounding, `best` guests: each simulation run as it is and with every"
         " round's H multiplied by (1 + 2^-52), one or two units in the last place (the size of"
@@ -683,7 +818,7 @@ def report_sensitivity(path: Path) -> str:
         " final accuracy on all tasks changes by 1 percentage point or more, the median and"
         " largest change of it, the largest change of one node's accuracy on one task after"
         " the last round, and the first round at which any accuracy differs (median, earliest;"
-        f" `{path.name}`).",
+        f" `{SENSITIVITY_DATA}`).",
         "setting",
         [
             "simulations",
@@ -708,167 +843,68 @@ def report_sensitivity(path: Path) -> str:
             f" {sum(c >= 1 for c in changes)} |"
             f" {np.median(changes):.1f} | {max(changes):.1f} | {node_task:.1f} | {first} |"
         )
-    lines += ["", provenance_line(path.parent)]
+    lines += ["", measured_where(folder)]
     return "\n".join(lines) + "\n"
 
 
-REPORTS = {
-    SIM1_DATA: report_simulation_1,
-    SIM2_DATA: report_simulation_2,
-    ENERGY_DATA: report_energy,
-    SENSITIVITY_DATA: report_sensitivity,
+def plot_simulation_1(rows: list[dict[str, Value]], path: Path) -> None:
+    """Simulation 1's mean curves with 95 % intervals per rule, as the paper's Fig. 2."""
+    records, _ = simulation_1_curves(rows)
+    panels = (
+        ("all", "(a) all tasks", None),
+        ("other", "(b) non-local tasks", None),
+        ("own", "(c) local tasks", None),
+        ("other", "(d) non-local tasks, first 25 rounds", 26),
+    )
+    fig = Figure(figsize=(20, 4.5))
+    axes = fig.subplots(1, 4)
+    for ax, (key, title, limit) in zip(axes, panels):
+        for label in dict.fromkeys(r["rule"] for r in records):
+            curves_ = [r["curve"] for r in records if r["rule"] == label and r["metric"] == key]
+            mean, half = mean_ci(np.array(curves_))
+            rounds = np.arange(len(mean))[:limit]
+            ax.plot(rounds, mean[:limit], label=label)
+            ax.fill_between(rounds, (mean - half)[:limit], (mean + half)[:limit], alpha=0.2)
+        if key == "other":
+            ax.axhline(TARGET, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(title)
+        ax.set_xlabel("round")
+        ax.set_ylabel("mean test accuracy")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def table_and_plot(rows: list[dict[str, Value]], folder: Path) -> str:
+    """``report_simulation_1``, with the plot of the same rows drawn beside it."""
+    plot_simulation_1(rows, folder / PLOT.name)
+    return report_simulation_1(rows, folder)
+
+
+# the tables other than table.md: the part of the rows each is made of, and what makes it
+PART_ROWS = {
+    "sim2": lambda row: row.get("simulation") == 2,
+    "energy": lambda row: "energy/final_other_exact" in row,
+    "sensitivity": lambda row: "sensitivity/final_all" in row,
 }
+TABLES = {"sim2": report_simulation_2, "energy": report_energy, "sensitivity": report_sensitivity}
 
 
 def report(data: Path) -> str:
-    """The table made of one committed data file (``PUBLISHED``), from that folder's files
-    alone."""
-    if data.name not in REPORTS:
-        raise ValueError(f"no table is made of {data.name}; one of: {', '.join(REPORTS)}")
-    return REPORTS[data.name](data)
+    """The table made of one ``PUBLISHED`` data name, from the rows in its folder (and the
+    provenance beside them) alone: ``table.md`` for the rows themselves, another for a part
+    of them (``rows.jsonl:sim2``, ``:energy``, ``:sensitivity``)."""
+    part = data.name.partition(":")[2]
+    if part and part not in TABLES:
+        raise ValueError(f"no table is made of {data.name}; one of: {', '.join(TABLES)}")
+    make = TABLES[part] if part else report_simulation_1
+    return make(measured_rows(data.parent), data.parent)
 
 
-def write_report(folder: Path) -> str:
-    """Every table of ``folder``'s data files, written beside them; their text."""
-    texts = []
-    for data, table in PUBLISHED:
-        texts.append(write_table(folder / table.name, lambda d=data: report(folder / d.name)))
-    return "\n".join(texts)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--simulations", type=int, default=20, help="per sweep")
-    parser.add_argument(
-        "--exact-simulations",
-        type=int,
-        default=10,
-        help="simulations of the exact-energy check (the first usable seeds)",
-    )
-    parser.add_argument("--rounds", type=int, default=100)
-    parser.add_argument("--shifts", type=int, default=300)
-    parser.add_argument("--first-seed", type=int, default=1)
-    parser.add_argument(
-        "--quick", action="store_true", help="4 simulations (2 for the exact check), 40 rounds"
-    )
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ctl"))
-    parser.add_argument(
-        "--report-only", action="store_true", help="the tables from the committed data files"
-    )
-    args = parser.parse_args()
-    for name in ("simulations", "exact_simulations", "rounds", "shifts"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.report_only:
-        print(write_report(args.out))
-        return
-    if args.quick:
-        args.simulations, args.exact_simulations, args.rounds = 4, 2, 40
-        args.out = args.out / "quick"
-    args.exact_simulations = min(args.exact_simulations, args.simulations)
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    store = args.out / "runs"
-    store.mkdir(parents=True, exist_ok=True)
-    lines: list[str] = []
-
-    def emit(text: str = "") -> None:
-        print(text, flush=True)
-        lines.append(text)
-
-    started = time.perf_counter()
-    discarded_rows = []
-    sweep_1 = Sweep(
-        f"sim1-r{args.rounds}-s{args.shifts}",
-        lambda seed: simulation_1_config(seed, args.rounds, args.shifts),
-        RULES_1,
-        ("training", "test"),
-    )
-    results, used, discarded = run_sweep(store, sweep_1, args.first_seed, args.simulations)
-    discarded_rows += [
-        {"simulation": 1, "variant": "", "spread": "", "dispersion": "", "seed": s, "reason": why}
-        for s, why in discarded
-    ]
-    write_csv(
-        args.out / SIM1_DATA,
-        sim1_rows(results, used),
-        ["seed", "rule", "metric", *(f"r{t}" for t in range(args.rounds + 1))],
-    )
-    plot_simulation_1(results, args.out / "ctl_sim1.png")
-    emit(
-        f"Simulation 1: {time.perf_counter() - started:.0f} s; median seconds per simulation: "
-        + ", ".join(
-            f"{label} {np.median([r['seconds'] for r in runs]):.1f}"
-            for label, runs in results.items()
-        )
-    )
-
-    sim2 = []
-    sensitivity_settings = [
-        (
-            "Simulation 1",
-            lambda seed: simulation_1_config(seed, args.rounds, args.shifts),
-            used,
-        )
-    ]
-    for variant in VARIANTS_2:
-        for spread, dispersion in SETTINGS_2:
-            suffix = "" if variant.name == "base" else "-" + variant.name.replace(" ", "_")
-            sweep = Sweep(
-                f"sim2-r{args.rounds}-sp{spread}-di{dispersion}{suffix}",
-                lambda seed, s=spread, d=dispersion: simulation_2_config(seed, args.rounds, s, d),
-                variant.rules,
-                variant.required_splits,
-                variant.params,
-                variant.options,
-            )
-            results_2, used_2, discarded_2 = run_sweep(
-                store, sweep, args.first_seed, args.simulations
-            )
-            labels = {"variant": variant.name, "spread": spread, "dispersion": dispersion}
-            if variant.name == "base":
-                sensitivity_settings.append(
-                    (f"Simulation 2, {setting_name(spread, dispersion)}", sweep.make_config, used_2)
-                )
-            discarded_rows += [
-                {"simulation": 2, **labels, "seed": s, "reason": why} for s, why in discarded_2
-            ]
-            for label, runs in results_2.items():
-                sim2 += [
-                    {
-                        **labels,
-                        "seed": seed,
-                        "rule": label,
-                        **{metric: f"{run[metric][-1]:.5f}" for metric in METRICS},
-                    }
-                    for seed, run in zip(used_2, runs, strict=True)
-                ]
-    write_csv(
-        args.out / SIM2_DATA, sim2, ["variant", "spread", "dispersion", "seed", "rule", *METRICS]
-    )
-    write_csv(
-        args.out / DISCARDED,
-        discarded_rows,
-        ["simulation", "variant", "spread", "dispersion", "seed", "reason"],
-    )
-    emit(f"Simulations 1 and 2: {time.perf_counter() - started:.0f} s")
-
-    energy = exact_energy_check(store, used[: args.exact_simulations], args.rounds, args.shifts)
-    write_csv(args.out / ENERGY_DATA, energy, list(energy[0]))
-    emit(f"Exact-energy check done: {time.perf_counter() - started:.0f} s")
-
-    sensitivity = sensitivity_check(store, sensitivity_settings)
-    write_csv(args.out / SENSITIVITY_DATA, sensitivity, list(sensitivity[0]))
-    emit(f"Sensitivity check done: {time.perf_counter() - started:.0f} s")
-
-    emit("\n" + cross_check(used[0], args.rounds, args.shifts))
-    emit(f"\nTotal {time.perf_counter() - started:.0f} s.")
-    if not args.quick:
-        record_provenance(args.out, sys.argv)
-    emit("\n" + write_report(args.out))
-    (args.out / "ctl.md").write_text("\n".join(lines) + "\n")
+def main(argv: list[str] | None = None) -> int:
+    return study_cli.main(Ctl(), RESULTS, __doc__, argv, write=write_table)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
