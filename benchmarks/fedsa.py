@@ -70,9 +70,6 @@ from sweep_study import run_cell
 from flowerbed.core.results import round_seconds
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
-
-# fedsa_explain.py imports owner_teacher from here, with this benchmark's setting
-from flowerbed.experiments.fedsa_transfer import owner_teacher  # noqa: F401
 from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.sweep import load_history
 

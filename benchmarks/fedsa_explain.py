@@ -78,7 +78,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from fedsa import NUM_CLIENTS, SETTING, foreign_draws, overrides, owner_teacher
+from fedsa import NUM_CLIENTS, SETTING, foreign_draws, overrides
 from result_tables import (
     interval_cell,
     paired_cell,
@@ -94,6 +94,7 @@ from flowerbed.core.results import round_seconds
 from flowerbed.data.federation import load_splits
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
+from flowerbed.experiments.fedsa_transfer import owner_teacher
 from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.study_runs import one_thread_quietly
 from flowerbed.inprocess import resolve_run_config, run_in_process

@@ -1,8 +1,8 @@
 """FedSA's Transfer baseline: a teacher fine-tuned on the target's labelled set D_T.
 
 Table 1 of "Federated Selective Aggregation for Knowledge Amalgamation" (Xie et al., 2022).
-``owner_teacher`` rebuilds an owner's pre-trained teacher in this process (``benchmarks/fedsa.py``
-and ``benchmarks/fedsa_explain.py`` use it for their linear probes too).
+``owner_teacher`` rebuilds an owner's pre-trained teacher in this process
+(``benchmarks/fedsa_explain.py`` uses it for its linear probes too).
 
 The paper fine-tunes "a teacher" without saying which: ``transfer`` fine-tunes every clean
 (not foreign) teacher the way the FedSA runs adapt their target model (``target.adapt``: a new
