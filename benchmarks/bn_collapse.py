@@ -56,12 +56,16 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from result_tables import paired_cell, table_head, unrecorded_provenance_line, write_table
+from result_tables import (
+    measured_where,
+    paired_cell,
+    table_head,
+    write_table,
+)
 
 from flowerbed.core.results import round_seconds
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
-from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.study_runs import one_thread_quietly
 from flowerbed.inprocess import run_in_process
 from flowerbed.sweep import load_history
@@ -213,12 +217,6 @@ def runs_of(rows: list[dict[str, Value]]) -> list[dict]:
             }
         )
     return sorted(runs, key=lambda r: (r["seed"], pairs.index((r["strategy"], r["buffers"]))))
-
-
-def measured_where(folder: Path) -> str:
-    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
-    known."""
-    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 def cell(values: list[float]) -> str:

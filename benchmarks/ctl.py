@@ -95,9 +95,9 @@ from matplotlib.figure import Figure
 from result_tables import (
     interval_cell,
     interval_text,
+    measured_where,
     paired_cell,
     table_head,
-    unrecorded_provenance_line,
     write_table,
 )
 from scipy import stats
@@ -114,7 +114,6 @@ from flowerbed.experiments.ctl import (
     simulation_config,
 )
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
-from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.stats import welch_test
 from flowerbed.experiments.study_runs import one_thread_quietly
 from flowerbed.inprocess import resolve_run_config, run_in_process
@@ -574,12 +573,6 @@ def simulation_2_finals(rows: list[dict[str, Value]]) -> list[dict]:
                     for r in mine
                 ]
     return records
-
-
-def measured_where(folder: Path) -> str:
-    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
-    known."""
-    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 # --- the tables ------------------------------------------------------------------------------

@@ -59,10 +59,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 from result_tables import (
+    measured_where,
     paired_cell,
     percent_cell,
     table_head,
-    unrecorded_provenance_line,
     write_table,
 )
 from sweep_study import run_cell
@@ -70,7 +70,6 @@ from sweep_study import run_cell
 from flowerbed.core.results import round_seconds
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
-from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.sweep import load_history
 
 NUM_CLIENTS, FOREIGN = 10, 5
@@ -252,12 +251,6 @@ def plot_curves(runs: list[dict[str, Value]], path: Path) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-
-
-def measured_where(folder: Path) -> str:
-    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
-    known."""
-    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 def table_and_plot(runs: list[dict[str, Value]], folder: Path) -> str:

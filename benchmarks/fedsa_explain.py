@@ -81,10 +81,10 @@ import torch
 from fedsa import NUM_CLIENTS, SETTING, foreign_draws, overrides
 from result_tables import (
     interval_cell,
+    measured_where,
     paired_cell,
     percent_cell,
     table_head,
-    unrecorded_provenance_line,
     write_table,
 )
 from scipy import stats
@@ -95,7 +95,6 @@ from flowerbed.data.federation import load_splits
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
 from flowerbed.experiments.fedsa_transfer import owner_teacher
-from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.study_runs import one_thread_quietly
 from flowerbed.inprocess import resolve_run_config, run_in_process
 from flowerbed.methods.fedsa.target import adapt, target_set, train_weak
@@ -366,12 +365,6 @@ def teacher_rows(runs: list[dict[str, Value]]) -> list[dict]:
                 | {key: run[key] for key in ("weak_all", "weak_head_steps")}
             )
     return teachers
-
-
-def measured_where(folder: Path) -> str:
-    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
-    known."""
-    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 # --- report ----------------------------------------------------------------------------------

@@ -115,6 +115,7 @@ import torch
 from matplotlib.figure import Figure
 from result_tables import (
     interval_cell,
+    measured_where,
     paired_cell,
     provenance_line,
     table_head,
@@ -130,7 +131,7 @@ from flowerbed.data.federation import load_splits
 from flowerbed.data.torchvision_files import missing_torchvision
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
-from flowerbed.experiments.provenance import measurement_lines, provenance_lines
+from flowerbed.experiments.provenance import provenance_lines
 from flowerbed.experiments.qfedfisher import (  # the regimes' settings (module docstring)
     COMMON,
     LONG,
@@ -746,12 +747,6 @@ PAIRED_NOTE = (
     " strategy), mine minus base; mean [95 % Student-t interval over the seeds], in bold where"
     " the interval excludes 0."
 )
-
-
-def measured_where(folder: Path) -> str:
-    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
-    known."""
-    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 def regime_table(name: str, runs: list[dict], folder: Path) -> str:

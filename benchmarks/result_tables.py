@@ -32,12 +32,19 @@ from flowerbed.core.results import atomic_write
 from flowerbed.experiments.provenance import (  # noqa: F401 - the benchmarks import them here
     PROVENANCE,
     UNRECORDED,
+    measurement_lines,
     provenance_line,
     record_provenance,
     unrecorded_provenance_line,
 )
 from flowerbed.experiments.stats import Interval, Ratio, holm, paired_test, same_within
 from flowerbed.sweep import mean_std
+
+
+def measured_where(folder: Path) -> str:
+    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
+    known."""
+    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 def joined(rows: list[dict], key: str, first: Callable = str) -> str:

@@ -63,16 +63,15 @@ from matplotlib.figure import Figure
 from result_tables import (
     accuracy_cell,
     column,
+    measured_where,
     paired_cell,
     table_head,
-    unrecorded_provenance_line,
     write_table,
 )
 from sweep_study import cell_point, run_cell, seed_major
 
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
-from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.sweep import load_history
 
 ATTACKERS = "0,1,2"
@@ -213,12 +212,6 @@ def paired_table(runs: list[dict]) -> str:
         ]
         lines.append(f"| {defence} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def measured_where(folder: Path) -> str:
-    """Where the rows in ``folder`` were measured (``measurement_lines``), or that it is not
-    known."""
-    return " ".join(measurement_lines(folder)) or unrecorded_provenance_line(folder)
 
 
 def table_text(runs: list[dict], folder: Path) -> str:
