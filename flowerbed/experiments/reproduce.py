@@ -30,7 +30,15 @@ from ..ray_cluster import task_address
 from ..runtime.needs import GIB, estimate
 from ..settings import ConfigError
 from . import ctl, fedsa, flkd, qfedfisher, qkt
-from .driver import ROWS, BudgetError, measured, read_rows, run_study
+from .driver import (
+    ROWS,
+    BudgetError,
+    grid_runs,
+    missing_runs,
+    point_seeds,
+    read_rows,
+    run_study,
+)
 from .papers import PAPERS
 from .provenance import provenance_lines
 from .ray_runs import RayPlacement
@@ -103,12 +111,16 @@ def plan_lines(reproduction: Reproduction, budget: str, workers: int = 1) -> lis
     """The grid of ``budget`` (points x seeds), the study's estimate of its time, if any, and
     of one run's memory."""
     points, seeds = reproduction.study.grid(budget)
-    runs = len(points) * len(seeds)
-    lines = [
-        f"{reproduction.study.name} ({budget}): {len(points)} points x {len(seeds)} seeds = {runs} runs"
-    ]
-    lines += [f"  point {point.name}: {point.settings}" for point in points]
-    lines.append(f"  seeds: {', '.join(map(str, seeds))}")
+    runs = len(grid_runs(points, seeds))
+    own = any(point.seeds for point in points)  # each point its own seeds
+    shape = f"{len(points)} points" + ("," if own else f" x {len(seeds)} seeds =")
+    lines = [f"{reproduction.study.name} ({budget}): {shape} {runs} runs"]
+    for point in points:
+        lines.append(f"  point {point.name}: {point.settings}")
+        if own:
+            lines.append(f"    seeds: {', '.join(map(str, point_seeds(point, seeds)))}")
+    if not own:
+        lines.append(f"  seeds: {', '.join(map(str, seeds))}")
     estimate = getattr(reproduction.study, "estimate", None)
     seconds = estimate(budget) if estimate is not None else math.nan
     if math.isfinite(seconds):
@@ -167,10 +179,11 @@ def reproduce(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     print(f"written: {folder / 'reproduction.md'} and {folder / 'report.html'}")
     points, seeds = study.grid(args.budget)
-    missing = {(p.name, s) for p in points for s in seeds} - measured(read_rows(folder))
+    missing = missing_runs(study, folder, args.budget)
     if missing:
         print(
-            f"{len(missing)} of {len(points) * len(seeds)} runs have no result (failed or not run);"
+            f"{len(missing)} of {len(grid_runs(points, seeds))} runs have no result (failed or not"
+            " run);"
             " run the command again to retry them",
             file=sys.stderr,
         )
