@@ -39,6 +39,7 @@ from .driver import (
     read_rows,
     run_study,
 )
+from .figure_report import figure_blocks, figure_lines
 from .papers import PAPERS
 from .provenance import provenance_lines
 from .ray_runs import RayPlacement
@@ -131,17 +132,38 @@ def plan_lines(reproduction: Reproduction, budget: str, workers: int = 1) -> lis
     return lines
 
 
+def seconds_of(rows: list[dict]) -> float:
+    """The sum of the rows' own times."""
+    return sum(float(row.get("seconds", 0.0)) for row in rows)
+
+
 def write_reproduction(reproduction: Reproduction, folder: Path, budget: str) -> list[str]:
-    """``reproduction.md`` and ``report.html`` from the rows in ``folder``; the verdict lines."""
+    """``reproduction.md`` and ``report.html`` from the rows in ``folder``: the headline
+    table's part, then each figure's (``figure_report``); the verdict lines."""
     rows = [row for row in read_rows(folder) if "failed" not in row]
-    cells = reproduction.cells(rows)
-    seconds = sum(float(row.get("seconds", 0.0)) for row in rows)
+    own, of_figures = reproduction.rows_of(rows)
+    cells = reproduction.cells(own)
     table = PAPERS[reproduction.paper]
-    regime = reproduction.regime(budget)
-    files = reproduction_tables(table, cells, regime, budget, seconds, provenance_lines(folder))
+    lines = [claim_line(result) for result in judge_claims(table, cells)]
+    more = []
+    for part, picked in zip(reproduction.figures, of_figures, strict=True):
+        figure_cells = part.cells(picked)
+        more += figure_blocks(
+            part.figure, figure_cells, part.regime(budget), budget, seconds_of(picked)
+        )
+        lines += figure_lines(part.figure, figure_cells)
+    files = reproduction_tables(
+        table,
+        cells,
+        reproduction.regime(budget),
+        budget,
+        seconds_of(own),
+        provenance_lines(folder),
+        more=more,
+    )
     for name, text in files.items():
         atomic_write(folder / name, lambda f, t=text: f.write(t))
-    return [claim_line(result) for result in judge_claims(table, cells)]
+    return lines
 
 
 def reproduce(args: argparse.Namespace) -> int:
