@@ -25,6 +25,7 @@ from flowerbed.experiments.provenance import (
     provenance_line,
     provenance_lines,
     record_provenance,
+    recorded_runs,
 )
 
 
@@ -186,6 +187,8 @@ def test_each_invocation_that_measured_records_where_and_what_it_ran(tmp_path):
     lines = provenance_lines(tmp_path)
     assert lines[1].startswith(f"1 run on {records[1]['date']} {commit_text(records[1])}, on ")
     assert lines[1].endswith("by `third`.")
+    # 6 rows, 2 of them recorded: the killed invocation's 4 are in no record
+    assert recorded_runs(tmp_path) == 2 and len(read_rows(tmp_path)) == 7  # with the failed one
 
 
 def test_a_record_without_a_commit_names_the_installed_version():

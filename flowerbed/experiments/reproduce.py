@@ -41,7 +41,7 @@ from .driver import (
 )
 from .figure_report import figure_blocks, figure_lines
 from .papers import PAPERS
-from .provenance import provenance_lines
+from .provenance import provenance_lines, recorded_runs
 from .ray_runs import RayPlacement
 from .reproduction import Reproduction
 from .reproduction_report import claim_line, judge_claims, reproduction_tables
@@ -159,7 +159,8 @@ def write_reproduction(reproduction: Reproduction, folder: Path, budget: str) ->
         budget,
         seconds_of(own),
         provenance_lines(folder),
-        more=more,
+        max(0, len(rows) - recorded_runs(folder)),
+        more,
     )
     for name, text in files.items():
         atomic_write(folder / name, lambda f, t=text: f.write(t))

@@ -16,7 +16,9 @@ name and the measured time. What they show:
 * how many intervals exclude 0 against how many would by chance alone
   (``verdicts.chance_crossings``);
 * the regime's differences from the paper's, the budget, the measured time, and where each
-  invocation measured its rows (``provenance.provenance_lines``: commit, command, machine, date);
+  invocation measured its rows (``provenance.provenance_lines``: commit, command, machine, date),
+  with how many of the folder's runs no invocation records (measured before ``measured.jsonl``
+  existed, or by an invocation killed before its end);
 * then ``more``: the parts for results the paper shows only in figures (``figure_report``).
 
 A claim whose paired values include an infinity (CTL's Local never reaching its target) is
@@ -308,12 +310,19 @@ def regime_blocks(
     budget: str,
     seconds: float,
     provenance: list[str],
+    unrecorded: int = 0,
 ) -> list[Block]:
-    """The regime's heading, budget, time, where it was measured (``provenance``) and
-    differences from the paper's."""
+    """The regime's heading, budget, time, where it was measured (``provenance``, and the
+    ``unrecorded`` runs no invocation records) and differences from the paper's."""
     measured = " ".join(f"Measured: {line}" for line in provenance) or (
         "Where it was measured was not recorded (rows measured before measured.jsonl existed)."
     )
+    if provenance and unrecorded > 0:
+        measured += (
+            f" {unrecorded} of the folder's runs are in no invocation's record (measured before"
+            " measured.jsonl existed, or by an invocation killed before its end): where is not"
+            " recorded."
+        )
     return [
         Heading("Regime"),
         Paragraph(
@@ -331,17 +340,19 @@ def reproduction_tables(
     budget: str,
     seconds: float,
     provenance: list[str] = (),
+    unrecorded: int = 0,
     more: list[Block] = (),
 ) -> dict[str, str]:
     """``reproduction.md`` and ``report.html`` (module docstring), {file name: text};
     ``provenance``: one sentence per invocation that measured the rows
-    (``provenance.provenance_lines``); ``more``: the blocks after the regime (the parts of results shown only in figures)."""
+    (``provenance.provenance_lines``); ``unrecorded``: how many runs none of them records;
+    ``more``: the blocks after the regime (the parts of results shown only in figures)."""
     results = judge_claims(table, cells)
     blocks: list[Block] = [
         Paragraph(f"The paper's numbers: {table.source}."),
         *paper_blocks(table, cells),
         *claim_blocks(table, results),
-        *regime_blocks(regime, budget, seconds, list(provenance)),
+        *regime_blocks(regime, budget, seconds, list(provenance), unrecorded),
         *more,
     ]
     title = f"Reproduction: {table.title}"
