@@ -1,9 +1,8 @@
-"""CTL's reproduction: Simulation 1 of "Distributed Collaborative Learning with Representative
-Knowledge Sharing" (Casey et al., Mathematics 2025; ``papers.PAPERS["ctl"]``), the first
-iteration at which the mean accuracy on non-local tasks exceeds 0.85, per guest strategy; and
-Simulation 2, shown only in the paper's Fig. 4 (``papers.CTL_FIGURE_4``): Best against Local on
-Gaussian nodes at two settings of spread and dispersion, whose settings, seeds and cells are
-``ctl_gaussian``'s and whose runs are this study's.
+"""CTL's reproduction: "Distributed Collaborative Learning with Representative Knowledge
+Sharing" (Casey et al., Mathematics 2025), Simulation 1 (``papers.PAPERS["ctl"]``: the first
+iteration at which the mean accuracy on non-local tasks exceeds 0.85, per guest strategy) and
+Simulation 2 (``papers.CTL_FIGURE_4``, with ``ctl_gaussian``: Best against Local at two settings
+of spread and dispersion).
 
 Each simulation is the paper's Simulation 1 as ``benchmarks/ctl.py`` runs it with the NumPy
 reference simulator (``methods.ctl.reference``): breast cancer in 300 shifted copies
