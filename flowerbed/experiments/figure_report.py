@@ -42,6 +42,7 @@ from .reproduction_report import (
     seed_differences,
     summary,
     values_of,
+    verdict_line,
 )
 from .stats import paired_test
 from .verdicts import NO_SEED, NOT_JUDGED, Verdict, contrast_verdict
@@ -89,11 +90,10 @@ def contrast_name(contrast: Contrast) -> str:
 def contrast_line(result: ContrastResult) -> str:
     """One line per contrast, as the command prints it."""
     interval = result.verdict.interval
-    centre = f"difference {number(interval.mean)}, 95 % Welch interval {interval_text(interval)}; "
-    return (
-        f"{contrast_name(result.contrast)}: {result.verdict.word} ("
-        + (centre if result.judged else "")
-        + f"{result.verdict.reason})"
+    return verdict_line(
+        contrast_name(result.contrast),
+        result.verdict,
+        f"difference {number(interval.mean)}, 95 % Welch interval {interval_text(interval)}; ",
     )
 
 

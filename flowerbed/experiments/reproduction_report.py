@@ -193,14 +193,21 @@ def centre_text(interval: Interval) -> str:
     return f"{'median' if interval.test == SIGN_TEST else 'mean'} {number(interval.mean)}"
 
 
+def verdict_line(name: str, verdict: Verdict, centre: str, counted: str = "") -> str:
+    """A line as the command prints it: the name, the verdict's word, then in brackets
+    ``centre`` (the interval, where judged), ``counted`` and the reason."""
+    shown = centre if verdict.word != NOT_JUDGED else ""
+    return f"{name}: {verdict.word} ({shown}{counted}{verdict.reason})"
+
+
 def claim_line(result: ClaimResult) -> str:
     """One line per claim, as the command prints it."""
     interval = result.verdict.interval
-    centre = f"{centre_text(interval)}, 95 % interval {interval_text(interval)}, "
-    return (
-        f"{claim_name(result)}: {result.verdict.word} ("
-        + (centre if result.judged else "")
-        + f"order holds in {result.ordered} of {len(result.seeds)} seeds; {result.verdict.reason})"
+    return verdict_line(
+        claim_name(result),
+        result.verdict,
+        f"{centre_text(interval)}, 95 % interval {interval_text(interval)}, ",
+        f"order holds in {result.ordered} of {len(result.seeds)} seeds; ",
     )
 
 
