@@ -11,8 +11,10 @@ from flowerbed.experiments.driver import (
     ROWS,
     BudgetError,
     Point,
+    missing_runs,
     progress_line,
     read_rows,
+    run_order,
     run_study,
 )
 from flowerbed.experiments.provenance import (
@@ -23,6 +25,7 @@ from flowerbed.experiments.provenance import (
     provenance_line,
     provenance_lines,
     record_provenance,
+    recorded_runs,
 )
 
 
@@ -87,6 +90,27 @@ def test_every_point_and_seed_runs_once_and_the_tables_come_from_the_rows(tmp_pa
     run_study(Toy(), tmp_path, "smoke", say=said.append)  # nothing left to run
     assert said[-1] == "toy (smoke): 6 of 6 runs already done"
     assert len(read_rows(tmp_path)) == 6
+
+
+class OwnSeeds(Toy):
+    """Toy's grid with point b on its own seeds, 5 and 7, instead of the grid's 0, 1, 2."""
+
+    def grid(self, budget):
+        (a, b), seeds = super().grid(budget)
+        return [a, Point("b", b.settings, seeds=(5, 7))], seeds
+
+
+def test_a_point_with_its_own_seeds_runs_those_instead_of_the_grids(tmp_path):
+    said = []
+    run_study(OwnSeeds(), tmp_path, "smoke", say=said.append)
+    assert values(tmp_path) == EVERY_ROW[:3] + [("b", 5, 25), ("b", 7, 27)]
+    assert said[0] == "toy (smoke): 0 of 5 runs already done" and said[-1] == "5 of 5 runs done"
+    assert missing_runs(OwnSeeds(), tmp_path, "smoke") == set()
+    assert missing_runs(Toy(), tmp_path, "smoke") == {("b", 0), ("b", 1), ("b", 2)}
+    study = OwnSeeds()
+    study.alternate = True  # seed-major: every point's first seed, then every point's second...
+    order = [(point.name, seed) for point, seed in run_order(study, *study.grid("smoke"))]
+    assert order == [("a", 0), ("b", 5), ("a", 1), ("b", 7), ("a", 2)]
 
 
 def test_a_killed_study_resumes_to_the_tables_of_an_uninterrupted_one(tmp_path):
@@ -163,6 +187,8 @@ def test_each_invocation_that_measured_records_where_and_what_it_ran(tmp_path):
     lines = provenance_lines(tmp_path)
     assert lines[1].startswith(f"1 run on {records[1]['date']} {commit_text(records[1])}, on ")
     assert lines[1].endswith("by `third`.")
+    # 6 rows, 2 of them recorded: the killed invocation's 4 are in no record
+    assert recorded_runs(tmp_path) == 2 and len(read_rows(tmp_path)) == 7  # with the failed one
 
 
 def test_a_record_without_a_commit_names_the_installed_version():

@@ -1,5 +1,6 @@
 """The papers' headline numbers (``flowerbed.experiments.papers``): every cell is printed in its
-paper's table, on a line naming its method, and every claimed ordering holds in the cells.
+paper's table, on a line naming its method, and every claimed ordering holds in the cells; a
+result shown only in a figure (``FIGURES``) claims only what its paper's text says of it.
 
 The text check needs the papers' text files (``/work/shared/papers/``), which a clean checkout
 lacks: it is skipped without them. The checks of the data alone always run."""
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flowerbed.experiments.papers import PAPERS, PaperTable
+from flowerbed.experiments.papers import FIGURES, PAPERS, PaperTable
 
 PAPERS_DIR = Path("/work/shared/papers")
 
@@ -136,3 +137,44 @@ def test_holds_reads_the_metric_side():
     assert ctl.holds("Worst", "Local")
     with pytest.raises(KeyError):
         qkt.value("QKT", "no such setting")
+
+
+# Per figure (paper, title): its text section's two markers, and what the text says for each of
+# its claims, contrasts and comparable pairs, in that order.
+FIGURE_TEXT = {
+    ("ctl", "Simulation 2 (spread and dispersion)"): (
+        ("4.2.2. Results", "5. Discussion"),
+        (
+            "collaboration becomes crucial, and best significantly outperforms local",
+            "best showed limited improvement over local",
+            "the local strategy performs comparably to best",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("paper", sorted(FIGURES))
+def test_a_figures_claims_name_its_methods_and_settings(paper):
+    for figure in FIGURES[paper]:
+        assert figure.paper == paper and paper in PAPERS
+        assert figure.title and figure.source and figure.metric
+        pairs = [*figure.claims, *figure.comparable]
+        pairs += [(c.better, c.worse, s) for c in figure.contrasts for s in (c.larger, c.smaller)]
+        assert pairs
+        for better, worse, setting in pairs:
+            assert {better, worse} <= set(figure.methods) and better != worse
+            assert setting in figure.settings
+
+
+@pytest.mark.skipif(not PAPERS_DIR.exists(), reason="the papers' text files are not here")
+@pytest.mark.parametrize("paper", sorted(FIGURES))
+def test_a_figures_claims_are_what_its_text_says(paper):
+    name = BLOCKS[paper][0]
+    text = (PAPERS_DIR / name).read_text()
+    for figure in FIGURES[paper]:
+        (start, end), quotes = FIGURE_TEXT[(paper, figure.title)]
+        assert text.count(start) == 1 and text.count(end) == 1
+        section = text[text.index(start) : text.index(end)]
+        claimed = len(figure.claims) + len(figure.contrasts) + len(figure.comparable)
+        assert len(quotes) == claimed
+        assert all(quote in section for quote in quotes)

@@ -1,17 +1,25 @@
-"""``flowerbed reproduce``: the list, bad input, the dry run, CTL's smoke budget end to end, the
-report rewritten from the rows alone, a resumed run, and a failed run's exit status."""
+"""``flowerbed reproduce``: the list, bad input, the dry run, CTL's smoke budget end to end (both
+simulations), the report rewritten from the rows alone, a resumed run, a failed run's exit
+status, CTL's kept seeds against its discard rules, and the committed CTL rows still read as
+they are."""
 
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 
 from flowerbed import cli
-from flowerbed.experiments import ctl, reproduce
-from flowerbed.experiments.driver import ROWS, read_rows
-from flowerbed.experiments.papers import PAPERS
+from flowerbed.experiments import ctl, ctl_gaussian, reproduce
+from flowerbed.experiments.driver import ROWS, missing_runs, read_rows
+from flowerbed.experiments.papers import FIGURES, PAPERS
+from flowerbed.experiments.provenance import INVOCATIONS
 from flowerbed.experiments.reproduction_report import HTML, MARKDOWN
 
 SMOKE_SEEDS = ctl.KEPT_SEEDS[: ctl.BUDGETS["smoke"][0]]
+HIGH_SPREAD, LOW_SPREAD = ctl_gaussian.SETTINGS
+SIMULATION_2 = "## Simulation 2 (spread and dispersion)"
+CTL_CPU = Path(__file__).resolve().parent.parent / "reproductions" / "ctl-cpu"
 PAPER_LIST = ", ".join(reproduce.REPRODUCTIONS)
 
 
@@ -48,9 +56,15 @@ def test_dry_run_prints_the_grid_and_runs_nothing(tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["reproduce", "ctl", "--budget", "cpu", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "ctl-simulation-1 (cpu): 1 points x 100 seeds = 100 runs" in out
-    minutes = 100 * (ctl.SECONDS_FOR_NODES + ctl.SECONDS_PER_100_ROUNDS) / 60
-    assert f"estimated time: {minutes:.1f} min on one worker" in out
+    assert "ctl-simulations (cpu): 3 points, 300 runs" in out
+    assert (
+        "  point simulation-1-r100: {'simulation': 1, 'rounds': 100}\n    seeds: 1, 15, 19," in out
+    )
+    assert "  point simulation-2-r100-spread3-dispersion0.5: " in out
+    assert "\n    seeds: 13, 15, 17, 32," in out and "\n    seeds: 1, 2, 3, 4," in out
+    first = 100 * (ctl.SECONDS_FOR_NODES + ctl.SECONDS_PER_100_ROUNDS)
+    second = 2 * 100 * (ctl.SECONDS_2_FOR_NODES + ctl.SECONDS_2_PER_100_ROUNDS)
+    assert f"estimated time: {(first + second) / 60:.1f} min on one worker" in out
     assert list(tmp_path.iterdir()) == []
 
 
@@ -60,6 +74,62 @@ def test_kept_seeds_are_those_the_discard_rule_keeps():
     assert ctl.usable_nodes(ctl.simulation_config(first, 1))[0] is not None
     assert ctl.usable_nodes(ctl.simulation_config(first + 1, 1))[0] is None  # not listed
     assert first + 1 < second
+
+
+def kept(setting: tuple[float, float], seed: int) -> bool:
+    """Whether Simulation 2's discard rule keeps ``seed`` at ``setting``."""
+    config = ctl_gaussian.gaussian_config(seed, 1, *setting)
+    return ctl.usable_nodes(config, ctl_gaussian.TRAINING_ONLY)[0] is not None
+
+
+def test_simulation_2s_kept_seeds_are_those_its_discard_rule_keeps():
+    for setting, seeds in ctl_gaussian.KEPT_SEEDS.items():
+        assert len(seeds) == 100 and list(seeds) == sorted(set(seeds))
+        assert kept(setting, seeds[0]) and kept(setting, seeds[-1])
+    high = ctl_gaussian.KEPT_SEEDS[HIGH_SPREAD]
+    # a sample: every seed up to the second kept one, and the one before the last
+    assert [seed for seed in range(1, high[1] + 1) if kept(HIGH_SPREAD, seed)] == list(high[:2])
+    assert high[-2] < high[-1] - 1 and not kept(HIGH_SPREAD, high[-1] - 1)
+    assert ctl_gaussian.KEPT_SEEDS[LOW_SPREAD] == tuple(range(1, 101))  # none discarded
+
+
+def simulation_1_part(text: str) -> str:
+    """A CTL page up to Simulation 2's part (all of it where it has none)."""
+    return text[: text.index(SIMULATION_2)] if SIMULATION_2 in text else text + "\n"
+
+
+def test_the_committed_rows_are_read_as_they_are(tmp_path):
+    """Simulation 1's 100 committed rows keep their point and seeds: the cpu budget lacks no
+    run of Simulation 1, and its report shows Simulation 1 as the committed page does."""
+    missing = missing_runs(ctl.Simulations(), CTL_CPU, "cpu")
+    assert {point for point, _ in missing} <= {p.name for p in ctl_gaussian.points(100, 100)}
+    for name in (ROWS, INVOCATIONS):
+        if (CTL_CPU / name).is_file():
+            shutil.copy(CTL_CPU / name, tmp_path / name)
+    argv = ["reproduce", "ctl", "--budget", "cpu", "--out", str(tmp_path), "--report-only"]
+    assert cli.main(argv) == (1 if missing else 0)
+    text = (tmp_path / MARKDOWN).read_text()
+    assert SIMULATION_2 in text
+    assert simulation_1_part(text) == simulation_1_part((CTL_CPU / MARKDOWN).read_text())
+
+
+def test_cells_of_simulation_2s_rows_are_percent_per_setting():
+    point = ctl_gaussian.points(3, 20)[1].name  # spread 0.5, dispersion 3
+    rows = [
+        {"point": point, "seed": 2, "discarded": "node 1 lacks a class in its training data"},
+        {"point": point, "seed": 4, "final all tasks Best": 0.9, "final all tasks All": 0.875}
+        | {"final all tasks Local": 0.5},
+    ]
+    cells = {(c.method, c.setting, c.seed): c.value for c in ctl_gaussian.cells(rows)}
+    setting = "spread 0.5, dispersion 3"
+    assert cells == {
+        ("Best", setting, 4): 90.0,
+        ("All", setting, 4): 87.5,
+        ("Local", setting, 4): 50.0,
+    }
+    assert ctl_gaussian.measures(rows[0]) and not ctl_gaussian.measures(
+        {"point": "simulation-1-r20"}
+    )
 
 
 def test_cells_of_ctl_rows():
@@ -92,7 +162,34 @@ def test_smoke_budget_end_to_end(smoke):
     for better, worse, _ in PAPERS["ctl"].claims:
         assert f"| {better} ahead of {worse} | {len(SMOKE_SEEDS)} |" in text
     assert (folder / HTML).read_text().startswith("<!DOCTYPE html>")
-    assert sorted(row["seed"] for row in read_rows(folder)) == sorted(SMOKE_SEEDS)
+    seeds = {}
+    for row in read_rows(folder):
+        seeds.setdefault(row["point"], []).append(row["seed"])
+    high, low = (point.name for point in ctl_gaussian.points(3, 20))
+    assert seeds == {
+        "simulation-1-r20": list(SMOKE_SEEDS),
+        high: list(ctl_gaussian.KEPT_SEEDS[HIGH_SPREAD][:3]),
+        low: [1, 2, 3],
+    }
+
+
+def test_smoke_budget_reports_simulation_2_after_simulation_1(smoke):
+    folder, _ = smoke
+    text = (folder / MARKDOWN).read_text()
+    assert text.index("## Regime") < text.index(f"{SIMULATION_2}: the paper's figure and ours")
+    for setting in ("spread 3, dispersion 0.5", "spread 0.5, dispersion 3"):
+        for method in ("Best", "All", "Local"):
+            assert f"| {method} | {setting} | no number: figure only | " in text
+    assert "| Best ahead of Local (spread 3, dispersion 0.5) | 3 | mean " in text
+    contrast = (
+        "| (Best - Local) larger at spread 3, dispersion 0.5 than at spread 0.5, dispersion 3 |"
+    )
+    assert (
+        contrast + " " in text and "| Best and Local (spread 0.5, dispersion 3) | 3 | mean " in text
+    )
+    assert "| simulations | not stated for Simulation 2" in text
+    simulations = (folder / "simulations.md").read_text()
+    assert "| spread 3, dispersion 0.5 | 3 (0) | " in simulations
 
 
 def test_report_only_rewrites_the_same_bytes(smoke):
@@ -129,13 +226,13 @@ def test_a_killed_run_resumes_to_the_same_result(smoke, tmp_path):
 
 
 def test_a_failed_run_gives_exit_1(tmp_path, monkeypatch, capsys):
-    def broken(config):
+    def broken(config, *splits):
         raise RuntimeError("no data")
 
     monkeypatch.setattr(ctl, "usable_nodes", broken)
     argv = ["reproduce", "ctl", "--budget", "smoke", "--out", str(tmp_path)]
     assert cli.main(argv) == 1
-    assert "3 of 3 runs have no result" in capsys.readouterr().err
+    assert "9 of 9 runs have no result" in capsys.readouterr().err
     assert all(row["failed"] == "RuntimeError: no data" for row in read_rows(tmp_path))
     assert (tmp_path / MARKDOWN).is_file()
 
@@ -153,3 +250,8 @@ def test_a_dry_run_without_a_timed_estimate_says_so_instead_of_a_number(capsys):
 
 def test_every_paper_with_a_headline_table_has_a_reproduction():
     assert sorted(reproduce.REPRODUCTIONS) == sorted(PAPERS)
+
+
+def test_every_figure_of_a_paper_is_reproduced_by_its_papers_reproduction():
+    for paper, reproduction in reproduce.REPRODUCTIONS.items():
+        assert tuple(part.figure for part in reproduction.figures) == FIGURES.get(paper, ())

@@ -183,3 +183,15 @@ def test_summary_never_shows_a_number_for_infinity():
     assert summary([math.inf, math.inf]) == "∞ in 2 of 2 seeds"
     assert summary([5.0]) == "5.00 (1 seed)"
     assert summary([]) == "not measured"
+
+
+def test_runs_in_no_invocations_record_are_counted_beside_the_invocations():
+    provenance = ["1 run on 2026-01-01 at commit abc, on a machine, by `x`."]
+    text = reproduction_tables(TABLE, CELLS, REGIME, "smoke", 1.0, provenance, 2)[MARKDOWN]
+    assert (
+        "Measured: 1 run on 2026-01-01 at commit abc, on a machine, by `x`. 2 of the folder's"
+        " runs are in no invocation's record (measured before measured.jsonl existed, or by an"
+        " invocation killed before its end): where is not recorded." in text
+    )
+    without = reproduction_tables(TABLE, CELLS, REGIME, "smoke", 1.0, [], 2)[MARKDOWN]
+    assert "Where it was measured was not recorded (rows measured before" in without

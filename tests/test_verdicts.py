@@ -1,7 +1,8 @@
 """flowerbed.experiments.verdicts on hand-made per-seed differences: each rule of ``verdict``
 (reproduced, reversed, within noise for an interval holding 0 and for differences that do not
 vary, not judged under 2 seeds), the side flipped for a metric to minimise, the interval's
-bounds against a typed-in t quantile, and ``chance_crossings``."""
+bounds against a typed-in t quantile, ``contrast_verdict`` (a lead larger in one setting than in
+another) worked out by hand, and ``chance_crossings``."""
 
 import dataclasses
 import math
@@ -17,10 +18,12 @@ from flowerbed.experiments.verdicts import (
     REPRODUCED,
     REVERSED,
     SIGN_BEYOND_NOISE,
+    TOO_FEW_IN_A_SETTING,
     TOO_FEW_SEEDS,
     WITHIN_NOISE,
     Claim,
     chance_crossings,
+    contrast_verdict,
     sign_verdict,
     verdict,
 )
@@ -140,3 +143,55 @@ def test_the_sign_test_judges_infinite_differences_and_needs_six_seeds():
     assert ties.word == WITHIN_NOISE and math.isnan(ties.interval.p)
     assert sign_verdict([-math.inf]).word == NOT_JUDGED
     assert sign_verdict([]).reason == TOO_FEW_SEEDS
+
+
+# A contrast: per-seed differences (better - worse) in two settings, unpaired. Each sample of 3
+# with the same variance gives Welch-Satterthwaite degrees of freedom (2v/3)^2 / (2 (v/3)^2 / 2)
+# = 4 exactly; t(0.975, 4) = 2.776445 (from a table).
+T_975_4 = 2.776445
+LARGE_LEAD = [5.0, 6.0, 7.0]  # mean 6, variance 1
+SMALL_LEAD = [1.0, 2.0, 3.0]  # mean 2, variance 1
+
+
+def test_a_lead_clearly_larger_in_the_first_setting_is_reproduced():
+    # 6 - 2 = 4, standard error sqrt(1/3 + 1/3) = 0.816497, half 2.776445 x 0.816497 = 2.266966
+    result = contrast_verdict(LARGE_LEAD, SMALL_LEAD)
+    assert result.word == REPRODUCED and result.reason == BEYOND_NOISE
+    assert result.interval.test == "Welch t" and result.interval.n == 6
+    half = T_975_4 * math.sqrt(2 / 3)
+    assert half == pytest.approx(2.266966, abs=1e-5)
+    assert result.interval.mean == pytest.approx(4.0)
+    assert result.interval.low == pytest.approx(4 - half, abs=1e-5)  # 1.733034
+    assert result.interval.high == pytest.approx(4 + half, abs=1e-5)  # 6.266966
+
+
+def test_a_lead_clearly_smaller_in_the_first_setting_is_reversed():
+    result = contrast_verdict(SMALL_LEAD, LARGE_LEAD)
+    assert result.word == REVERSED and result.reason == BEYOND_NOISE
+    assert result.interval.high == pytest.approx(-4 + T_975_4 * math.sqrt(2 / 3), abs=1e-5)
+
+
+def test_a_contrast_whose_interval_holds_zero_is_within_noise():
+    # [0, 3, 6] and [-1, 2, 5]: means 3 and 2, variances 9 and 9, standard error sqrt(3 + 3)
+    # = 2.449490, half 2.776445 x 2.449490 = 6.800874: [-5.800874, 7.800874]
+    result = contrast_verdict([0.0, 3.0, 6.0], [-1.0, 2.0, 5.0])
+    assert result.word == WITHIN_NOISE and result.reason == INCLUDES_ZERO
+    assert T_975_4 * math.sqrt(6) == pytest.approx(6.800874, abs=1e-5)
+    assert result.interval.low == pytest.approx(1 - 6.800874, abs=1e-5)
+    assert result.interval.high == pytest.approx(1 + 6.800874, abs=1e-5)
+
+
+def test_a_contrast_for_a_metric_to_minimise_claims_the_negative_side():
+    # lower is better: a larger lead is a more negative better - worse
+    leads = ([-x for x in LARGE_LEAD], [-x for x in SMALL_LEAD])
+    assert contrast_verdict(*leads, higher_is_better=False).word == REPRODUCED
+    assert contrast_verdict(LARGE_LEAD, SMALL_LEAD, higher_is_better=False).word == REVERSED
+
+
+def test_a_contrast_without_spread_or_seeds_is_not_called_beyond_noise():
+    flat = contrast_verdict([2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
+    assert flat.word == WITHIN_NOISE and flat.reason == NO_SPREAD
+    assert flat.interval.low == flat.interval.high == 1.0
+    alone = contrast_verdict([5.0], SMALL_LEAD)
+    assert alone.word == NOT_JUDGED and alone.reason == TOO_FEW_IN_A_SETTING
+    assert alone.interval.n == 4 and math.isnan(alone.interval.low)

@@ -1,6 +1,8 @@
-"""CTL's reproduction: Simulation 1 of "Distributed Collaborative Learning with Representative
-Knowledge Sharing" (Casey et al., Mathematics 2025; ``papers.PAPERS["ctl"]``), the first
-iteration at which the mean accuracy on non-local tasks exceeds 0.85, per guest strategy.
+"""CTL's reproduction: "Distributed Collaborative Learning with Representative Knowledge
+Sharing" (Casey et al., Mathematics 2025), Simulation 1 (``papers.PAPERS["ctl"]``: the first
+iteration at which the mean accuracy on non-local tasks exceeds 0.85, per guest strategy) and
+Simulation 2 (``papers.CTL_FIGURE_4``, with ``ctl_gaussian``: Best against Local at two settings
+of spread and dispersion).
 
 Each simulation is the paper's Simulation 1 as ``benchmarks/ctl.py`` runs it with the NumPy
 reference simulator (``methods.ctl.reference``): breast cancer in 300 shifted copies
@@ -19,9 +21,12 @@ accuracy after the last round.
 
 The seeds: ``KEPT_SEEDS``, the first 100 seeds from 1 up that the discard rule keeps (found
 once with the rule itself; ``run`` still applies it), so that the grid is known before
-anything runs. Budgets: ``smoke`` (3 simulations, 20 rounds), ``cpu`` (the paper's 100
-simulations and 100 rounds: about 14 s a simulation here, 25 min on one core) and ``paper``
-(the same as ``cpu``: it already is the paper's regime).
+anything runs. Simulation 2's two points run on their own seeds (``ctl_gaussian.KEPT_SEEDS``,
+found alike), with the rules Best, All and Local on the same nodes. Budgets, the same number
+of simulations for Simulation 1 and for each setting of Simulation 2: ``smoke`` (3
+simulations, 20 rounds), ``cpu`` (100 simulations and 100 rounds: about 14 s a simulation of
+Simulation 1 here and 1.2 s one of Simulation 2, 27 min on one core) and ``paper`` (the same as
+``cpu``: it already is the paper's regime).
 """
 
 from __future__ import annotations
@@ -36,8 +41,11 @@ from ..catalog import parse_run_config
 from ..inprocess import resolve_run_config
 from ..methods.ctl.reference import NodeData, nodes_for, params_for, simulate
 from ..settings import RunConfig
+from . import ctl_gaussian
+from .ctl_gaussian import final_key
 from .driver import BudgetError, Point, Value
-from .reproduction import Cell, RegimeDifference, Reproduction
+from .papers import CTL_FIGURE_4
+from .reproduction import Cell, FigureReproduction, RegimeDifference, Reproduction
 
 NUM_NODES = 10
 TARGET = 0.85
@@ -55,6 +63,10 @@ BUDGETS = {"smoke": (3, 20), "cpu": (100, 100), "paper": (100, 100)}
 # seconds a simulation of the five rules takes here per 100 rounds, and to build its nodes
 # (measured on the 2-core development machine, one worker)
 SECONDS_PER_100_ROUNDS, SECONDS_FOR_NODES = 12.5, 1.0
+# the same for a simulation of Simulation 2's three rules: its processor time, 0.9 to 1.3 s for
+# 100 rounds in 12 simulations (seeds 13, 15, 17 and 1, 2, 3, twice), since the machine was
+# shared: their wall-clock times were 2.6 to 3.9 s at load 7 to 8, and up to 20 s at load 11
+SECONDS_2_PER_100_ROUNDS, SECONDS_2_FOR_NODES = 1.1, 0.1
 # the first 100 seeds from 1 up that the discard rule keeps (``usable_nodes``), in order: seeds
 # 1 to 495, of which 395 are discarded
 # fmt: off
@@ -86,14 +98,17 @@ def simulation_config(seed: int, rounds: int) -> RunConfig:
     )
 
 
-def usable_nodes(config: RunConfig) -> tuple[list[NodeData] | None, str]:
+def usable_nodes(
+    config: RunConfig, splits: tuple[str, ...] = ("training", "test")
+) -> tuple[list[NodeData] | None, str]:
     """The simulation's nodes, or None and why it is discarded (the authors' rule: a k-means
-    cluster is empty, or a node lacks a class in its training or test data)."""
+    cluster is empty, or a node lacks a class in one of ``splits`` of its data: training or
+    test in Simulation 1, training in Simulation 2)."""
     try:
         nodes = nodes_for(config, NUM_NODES)
     except ValueError as error:  # an empty cluster
         return None, str(error)
-    reason = lacking_class(nodes)
+    reason = lacking_class(nodes, splits)
     return (None, reason) if reason else (nodes, "")
 
 
@@ -119,25 +134,62 @@ def non_local_curve(accuracy: np.ndarray) -> np.ndarray:
     return accuracy[:, :, 1:].mean(axis=(1, 2))
 
 
-class Simulation1:
-    """The study (``driver.Study``): one point, one run per kept seed (module docstring)."""
+def simulation_2_seconds(rounds: int) -> float:
+    """Seconds a simulation of Simulation 2 takes on one core here (``SECONDS_2_*``)."""
+    return SECONDS_2_FOR_NODES + SECONDS_2_PER_100_ROUNDS * rounds / 100
 
-    name = "ctl-simulation-1"
+
+def all_tasks_final(accuracy: np.ndarray) -> float:
+    """The mean accuracy over nodes and all their tasks after the last round (``simulate``'s
+    accuracy is (rounds + 1, nodes, 1 + tasks))."""
+    return float(accuracy[-1].mean())
+
+
+def simulation_2(settings: dict, seed: int) -> dict[str, Value]:
+    """One simulation of Simulation 2 (``ctl_gaussian``): each rule's final accuracy on all
+    tasks, or ``discarded`` where a node lacks a class in its training data."""
+    spread, dispersion = settings["spread"], settings["dispersion"]
+    config = ctl_gaussian.gaussian_config(seed, settings["rounds"], spread, dispersion)
+    nodes, reason = usable_nodes(config, ctl_gaussian.TRAINING_ONLY)
+    if nodes is None:
+        return {"discarded": reason}
+    return {
+        final_key(label): all_tasks_final(
+            simulate(nodes, replace(params_for(config), guests=guests))["accuracy"]
+        )
+        for label, guests in ctl_gaussian.RULES
+    }
+
+
+def final_text(finals: list[float]) -> str:
+    """Final accuracies over simulations: mean ± std ("–" for none)."""
+    spread = f" ± {statistics.stdev(finals):.4f}" if len(finals) > 1 else ""
+    return f"{statistics.mean(finals):.4f}{spread}" if finals else "–"
+
+
+class Simulations:
+    """The study (``driver.Study``): Simulation 1's point, one run per kept seed, and
+    Simulation 2's two points on their own seeds (module docstring)."""
+
+    name = "ctl-simulations"
 
     def grid(self, budget: str) -> tuple[list[Point], list[int]]:
         if budget not in BUDGETS:
             raise BudgetError(f"CTL has no budget {budget!r}; one of: {', '.join(BUDGETS)}")
         simulations, rounds = BUDGETS[budget]
-        return [Point(f"simulation-1-r{rounds}", {"rounds": rounds})], list(
-            KEPT_SEEDS[:simulations]
-        )
+        first = Point(f"simulation-1-r{rounds}", {"simulation": 1, "rounds": rounds})
+        points = [first, *ctl_gaussian.points(simulations, rounds)]
+        return points, list(KEPT_SEEDS[:simulations])
 
     def estimate(self, budget: str) -> float:
         """Seconds the budget's runs take on one worker here (``SECONDS_*``)."""
         simulations, rounds = BUDGETS[budget]
-        return simulations * (SECONDS_FOR_NODES + SECONDS_PER_100_ROUNDS * rounds / 100)
+        first = simulations * (SECONDS_FOR_NODES + SECONDS_PER_100_ROUNDS * rounds / 100)
+        return first + len(ctl_gaussian.SETTINGS) * simulations * simulation_2_seconds(rounds)
 
     def run(self, point: Point, seed: int) -> dict[str, Value]:
+        if point.settings["simulation"] == 2:
+            return simulation_2(point.settings, seed)
         config = simulation_config(seed, point.settings["rounds"])
         nodes, reason = usable_nodes(config)
         if nodes is None:
@@ -153,23 +205,50 @@ class Simulation1:
         return values
 
     def report(self, rows: list[dict[str, Value]]) -> dict[str, str]:
-        """``simulations.md``: per rule, the simulations kept, how many exceed the target
-        within the rounds, and the final non-local accuracy (mean ± std)."""
-        kept = [row for row in rows if "discarded" not in row]
-        lines = [
-            f"{len(kept)} simulations kept, {len(rows) - len(kept)} discarded"
-            + " (a node lacked a class in its training or test data).",
-            "",
-            f"| guests | simulations exceeding {TARGET} | final non-local accuracy |",
-            "|---|---|---|",
-        ]
-        for label, _ in RULES:
-            reached = sum(row[f"first {label}"] != NEVER for row in kept)
-            finals = [float(row[f"final {label}"]) for row in kept]
-            spread = f" ± {statistics.stdev(finals):.4f}" if len(finals) > 1 else ""
-            final = f"{statistics.mean(finals):.4f}{spread}" if finals else "–"
-            lines.append(f"| {label} | {reached} of {len(kept)} | {final} |")
+        """``simulations.md``: Simulation 1's table (``simulation_1_lines``), then Simulation
+        2's (``simulation_2_lines``)."""
+        first = [row for row in rows if not ctl_gaussian.measures(row)]
+        second = [row for row in rows if ctl_gaussian.measures(row)]
+        lines = simulation_1_lines(first) + [""] + simulation_2_lines(second)
         return {"simulations.md": "\n".join(lines) + "\n"}
+
+
+def simulation_1_lines(rows: list[dict[str, Value]]) -> list[str]:
+    """Simulation 1, per rule: the simulations kept, how many exceed the target within the
+    rounds, and the final non-local accuracy (mean ± std)."""
+    kept = [row for row in rows if "discarded" not in row]
+    lines = [
+        f"{len(kept)} simulations kept, {len(rows) - len(kept)} discarded"
+        + " (a node lacked a class in its training or test data).",
+        "",
+        f"| guests | simulations exceeding {TARGET} | final non-local accuracy |",
+        "|---|---|---|",
+    ]
+    for label, _ in RULES:
+        reached = sum(row[f"first {label}"] != NEVER for row in kept)
+        finals = [float(row[f"final {label}"]) for row in kept]
+        lines.append(f"| {label} | {reached} of {len(kept)} | {final_text(finals)} |")
+    return lines
+
+
+def simulation_2_lines(rows: list[dict[str, Value]]) -> list[str]:
+    """Simulation 2, per setting: the simulations kept and discarded, and each rule's final
+    accuracy on all tasks (mean ± std)."""
+    labels = [label for label, _ in ctl_gaussian.RULES]
+    lines = [
+        "Simulation 2: final accuracy on all tasks (mean ± std over the simulations kept; a"
+        + " simulation is discarded where a node lacked a class in its training data).",
+        "",
+        f"| setting | simulations kept (discarded) | {' | '.join(labels)} |",
+        "|---|---|" + "---|" * len(labels),
+    ]
+    for setting in ctl_gaussian.SETTINGS:
+        name = ctl_gaussian.setting_name(*setting)
+        mine = [row for row in rows if ctl_gaussian.row_setting(row) == name]
+        kept = [row for row in mine if "discarded" not in row]
+        finals = [final_text([float(row[final_key(label)]) for row in kept]) for label in labels]
+        lines.append(f"| {name} | {len(kept)} ({len(mine) - len(kept)}) | {' | '.join(finals)} |")
+    return lines
 
 
 def cells(rows: list[dict[str, Value]]) -> list[Cell]:
@@ -241,4 +320,13 @@ def regime(budget: str) -> list[RegimeDifference]:
     return differences
 
 
-REPRODUCTION = Reproduction("ctl", Simulation1(), cells, regime)
+def simulation_2_regime(budget: str) -> list[RegimeDifference]:
+    """How ``budget`` differs from the paper's Simulation 2 (``ctl_gaussian.regime``)."""
+    simulations, rounds = BUDGETS[budget]
+    return ctl_gaussian.regime(budget, simulations, rounds, simulation_2_seconds(100))
+
+
+SIMULATION_2 = FigureReproduction(
+    CTL_FIGURE_4, ctl_gaussian.measures, ctl_gaussian.cells, simulation_2_regime
+)
+REPRODUCTION = Reproduction("ctl", Simulations(), cells, regime, (SIMULATION_2,))

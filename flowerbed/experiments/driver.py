@@ -3,7 +3,9 @@
 A study declares what it measures and nothing about how it is run:
 
 * ``grid(budget)``: the ``Point``s and the seeds of a budget (``smoke``, ``cpu``, ``paper``, or
-  any name the study knows; ``BudgetError`` for one it does not);
+  any name the study knows; ``BudgetError`` for one it does not); a point may name its own
+  seeds (``Point.seeds``), which replace the budget's for it: the points of CTL's
+  reproduction keep different seeds, each simulation by its own discard rule;
 * ``run(point, seed)``: one measurement, a dict of values (numbers or strings), computed from
   the point's settings and the seed alone;
 * ``report(rows)``: the tables, ``{file name: markdown}``, made from the rows alone; or, for
@@ -74,10 +76,22 @@ def budget_of(budgets: Mapping[str, T], name: str) -> T:
 
 @dataclass(frozen=True)
 class Point:
-    """One point of a study's grid: a name unique in the study and the settings it runs with."""
+    """One point of a study's grid: a name unique in the study, the settings it runs with, and
+    its own seeds where they are not the grid's (empty: the grid's)."""
 
     name: str
     settings: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    seeds: tuple[int, ...] = field(default=(), hash=False, compare=False)
+
+
+def point_seeds(point: Point, seeds: list[int]) -> list[int]:
+    """The seeds ``point`` runs with: its own where it names them, else the grid's ``seeds``."""
+    return list(point.seeds) if point.seeds else list(seeds)
+
+
+def grid_runs(points: list[Point], seeds: list[int]) -> list[tuple[Point, int]]:
+    """Every (point, seed) of a grid, point-major, each point with its seeds (``point_seeds``)."""
+    return [(point, seed) for point in points for seed in point_seeds(point, seeds)]
 
 
 class Study(Protocol):
@@ -154,15 +168,17 @@ def measured_rows(folder: Path) -> list[dict[str, Value]]:
 def missing_runs(study: Study, folder: Path, budget: str) -> set[tuple[str, int]]:
     """The (point, seed) pairs of ``budget``'s grid without a row that did not fail."""
     points, seeds = study.grid(budget)
-    return {(p.name, s) for p in points for s in seeds} - measured(read_rows(folder))
+    return {(p.name, s) for p, s in grid_runs(points, seeds)} - measured(read_rows(folder))
 
 
 def run_order(study: Study, points: list[Point], seeds: list[int]) -> list[tuple[Point, int]]:
     """Every (point, seed) in the order they run: point-major, or seed-major for a study that
-    alternates its points (module docstring)."""
-    if alternates(study):
-        return [(point, seed) for seed in seeds for point in points]
-    return [(point, seed) for point in points for seed in seeds]
+    alternates its points (module docstring; with points' own seeds: every point's first
+    seed, then every point's second...)."""
+    runs = grid_runs(points, seeds)
+    if alternates(study):  # a stable sort: the points keep their order within a position
+        runs.sort(key=lambda run: point_seeds(run[0], seeds).index(run[1]))
+    return runs
 
 
 def one_run(study: Study, point: Point, seed: int) -> dict[str, Value]:
@@ -237,7 +253,7 @@ def run_study(
         started_at = study_record(folder, command)  # the code that runs is this moment's
         done = measured(read_rows(folder))
         todo = [(p, s) for p, s in run_order(study, points, seeds) if (p.name, s) not in done]
-        total = len(points) * len(seeds)
+        total = len(grid_runs(points, seeds))
         say(f"{study.name} ({budget}): {total - len(todo)} of {total} runs already done")
         seconds: list[float] = []
         finished = total - len(todo)

@@ -14,6 +14,11 @@ files (where they exist) and each claim against the rows.
 
 One cell is not a printed number: CTL's Local strategy never reaches the 0.85 the table counts
 iterations to ("failed to reach 0.85 even after 100 iterations"), so its value is ``math.inf``.
+
+A result a paper shows only in a figure, with no number printed, is a ``PaperFigure``
+(``FIGURES``, keyed by paper as ``PAPERS``): the methods and settings it plots and what its
+text claims of them, orderings within a setting, contrasts across two settings (``Contrast``)
+and methods it calls comparable. CTL's Simulation 2 (Fig. 4) is one.
 """
 
 import math
@@ -221,6 +226,67 @@ CTL = PaperTable(
         ("Worst", "Local", ""),
     ),
 )
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """A claim across two settings: ``better``'s lead over ``worse`` (better - worse, on the
+    metric's better side) is larger in the setting ``larger`` than in the setting
+    ``smaller``."""
+
+    better: str
+    worse: str
+    larger: str
+    smaller: str
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    """A result a paper shows only in a figure, without a printed number: its name in the
+    report (``title``), where the paper shows and describes it, the metric we measure it by
+    and its better side, the methods and settings plotted; the orderings its text claims
+    within a setting (better, worse, setting, as ``PaperTable.claims``); its ``Contrast``s
+    across settings; and the pairs it calls comparable (method, method, setting): shown with
+    their interval, never judged, since "comparable" is no ordering."""
+
+    paper: str
+    title: str
+    source: str
+    metric: str
+    higher_is_better: bool
+    methods: tuple[str, ...]
+    settings: tuple[str, ...]
+    claims: tuple[tuple[str, str, str], ...]
+    contrasts: tuple[Contrast, ...]
+    comparable: tuple[tuple[str, str, str], ...]
+
+
+# CTL's Simulation 2 (Sec. 4.2): Gaussian nodes at high spread and low dispersion, and at low
+# spread and high dispersion; the values are the authors' code's (the paper says "high" and
+# "low"). Fig. 4 plots accuracy curves of All, Best and Local in each; Sec. 4.2.2 reads it.
+_HIGH_SPREAD, _LOW_SPREAD = "spread 3, dispersion 0.5", "spread 0.5, dispersion 3"
+CTL_FIGURE_4 = PaperFigure(
+    paper="ctl",
+    title="Simulation 2 (spread and dispersion)",
+    source="Sec. 4.2.2 (Results) on Fig. 4, Mathematics 2025, 13(6), 1004; the settings' values"
+    " are the authors' code's (the paper: high spread and low dispersion, low spread and high"
+    " dispersion)",
+    metric="accuracy (%) on all tasks (each node's own and its 2 other tasks, mean over nodes)"
+    " after the last iteration",
+    higher_is_better=True,
+    methods=("Best", "All", "Local"),
+    settings=(_HIGH_SPREAD, _LOW_SPREAD),
+    # "when nodes are far apart (high spread) but have limited local variability (low
+    # dispersion), collaboration becomes crucial, and best significantly outperforms local"
+    claims=(("Best", "Local", _HIGH_SPREAD),),
+    # the two panels' contrast (SEEDS.md ordering (d)): "best showed limited improvement over
+    # local" at low spread, "significant improvement" at high spread
+    contrasts=(Contrast("Best", "Local", _HIGH_SPREAD, _LOW_SPREAD),),
+    # "the local strategy performs comparably to best" at low spread
+    comparable=(("Best", "Local", _LOW_SPREAD),),
+)
+
+FIGURES: dict[str, tuple[PaperFigure, ...]] = {"ctl": (CTL_FIGURE_4,)}
 
 PAPERS: dict[str, PaperTable] = {
     table.paper: table for table in (QKT, FEDSA, FLKD, QFEDFISHER, CTL)

@@ -7,7 +7,9 @@ the date of the measurement, written beside the results and read back as one sen
   ``measured.jsonl`` per invocation of a study that measured something (``driver.run_study``,
   which takes the record when it starts): a resumable study is measured over several
   invocations, perhaps at several commits, and each says what it ran;
-* ``provenance_line`` and ``provenance_lines`` read them back for a table or a report;
+* ``provenance_line`` and ``provenance_lines`` read them back for a table or a report,
+  ``recorded_runs`` how many runs the invocations measured (a report says how many of its rows
+  none records);
   ``measurement_lines`` reads both, for a benchmark measured by a script before it became a
   study and by the study driver since.
 
@@ -118,24 +120,36 @@ def provenance_line(folder: Path, file: str = PROVENANCE) -> str:
     )
 
 
-def provenance_lines(folder: Path) -> list[str]:
-    """One sentence per invocation in ``measured.jsonl`` (none when there is no file; a line a
-    kill cut short is left out)."""
+def invocations(folder: Path) -> list[dict]:
+    """The records of ``measured.jsonl``, one per invocation (none when there is no file; a
+    line a kill cut short is left out)."""
     path = Path(folder) / INVOCATIONS
     if not path.is_file():
         return []
-    lines = []
+    records = []
     for text in path.read_text().splitlines():
         try:
-            record = json.loads(text)
+            records.append(json.loads(text))
         except json.JSONDecodeError:
             continue
+    return records
+
+
+def provenance_lines(folder: Path) -> list[str]:
+    """One sentence per invocation in ``measured.jsonl`` (``invocations``)."""
+    lines = []
+    for record in invocations(folder):
         runs = f"{record['runs']} run" + ("s" if record["runs"] != 1 else "")
         lines.append(
             f"{runs} on {record['date']} {commit_text(record)}, on {record['machine']}, by"
             f" `{record['command']}`."
         )
     return lines
+
+
+def recorded_runs(folder: Path) -> int:
+    """How many runs the invocations in ``measured.jsonl`` measured, all together."""
+    return sum(int(record["runs"]) for record in invocations(folder))
 
 
 def measurement_lines(folder: Path) -> list[str]:

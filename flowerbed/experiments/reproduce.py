@@ -30,9 +30,18 @@ from ..ray_cluster import task_address
 from ..runtime.needs import GIB, estimate
 from ..settings import ConfigError
 from . import ctl, fedsa, flkd, qfedfisher, qkt
-from .driver import ROWS, BudgetError, measured, read_rows, run_study
+from .driver import (
+    ROWS,
+    BudgetError,
+    grid_runs,
+    missing_runs,
+    point_seeds,
+    read_rows,
+    run_study,
+)
+from .figure_report import figure_blocks, figure_lines
 from .papers import PAPERS
-from .provenance import provenance_lines
+from .provenance import provenance_lines, recorded_runs
 from .ray_runs import RayPlacement
 from .reproduction import Reproduction
 from .reproduction_report import claim_line, judge_claims, reproduction_tables
@@ -103,12 +112,16 @@ def plan_lines(reproduction: Reproduction, budget: str, workers: int = 1) -> lis
     """The grid of ``budget`` (points x seeds), the study's estimate of its time, if any, and
     of one run's memory."""
     points, seeds = reproduction.study.grid(budget)
-    runs = len(points) * len(seeds)
-    lines = [
-        f"{reproduction.study.name} ({budget}): {len(points)} points x {len(seeds)} seeds = {runs} runs"
-    ]
-    lines += [f"  point {point.name}: {point.settings}" for point in points]
-    lines.append(f"  seeds: {', '.join(map(str, seeds))}")
+    runs = len(grid_runs(points, seeds))
+    own = any(point.seeds for point in points)  # each point its own seeds
+    shape = f"{len(points)} points" + ("," if own else f" x {len(seeds)} seeds =")
+    lines = [f"{reproduction.study.name} ({budget}): {shape} {runs} runs"]
+    for point in points:
+        lines.append(f"  point {point.name}: {point.settings}")
+        if own:
+            lines.append(f"    seeds: {', '.join(map(str, point_seeds(point, seeds)))}")
+    if not own:
+        lines.append(f"  seeds: {', '.join(map(str, seeds))}")
     estimate = getattr(reproduction.study, "estimate", None)
     seconds = estimate(budget) if estimate is not None else math.nan
     if math.isfinite(seconds):
@@ -119,17 +132,39 @@ def plan_lines(reproduction: Reproduction, budget: str, workers: int = 1) -> lis
     return lines
 
 
+def seconds_of(rows: list[dict]) -> float:
+    """The sum of the rows' own times."""
+    return sum(float(row.get("seconds", 0.0)) for row in rows)
+
+
 def write_reproduction(reproduction: Reproduction, folder: Path, budget: str) -> list[str]:
-    """``reproduction.md`` and ``report.html`` from the rows in ``folder``; the verdict lines."""
+    """``reproduction.md`` and ``report.html`` from the rows in ``folder``: the headline
+    table's part, then each figure's (``figure_report``); the verdict lines."""
     rows = [row for row in read_rows(folder) if "failed" not in row]
-    cells = reproduction.cells(rows)
-    seconds = sum(float(row.get("seconds", 0.0)) for row in rows)
+    own, of_figures = reproduction.rows_of(rows)
+    cells = reproduction.cells(own)
     table = PAPERS[reproduction.paper]
-    regime = reproduction.regime(budget)
-    files = reproduction_tables(table, cells, regime, budget, seconds, provenance_lines(folder))
+    lines = [claim_line(result) for result in judge_claims(table, cells)]
+    more = []
+    for part, picked in zip(reproduction.figures, of_figures, strict=True):
+        figure_cells = part.cells(picked)
+        more += figure_blocks(
+            part.figure, figure_cells, part.regime(budget), budget, seconds_of(picked)
+        )
+        lines += figure_lines(part.figure, figure_cells)
+    files = reproduction_tables(
+        table,
+        cells,
+        reproduction.regime(budget),
+        budget,
+        seconds_of(own),
+        provenance_lines(folder),
+        max(0, len(rows) - recorded_runs(folder)),
+        more,
+    )
     for name, text in files.items():
         atomic_write(folder / name, lambda f, t=text: f.write(t))
-    return [claim_line(result) for result in judge_claims(table, cells)]
+    return lines
 
 
 def reproduce(args: argparse.Namespace) -> int:
@@ -167,10 +202,11 @@ def reproduce(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     print(f"written: {folder / 'reproduction.md'} and {folder / 'report.html'}")
     points, seeds = study.grid(args.budget)
-    missing = {(p.name, s) for p in points for s in seeds} - measured(read_rows(folder))
+    missing = missing_runs(study, folder, args.budget)
     if missing:
         print(
-            f"{len(missing)} of {len(points) * len(seeds)} runs have no result (failed or not run);"
+            f"{len(missing)} of {len(grid_runs(points, seeds))} runs have no result (failed or not"
+            " run);"
             " run the command again to retry them",
             file=sys.stderr,
         )

@@ -16,7 +16,10 @@ name and the measured time. What they show:
 * how many intervals exclude 0 against how many would by chance alone
   (``verdicts.chance_crossings``);
 * the regime's differences from the paper's, the budget, the measured time, and where each
-  invocation measured its rows (``provenance.provenance_lines``: commit, command, machine, date).
+  invocation measured its rows (``provenance.provenance_lines``: commit, command, machine, date),
+  with how many of the folder's runs no invocation records (measured before ``measured.jsonl``
+  existed, or by an invocation killed before its end);
+* then ``more``: the parts for results the paper shows only in figures (``figure_report``).
 
 A claim whose paired values include an infinity (CTL's Local never reaching its target) is
 judged by the sign test instead of a t interval (``verdicts.sign_verdict``): the distribution-free
@@ -40,7 +43,7 @@ import statistics
 from dataclasses import dataclass
 
 from .document import Block, Heading, Paragraph, Table, html_page, markdown
-from .papers import PaperTable
+from .papers import PaperFigure, PaperTable
 from .reproduction import Cell, RegimeDifference
 from .stats import SIGN_TEST, Interval
 from .verdicts import NO_SEED, NOT_JUDGED, Verdict, chance_crossings, sign_verdict, verdict
@@ -131,8 +134,11 @@ def ahead(a: float, b: float, higher_is_better: bool) -> bool:
     return a > b if higher_is_better else a < b
 
 
-def judge(table: PaperTable, cells: list[Cell], claim: tuple[str, str, str]) -> ClaimResult:
-    """A claim's paired per-seed values and verdict (module docstring)."""
+def judge(
+    table: PaperTable | PaperFigure, cells: list[Cell], claim: tuple[str, str, str]
+) -> ClaimResult:
+    """A claim's paired per-seed values and verdict (module docstring); of a figure's claim
+    too, which is judged alike (its ``higher_is_better`` is all ``judge`` reads of either)."""
     better, worse, setting = claim
     a, b = values_of(cells, better, setting), values_of(cells, worse, setting)
     seeds = tuple(sorted(set(a) & set(b)))
@@ -187,20 +193,28 @@ def centre_text(interval: Interval) -> str:
     return f"{'median' if interval.test == SIGN_TEST else 'mean'} {number(interval.mean)}"
 
 
+def verdict_line(name: str, verdict: Verdict, centre: str, counted: str = "") -> str:
+    """A line as the command prints it: the name, the verdict's word, then in brackets
+    ``centre`` (the interval, where judged), ``counted`` and the reason."""
+    shown = centre if verdict.word != NOT_JUDGED else ""
+    return f"{name}: {verdict.word} ({shown}{counted}{verdict.reason})"
+
+
 def claim_line(result: ClaimResult) -> str:
     """One line per claim, as the command prints it."""
     interval = result.verdict.interval
-    centre = f"{centre_text(interval)}, 95 % interval {interval_text(interval)}, "
-    return (
-        f"{claim_name(result)}: {result.verdict.word} ("
-        + (centre if result.judged else "")
-        + f"order holds in {result.ordered} of {len(result.seeds)} seeds; {result.verdict.reason})"
+    return verdict_line(
+        claim_name(result),
+        result.verdict,
+        f"{centre_text(interval)}, 95 % interval {interval_text(interval)}, ",
+        f"order holds in {result.ordered} of {len(result.seeds)} seeds; ",
     )
 
 
-def chance_line(results: list[ClaimResult]) -> str:
-    judged = [r for r in results if r.judged]
-    excluding = sum(r.verdict.interval.beyond_noise for r in judged)
+def chance_line(verdicts: list[Verdict]) -> str:
+    """How many of the judged ``verdicts``' intervals exclude 0, and how many would by chance."""
+    judged = [v for v in verdicts if v.word != NOT_JUDGED]
+    excluding = sum(v.interval.beyond_noise for v in judged)
     return (
         f"{excluding} of {len(judged)} intervals exclude 0; about"
         f" {chance_crossings(len(judged)):g} would by chance alone (claims not judged have no"
@@ -246,19 +260,30 @@ def infinite(cells: list[Cell]) -> bool:
     return any(math.isinf(cell.value) for cell in cells)
 
 
-def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
-    rows = tuple(
-        (
-            claim_name(r),
-            str(len(r.seeds)),
-            centre_text(r.verdict.interval) if r.judged else "–",
-            interval_text(r.verdict.interval) if r.judged else "–",
-            f"{r.ordered} of {len(r.seeds)}",
-            r.verdict.word,
-            r.verdict.reason,
-        )
-        for r in results
+CLAIM_HEADER = ("claim", "seeds", "centre", "95 % interval", "order holds", "verdict", "reason")
+
+
+def claim_row(r: ClaimResult) -> tuple[str, ...]:
+    """A claim's row of a claims table (``CLAIM_HEADER``)."""
+    return (
+        claim_name(r),
+        str(len(r.seeds)),
+        centre_text(r.verdict.interval) if r.judged else "–",
+        interval_text(r.verdict.interval) if r.judged else "–",
+        f"{r.ordered} of {len(r.seeds)}",
+        r.verdict.word,
+        r.verdict.reason,
     )
+
+
+def seed_differences(r: ClaimResult) -> Paragraph:
+    """A claim's per-seed differences, one paragraph."""
+    pairs = zip(r.seeds, r.better_values, r.worse_values, strict=True)
+    listed = "; ".join(f"seed {s}: {difference_text(a, b)}" for s, a, b in pairs)
+    return Paragraph(f"{claim_name(r)}: {listed or 'no seed measured for both'}.")
+
+
+def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
     side = "positive" if table.higher_is_better else "negative"
     blocks: list[Block] = [
         Heading("The paper's claims"),
@@ -268,34 +293,50 @@ def claim_blocks(table: PaperTable, results: list[ClaimResult]) -> list[Block]:
             + (SIGN_TEST_TEXT if any(r.verdict.interval.test == SIGN_TEST for r in results) else "")
             + " The seeds in which the claimed order holds are counted for every claim."
         ),
-        Table(
-            ("claim", "seeds", "centre", "95 % interval", "order holds", "verdict", "reason"),
-            rows,
-        ),
-        Paragraph(chance_line(results)),
+        Table(CLAIM_HEADER, tuple(claim_row(r) for r in results)),
+        Paragraph(chance_line([r.verdict for r in results])),
         Heading("Per-seed differences"),
     ]
-    for r in results:
-        pairs = zip(r.seeds, r.better_values, r.worse_values, strict=True)
-        listed = "; ".join(f"seed {s}: {difference_text(a, b)}" for s, a, b in pairs)
-        blocks.append(Paragraph(f"{claim_name(r)}: {listed or 'no seed measured for both'}."))
-    return blocks
+    return blocks + [seed_differences(r) for r in results]
+
+
+def regime_table(regime: list[RegimeDifference]) -> Table:
+    """The regime's differences from the paper's, one row each."""
+    return Table(
+        ("aspect", "paper", "ours", "why"),
+        tuple((d.aspect, d.paper, d.ours, d.reason) for d in regime),
+    )
+
+
+def measured_time(seconds: float) -> str:
+    return f"Measured time: {seconds:.0f} s ({seconds / 60:.1f} min)"
 
 
 def regime_blocks(
-    regime: list[RegimeDifference], budget: str, seconds: float, provenance: list[str]
+    regime: list[RegimeDifference],
+    budget: str,
+    seconds: float,
+    provenance: list[str],
+    unrecorded: int = 0,
 ) -> list[Block]:
-    rows = tuple((d.aspect, d.paper, d.ours, d.reason) for d in regime)
+    """The regime's heading, budget, time, where it was measured (``provenance``, and the
+    ``unrecorded`` runs no invocation records) and differences from the paper's."""
     measured = " ".join(f"Measured: {line}" for line in provenance) or (
         "Where it was measured was not recorded (rows measured before measured.jsonl existed)."
     )
+    if provenance and unrecorded > 0:
+        measured += (
+            f" {unrecorded} of the folder's runs are in no invocation's record (measured before"
+            " measured.jsonl existed, or by an invocation killed before its end): where is not"
+            " recorded."
+        )
     return [
         Heading("Regime"),
         Paragraph(
-            f"Budget: {budget}. Measured time: {seconds:.0f} s ({seconds / 60:.1f} min), the sum"
-            f" of the runs' own times. {measured}"
+            f"Budget: {budget}. {measured_time(seconds)}, the sum of the runs' own times."
+            f" {measured}"
         ),
-        Table(("aspect", "paper", "ours", "why"), rows),
+        regime_table(regime),
     ]
 
 
@@ -306,16 +347,20 @@ def reproduction_tables(
     budget: str,
     seconds: float,
     provenance: list[str] = (),
+    unrecorded: int = 0,
+    more: list[Block] = (),
 ) -> dict[str, str]:
     """``reproduction.md`` and ``report.html`` (module docstring), {file name: text};
     ``provenance``: one sentence per invocation that measured the rows
-    (``provenance.provenance_lines``)."""
+    (``provenance.provenance_lines``); ``unrecorded``: how many runs none of them records;
+    ``more``: the blocks after the regime (the parts of results shown only in figures)."""
     results = judge_claims(table, cells)
     blocks: list[Block] = [
         Paragraph(f"The paper's numbers: {table.source}."),
         *paper_blocks(table, cells),
         *claim_blocks(table, results),
-        *regime_blocks(regime, budget, seconds, list(provenance)),
+        *regime_blocks(regime, budget, seconds, list(provenance), unrecorded),
+        *more,
     ]
     title = f"Reproduction: {table.title}"
     return {MARKDOWN: markdown(title, blocks), HTML: html_page(title, blocks)}

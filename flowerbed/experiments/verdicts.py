@@ -2,7 +2,9 @@
 and where the paper says so) and the ``verdict`` of its paired per-seed differences, one word
 of "reproduced", "reversed", "within noise" or "not judged" with the 95 % interval it rests on
 (the paired t interval of the mean difference; ``sign_verdict``: the sign test's interval of the
-median difference, for differences that may be infinite);
+median difference, for differences that may be infinite; ``contrast_verdict``: for a claim
+across two settings, "A's lead over B is larger in this setting than in that one", the Welch
+interval of the difference of the two settings' mean paired differences);
 and ``chance_crossings``, how many of a page's intervals would exclude 0 by chance alone."""
 
 from __future__ import annotations
@@ -10,7 +12,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from flowerbed.experiments.stats import Interval, paired_test, same_within, sign_test
+from flowerbed.experiments.stats import (
+    Interval,
+    paired_test,
+    same_within,
+    sign_test,
+    welch_test,
+)
 
 REPRODUCED = "reproduced"
 REVERSED = "reversed"
@@ -23,6 +31,7 @@ SIGN_BEYOND_NOISE = "the sign test's interval of the median excludes 0"
 INCLUDES_ZERO = "the interval includes 0"
 NO_SPREAD = "the differences do not vary (no spread): no t test can judge them"
 TOO_FEW_SEEDS = "fewer than 2 seeds"
+TOO_FEW_IN_A_SETTING = "fewer than 2 seeds in one of the two settings"
 
 # the interval of a verdict without any seed: NaN throughout, n = 0
 NO_SEED = Interval(math.nan, math.nan, math.nan, 0, math.nan, False, "paired t")
@@ -76,12 +85,20 @@ def verdict(
     interval = paired_test(differences, tolerance)
     if interval.n < 2:
         return Verdict(NOT_JUDGED, interval, TOO_FEW_SEEDS)
+    return sided_verdict(interval, higher_is_better, BEYOND_NOISE)
+
+
+def sided_verdict(interval: Interval, higher_is_better: bool, beyond: str) -> Verdict:
+    """The verdict an interval of a judged claim gives: without spread "within noise"
+    (``NO_SPREAD``); holding 0 "within noise" (``INCLUDES_ZERO``); otherwise "reproduced" on
+    the claimed side (positive where higher is better, negative where lower is) and "reversed"
+    on the other, both for the reason ``beyond``."""
     if not interval.spread:
         return Verdict(WITHIN_NOISE, interval, NO_SPREAD)
     if not interval.excludes_zero:
         return Verdict(WITHIN_NOISE, interval, INCLUDES_ZERO)
     on_claimed_side = interval.low > 0 if higher_is_better else interval.high < 0
-    return Verdict(REPRODUCED if on_claimed_side else REVERSED, interval, BEYOND_NOISE)
+    return Verdict(REPRODUCED if on_claimed_side else REVERSED, interval, beyond)
 
 
 def sign_verdict(differences: list[float], higher_is_better: bool = True) -> Verdict:
@@ -93,10 +110,28 @@ def sign_verdict(differences: list[float], higher_is_better: bool = True) -> Ver
     interval = sign_test(differences) if differences else NO_SEED
     if interval.n < 2:
         return Verdict(NOT_JUDGED, interval, TOO_FEW_SEEDS)
-    if not interval.excludes_zero:
-        return Verdict(WITHIN_NOISE, interval, INCLUDES_ZERO)
-    on_claimed_side = interval.low > 0 if higher_is_better else interval.high < 0
-    return Verdict(REPRODUCED if on_claimed_side else REVERSED, interval, SIGN_BEYOND_NOISE)
+    return sided_verdict(interval, higher_is_better, SIGN_BEYOND_NOISE)  # always with spread
+
+
+def contrast_verdict(
+    first: list[float],
+    second: list[float],
+    higher_is_better: bool = True,
+    tolerance: float = same_within(1),
+) -> Verdict:
+    """The verdict on a claim across two settings: that a method's lead over another is larger
+    in the first setting than in the second. ``first`` and ``second``: the per-seed differences
+    (better - worse) in each setting. The interval is the 95 % Welch t interval of
+    mean(first) - mean(second) (``stats.welch_test``): unpaired, since each setting keeps its
+    own seeds. Under 2 differences in either setting "not judged" (NaN bounds,
+    ``TOO_FEW_IN_A_SETTING``); otherwise the
+    rules of ``verdict`` (``sided_verdict``): the claimed side is positive where higher is
+    better, negative where lower is (a larger lead is then a more negative difference)."""
+    if min(len(first), len(second)) < 2:
+        n = len(first) + len(second)
+        no_interval = Interval(math.nan, math.nan, math.nan, n, math.nan, False, "Welch t")
+        return Verdict(NOT_JUDGED, no_interval, TOO_FEW_IN_A_SETTING)
+    return sided_verdict(welch_test(first, second, tolerance), higher_is_better, BEYOND_NOISE)
 
 
 def chance_crossings(n_intervals: int, alpha: float = 0.05) -> float:
