@@ -237,6 +237,7 @@ RESULTS_LINE = re.compile(
     r"flowerbed: results go to (.+?)(?: \(a resumed run\))?\s*$", re.MULTILINE
 )
 RUN_STARTED = re.compile(r"Successfully started run (\d+)")
+FINISHED = "finished"  # how a run that has ended starts its status in ``flwr ls``
 
 
 def run_command(
@@ -391,16 +392,19 @@ def unfinished_run(log: str, returncode: int, env: dict, cwd: Path, timeout: flo
 
     Flower's log stream can end, or the command be stopped at ``timeout``, while the local
     SuperLink still runs the run (the ServerApp and its clients go on working): the run
-    folder's ``status.json`` still says ``running``, or the ServerApp made no folder yet. The
-    SuperLink is then asked (``flwr ls``) what it has, and the answer says so; ``simulate``
-    stops the run and writes the answer into the run folder, so that the folder says how the
-    run ended."""
+    folder's ``status.json`` still says ``running``, or the ServerApp made no folder yet and
+    the SuperLink has not finished the run (one that failed before it made its folder, a bad
+    setting, has ended: its log says why). The SuperLink is asked (``flwr ls``) what it has,
+    and the answer says so; ``simulate`` stops the run and writes the answer into the run
+    folder, so that the folder says how the run ended."""
     run_id = RUN_STARTED.findall(log)
     folder = results_folder(log)
     if not run_id or (folder is not None and folder_status(folder) != "running"):
         return ""
     state, details = superlink_run_state(env, cwd, run_id[-1])
     if folder is not None and folder_status(folder) != "running":  # it ended meanwhile
+        return ""
+    if folder is None and state.startswith(FINISHED):  # it ended before it made its folder
         return ""
     stopped = (
         f"flwr run ran past its {timeout:.0f} s limit"

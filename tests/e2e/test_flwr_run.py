@@ -72,6 +72,7 @@ def test_flwr_run_with_a_bad_value_stops_before_training(tmp_path, fast_run):
     )
     assert "[ROUND 1" not in result.log
     assert result.run_dir is None
+    assert result.ended_early == ""  # the run ended (failed) before it made its folder
 
 
 # The stateful strategies whose client state must survive between rounds inside Ray actors
