@@ -396,12 +396,19 @@ def unfinished_run(log: str, returncode: int, env: dict, cwd: Path, timeout: flo
     the SuperLink has not finished the run (one that failed before it made its folder, a bad
     setting, has ended: its log says why). The SuperLink is asked (``flwr ls``) what it has,
     and the answer says so; ``simulate`` stops the run and writes the answer into the run
-    folder, so that the folder says how the run ended."""
+    folder, so that the folder says how the run ended. Where no SuperLink runs any more (killed
+    with the run) nothing is said: the run folder's dead lock tells (``runtime.run_lock``), and
+    asking would start a new SuperLink."""
     run_id = RUN_STARTED.findall(log)
     folder = results_folder(log)
     if not run_id or (folder is not None and folder_status(folder) != "running"):
         return ""
-    state, details = superlink_run_state(env, cwd, run_id[-1])
+    if not local_superlink_pids(Path(env["FLWR_HOME"])):
+        return ""  # no SuperLink runs it: the run died with it (its dead lock says so)
+    answer = superlink_run_state(env, cwd, run_id[-1])
+    if answer is None:  # the SuperLink did not answer
+        return ""
+    state, details = answer
     if folder is not None and folder_status(folder) != "running":  # it ended meanwhile
         return ""
     if folder is None and state.startswith(FINISHED):  # it ended before it made its folder
@@ -415,9 +422,9 @@ def unfinished_run(log: str, returncode: int, env: dict, cwd: Path, timeout: flo
     return f"{stopped} while the SuperLink had run {run_id[-1]} {said}; flowerbed stopped it"
 
 
-def superlink_run_state(env: dict, cwd: Path, run_id: str) -> tuple[str, str]:
+def superlink_run_state(env: dict, cwd: Path, run_id: str) -> tuple[str, str] | None:
     """(status, details) of ``run_id`` as the local SuperLink of ``env`` reports it (``flwr ls
-    --run-id``); ("not known", why) when it does not answer."""
+    --run-id``); None when no SuperLink answers (it was killed with the run)."""
     flwr = str(Path(sys.executable).with_name("flwr"))
     command = [flwr, "ls", "--run-id", run_id, "--format", "json"]
     try:
@@ -426,8 +433,8 @@ def superlink_run_state(env: dict, cwd: Path, run_id: str) -> tuple[str, str]:
         )
         run = json.loads(out.stdout)["runs"][0]
         return str(run["status"]), str(run.get("status-details", ""))
-    except (subprocess.TimeoutExpired, ValueError, KeyError, IndexError, TypeError) as error:
-        return "not known", f"flwr ls gave no answer: {type(error).__name__}"
+    except (subprocess.TimeoutExpired, ValueError, KeyError, IndexError, TypeError):
+        return None
 
 
 def folder_status(run_dir: Path) -> str:
