@@ -102,7 +102,6 @@ from result_tables import (
 )
 from scipy import stats
 
-from flowerbed.catalog import parse_run_config
 from flowerbed.data.simulations import SimulationOptions
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.ctl import (
@@ -113,10 +112,11 @@ from flowerbed.experiments.ctl import (
     lacking_class,
     simulation_config,
 )
+from flowerbed.experiments.ctl_gaussian import gaussian_config
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
 from flowerbed.experiments.stats import welch_test
 from flowerbed.experiments.study_runs import one_thread_quietly
-from flowerbed.inprocess import resolve_run_config, run_in_process
+from flowerbed.inprocess import run_in_process
 from flowerbed.methods.ctl.reference import generated_nodes, nodes_for, params_for, simulate
 
 RULES_1 = (
@@ -215,24 +215,6 @@ VARIANTS_2 = (
 VARIANTS = {variant.name: variant for variant in VARIANTS_2}
 
 
-def simulation_2_config(seed: int, rounds: int, spread: float, dispersion: float):
-    return parse_run_config(
-        resolve_run_config(
-            {
-                "strategy": "ctl",
-                "dataset": "ctl-gaussian",
-                "sim-spread": spread,
-                "sim-dispersion": dispersion,
-                "sim-nodes": NUM_NODES,
-                "partitioner": "dataset-nodes",
-                "num-server-rounds": rounds,
-                "ctl-alpha": 0.15,
-                "seed": seed,
-            }
-        )
-    )
-
-
 @dataclass(frozen=True)
 class Sweep:
     """The simulations of one point: its seeds' run configs, its rules, the splits in which a
@@ -266,7 +248,7 @@ def simulation_2(variant: Variant, rounds: int, spread: float, dispersion: float
     suffix = "" if variant.name == "base" else "-" + variant.name.replace(" ", "_")
     return Sweep(
         f"sim2-r{rounds}-sp{spread}-di{dispersion}{suffix}",
-        partial(simulation_2_config, rounds=rounds, spread=spread, dispersion=dispersion),
+        partial(gaussian_config, rounds=rounds, spread=spread, dispersion=dispersion),
         variant.rules,
         variant.required_splits,
         variant.params,
