@@ -42,17 +42,11 @@ clients: a few minutes, a check that the measuring path works, not a measurement
 Writes into ``benchmarks/results/overhead``: ``rows.jsonl`` (one row per run: each round's
 seconds, a ``flwr run``'s wall seconds, a memory run's peak), ``measured.jsonl`` (one line per
 invocation that measured, said under the table) and ``table.md``, which ``docs/benchmarks.md``
-includes. The committed table is still the one-invocation design's (one run of each variant,
-2026-11-26): while the folder has no rows it is made, byte for byte, from that measurement's
-``runs.csv``, ``setting.json`` and ``measured.json`` (``one_invocation_table``); the first rows
-of this study replace it, under the provenance of ``measured.jsonl`` alone (``measured.json``
-is the old measurement's). Once they are committed, remove those three files and
-``one_invocation_table``.
+includes.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import statistics
@@ -64,7 +58,7 @@ from pathlib import Path
 
 import torch
 from process_memory import PeakMemory
-from result_tables import joined, provenance_line, unrecorded_provenance_line, write_table
+from result_tables import joined, unrecorded_provenance_line, write_table
 
 from flowerbed.catalog import parse_run_config
 from flowerbed.core.processes import local_superlink_pids
@@ -391,10 +385,7 @@ def ratio_cells(ratio: Ratio | None, base: bool) -> list[str]:
 def table(rows: list[dict[str, Value]], folder: Path) -> str:
     """``table.md``: the seconds per round of each variant and its paired ratio to the plain
     loop, the start-up of ``flwr run`` and the peak memory, each over the repeats; then where
-    the rows were measured. A folder without rows: the committed one-invocation table
-    (``one_invocation_table``)."""
-    if not rows:
-        return one_invocation_table(folder)
+    the rows were measured."""
     timed = [row for row in rows if row["variant"] != MEMORY]
     memory = [row for row in rows if row["variant"] == MEMORY]
     steady = {v: by_repeat([r for r in timed if r["variant"] == v], steady_round) for v in VARIANTS}
@@ -436,55 +427,6 @@ def table(rows: list[dict[str, Value]], folder: Path) -> str:
         )
     provenance = " ".join(f"Measured: {line}" for line in provenance_lines(folder))
     lines += ["", provenance or unrecorded_provenance_line(folder)]
-    return "\n".join(lines) + "\n"
-
-
-def one_invocation_table(folder: Path) -> str:
-    """The committed table of the one-invocation design, from its ``runs.csv`` and
-    ``setting.json`` alone (module docstring): median seconds per round over rounds 2..
-    of the one run of each variant, the fastest and slowest of those rounds and the ratio to
-    the plain loop, the fixed start-up of ``flwr run`` (its wall seconds minus its rounds at the
-    median) and the peak memory of the 100-client run."""
-    with (folder / "runs.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    setting = json.loads((folder / "setting.json").read_text())
-    later_rounds = {
-        LABELS[variant]: [float(r["seconds"]) for r in rows if r["variant"] == LABELS[variant]][1:]
-        for variant in VARIANTS
-    }
-    per_round = {label: statistics.median(s) for label, s in later_rounds.items()}
-    base = per_round[LABELS[PLAIN]]
-    caption = (
-        f"digits, cnn, {setting['clients']} clients, {setting['local_epochs']} local epochs, "
-        f"{setting['rounds']} rounds of FedAvg, one torch thread, one client at a time; median "
-        f"seconds per round over rounds 2..{setting['rounds']}."
-    )
-    lines = [
-        caption,
-        "",
-        "| variant | s / round | fastest – slowest round | ratio to the plain loop |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| {v} | {s:.2f} | {min(later_rounds[v]):.2f} – {max(later_rounds[v]):.2f} "
-        f"| {s / base:.2f} |"
-        for v, s in per_round.items()
-    ]
-    startup = setting["flwr_run_wall_seconds"] - per_round[LABELS[FLWR]] * setting["rounds"]
-    lines += [
-        "",
-        f"Fixed start-up of `flwr run` (its wall time minus its rounds): {startup:.0f} s.",
-    ]
-    memory = setting["memory"]
-    if memory is not None:
-        outcome = "completed" if memory["completed"] else "FAILED"
-        lines.append(
-            f"Peak memory of a `flwr run` with {memory['clients']} clients and "
-            f"{memory['fraction_train']:.0%} participation on {memory['cpus']} CPUs (PSS summed "
-            f"over the SuperLink and every process it starts; run {outcome}): "
-            f"{memory['peak_pss_gib']:.2f} GiB."
-        )
-    lines += ["", provenance_line(folder)]
     return "\n".join(lines) + "\n"
 
 
