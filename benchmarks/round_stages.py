@@ -10,7 +10,8 @@ rounds of FedAvg, one torch thread, one client at a time) run four ways:
 * **bare**: a bare Flower + PyTorch app doing the same job through ``flwr run``
   (``bare_torch_app``: Flower's own ``FedAvg``, a plain PyTorch loop, flowerbed's partition
   of the same data, the same network), with the configuration's features written the way a
-  hand-written app would; only its rounds are timed. It is the floor of Flower's engine: the
+  hand-written app would; its rounds are timed, and each client's step with its training or
+  evaluation within it. It is the floor of Flower's engine: the
   round time flowerbed adds to it, and the start-up it adds;
 * **in process**: flowerbed's ServerApp and ClientApp in this process (``run_in_process``);
 * **flwr run**: flowerbed through Flower's Ray simulation (``flowerbed.simulation.simulate``,
@@ -30,6 +31,14 @@ seconds are its ``round`` stage: from its first training message to the end of i
 evaluation (history, trackers and checkpoint included). What no stage covers (Flower's
 messages, their serialisation, Ray, the mods, building the client) is the round minus its
 top-level stages.
+
+Outside client training: every variant trains the same clients on the same data with the same
+``train_local``, and that training is most of a round and what this shared machine's load
+moves most (the plain loop's rounds themselves ranged from 3.4 to 6.0 s within one
+invocation of ``overhead.py``). ``stages.md`` therefore also gives each run's round less its
+client training, and what flowerbed adds there to the plain loop, paired by repeat, with the
+ratio it makes to the plain loop's round (``outside_training_lines``): what the framework
+costs, without the training's noise.
 
 Start-up: the wall seconds of each ``flwr run`` (bare and flowerbed) less its rounds at their
 steady pace (the number of rounds times the median of rounds 2..N), so that the actors'
@@ -423,13 +432,53 @@ STAGE_ORDER = [
 ]
 
 
-def stages_table(rows: list[dict[str, Value]], folder: Path) -> str:
-    """``stages.md``: per configuration, the seconds per round of every stage by variant
-    (each run's mean over rounds 2..N of the stage's seconds summed per round, then the
-    median over repeats), the round, what no top-level stage covers, and each flowerbed
-    variant's difference to the plain loop."""
+def stage_means(rows: list[dict[str, Value]], config: str) -> tuple[dict, list[str]]:
+    """``config``'s seconds per round by stage: (variant, repeat) -> row label -> the run's
+    mean over rounds 2..N of the stage's seconds summed per round (a nested stage's seconds
+    taken off its parent's own work, ``rest_label``; ``NOT_COVERED``: the round less its
+    top-level stages; ``stages.ROUND``: the whole round), and the labels in a round's order."""
     runs = list(round_rows(rows))
     stage_table = list(stage_rows(rows))
+    means: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    rounds: dict[tuple, set] = defaultdict(set)
+    for row in runs:
+        if row["config"] == config and row["round"] >= 2:
+            key = (row["variant"], row["repeat"])
+            rounds[key].add(row["round"])
+            means[key][stages.ROUND] += row["seconds"]
+    top: dict[tuple, float] = defaultdict(float)
+    top_level = {(row["side"], row["stage"]) for row in stage_table if not row["within"]}
+    order: list[str] = []
+    for row in stage_table:
+        key = (row["variant"], row["repeat"])
+        if row["config"] != config or row["round"] < 2 or key not in rounds:
+            continue
+        label = stage_label(row["side"], row["stage"], row["within"])
+        if label not in order:
+            order.append(label)
+        means[key][label] += row["seconds"]
+        if not row["within"]:
+            top[key] += row["seconds"]
+        elif (row["side"], row["within"]) in top_level:  # off its parent's own work
+            parent = stage_label(row["side"], row["within"], "")
+            means[key][rest_label(parent)] -= row["seconds"]
+    for key, by_label in means.items():
+        by_label[NOT_COVERED] = by_label[stages.ROUND] - top[key]
+        for label in [label for label in by_label if rest_label(label) in STAGE_ORDER]:
+            by_label[rest_label(label)] += by_label[label]
+        for label in by_label:
+            by_label[label] /= len(rounds[key])
+    order += [rest_label(label) for label in order if rest_label(label) in STAGE_ORDER]
+    known = [label for label in STAGE_ORDER if label in order]
+    labels = [*known, *(label for label in order if label not in known), NOT_COVERED, stages.ROUND]
+    return means, labels if means else []
+
+
+def stages_table(rows: list[dict[str, Value]], folder: Path) -> str:
+    """``stages.md``: per configuration, the seconds per round of every stage by variant
+    (``stage_means``, then the median over repeats), the round, what no top-level stage
+    covers, and each flowerbed variant's difference to the plain loop; then the round less
+    its client training (``outside_training_lines``)."""
     lines = [
         caption(
             rows,
@@ -440,47 +489,9 @@ def stages_table(rows: list[dict[str, Value]], folder: Path) -> str:
         ),
     ]
     for config in CONFIGS:
-        # (variant, repeat) -> row label -> seconds per round (mean over rounds 2..N)
-        means: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        rounds: dict[tuple, set] = defaultdict(set)
-        for row in runs:
-            if row["config"] == config and row["round"] >= 2:
-                key = (row["variant"], row["repeat"])
-                rounds[key].add(row["round"])
-                means[key][stages.ROUND] += row["seconds"]
-        top: dict[tuple, float] = defaultdict(float)
-        top_level = {(row["side"], row["stage"]) for row in stage_table if not row["within"]}
-        order: list[str] = []
-        for row in stage_table:
-            key = (row["variant"], row["repeat"])
-            if row["config"] != config or row["round"] < 2 or key not in rounds:
-                continue
-            label = stage_label(row["side"], row["stage"], row["within"])
-            if label not in order:
-                order.append(label)
-            means[key][label] += row["seconds"]
-            if not row["within"]:
-                top[key] += row["seconds"]
-            elif (row["side"], row["within"]) in top_level:  # off its parent's own work
-                parent = stage_label(row["side"], row["within"], "")
-                means[key][rest_label(parent)] -= row["seconds"]
-        if not rounds:
+        means, labels = stage_means(rows, config)
+        if not means:
             continue
-        for key, by_label in means.items():
-            by_label[NOT_COVERED] = by_label[stages.ROUND] - top[key]
-            for label in [label for label in by_label if rest_label(label) in STAGE_ORDER]:
-                by_label[rest_label(label)] += by_label[label]
-            for label in by_label:
-                by_label[label] /= len(rounds[key])
-        order += [rest_label(label) for label in order if rest_label(label) in STAGE_ORDER]
-        known = [label for label in STAGE_ORDER if label in order]
-        labels = [
-            *known,
-            *(label for label in order if label not in known),
-            NOT_COVERED,
-            stages.ROUND,
-        ]
-
         lines += [
             "",
             f"**{config}**",
@@ -498,8 +509,81 @@ def stages_table(rows: list[dict[str, Value]], folder: Path) -> str:
                 f"| {name} | {plain:.3f} | {bare:.3f} | {inproc:.3f} | {flwr:.3f}"
                 f" | {inproc - plain:+.3f} | {flwr - plain:+.3f} | {flwr - bare:+.3f} |"
             )
+    lines += outside_training_lines(rows)
     lines += ["", provenance(folder)]
     return "\n".join(lines) + "\n"
+
+
+TRAINING = stage_label(stages.CLIENT, stages.CLIENT_TRAINING, stages.CLIENT_STEP)
+
+
+def outside_training(means: dict[tuple, dict[str, float]], variant: str) -> dict[int, float]:
+    """repeat -> ``variant``'s seconds per round outside client training: the whole round
+    less the clients' training (``TRAINING``), from ``stage_means``."""
+    return {
+        repeat: by_label[stages.ROUND] - by_label[TRAINING]
+        for (v, repeat), by_label in means.items()
+        if v == variant and TRAINING in by_label
+    }
+
+
+def outside_training_lines(rows: list[dict[str, Value]]) -> list[str]:
+    """The round less its client training, by configuration and variant, paired by repeat
+    with the plain loop: the seconds each variant adds to a round and the ratio to plain they
+    make, (plain's round + added) / plain's round: the median over repeats (lowest – highest).
+    The bare app is in it where it timed its clients' training.
+
+    Every variant trains the same clients on the same samples with the same network and
+    optimiser (flowerbed and the plain loop with the same ``train_local``), so the training is
+    the same work; its seconds are also most of a round and what this machine's load moves
+    most (the whole-round ratios of ``table.md`` carry it). Taking the training out leaves
+    what the framework does around it."""
+    lines = [
+        "",
+        (
+            "Outside client training: each run's mean over rounds 2..N of the round less the"
+            " clients' training (the same work in every variant: the same network, optimiser"
+            " and samples), and what each variant adds to the plain loop's, paired by repeat, as"
+            " seconds and as the ratio it makes to the plain loop's round, (plain round +"
+            " added) / plain round: median over repeats (lowest – highest)."
+        ),
+        "",
+        (
+            "| configuration | variant | s / round outside training (median) | added to plain's,"
+            " s | ratio to plain |"
+        ),
+        "|---|---|---|---|---|",
+    ]
+    for config in CONFIGS:
+        means, _ = stage_means(rows, config)
+        plain = outside_training(means, PLAIN)
+        plain_round = {r: by[stages.ROUND] for (v, r), by in means.items() if v == PLAIN}
+        for variant in VARIANTS:  # the bare app's where it timed its training
+            ours = outside_training(means, variant)
+            if not ours or not plain:
+                continue
+            added = {r: ours[r] - plain[r] for r in ours if r in plain}
+            cells = ["0", "1"]
+            if variant != PLAIN:
+                cells = [
+                    spread_cell(added),
+                    ratio_cell(
+                        paired_ratio({r: plain_round[r] + a for r, a in added.items()}, plain_round)
+                    ),
+                ]
+            lines.append(
+                f"| {config} | {LABELS[variant]} | {statistics.median(ours.values()):.3f}"
+                f" | {' | '.join(cells)} |"
+            )
+    return lines
+
+
+def spread_cell(values: dict[int, float]) -> str:
+    """``+0.123 (+0.100 – +0.150)``: the median of ``values`` and their lowest and highest."""
+    if not values:
+        return "–"
+    low, high = min(values.values()), max(values.values())
+    return f"{statistics.median(values.values()):+.3f} ({low:+.3f} – {high:+.3f})"
 
 
 def main(argv: list[str] | None = None) -> int:
