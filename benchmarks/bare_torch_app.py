@@ -1,6 +1,6 @@
 """A bare Flower + PyTorch app that does flowerbed's default job: the floor flowerbed is held to.
 
-``write_bare_torch_app(folder, config, num_clients)`` writes a Flower app of about 120 lines
+``write_bare_torch_app(folder, config, num_clients)`` writes a Flower app of about 200 lines
 (its own ``pyproject.toml``, a ServerApp running Flower's own ``FedAvg`` strategy, a ClientApp
 with a plain PyTorch training loop) and the data it trains on: flowerbed's partition of the run
 config's data set (each client's training and local test split, and the central test set) in
@@ -16,9 +16,10 @@ and accuracy of each round to TensorBoard with ``torch.utils.tensorboard``), eac
 hand-written app would.
 
 The ServerApp writes each round's seconds, from the round's first training message to the end
-of its central evaluation, as flowerbed's ``round`` stage does, to the file that
-``FLOWERBED_STAGE_TIMES`` names (the same JSON lines as ``flowerbed.core.stages``), so that
-``round_stages.py`` reads both apps' rounds alike.
+of its central evaluation, as flowerbed's ``round`` stage does, and the ClientApp each reply's
+``client step`` with its ``client training`` or ``client evaluation`` within it, to the file
+that ``FLOWERBED_STAGE_TIMES`` names (the same JSON lines as ``flowerbed.core.stages``), so
+that ``round_stages.py`` reads both apps' rounds and stages alike.
 """
 
 from __future__ import annotations
@@ -67,11 +68,25 @@ output-dir = "bare-runs"
 """
 
 TASK = '''\
-"""The network, the data and the training loop, shared by the ServerApp and the ClientApp."""
+"""The network, the data, the training loop and the stage timer, shared by the ServerApp and the
+ClientApp."""
+
+import json
+import os
 
 import numpy as np
 import torch
 from torch import nn
+
+
+def record_stage(stage, seconds, server_round, side="server", within=None) -> None:
+    """One stage line, as flowerbed.core.stages writes it, where FLOWERBED_STAGE_TIMES says."""
+    path = os.environ.get("FLOWERBED_STAGE_TIMES")
+    if path:
+        line = {"stage": stage, "seconds": seconds, "round": server_round, "pid": os.getpid(),
+                "side": side, "within": within}
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\\n")
 
 
 def build_network(channels: int, num_classes: int) -> nn.Module:
@@ -125,14 +140,17 @@ def evaluate(model, x, y) -> tuple[float, float]:
 '''
 
 CLIENT_APP = '''\
-"""Train and evaluate one client's partition with plain PyTorch."""
+"""Train and evaluate one client's partition with plain PyTorch; each reply's seconds (its
+training or evaluation within them) go where FLOWERBED_STAGE_TIMES says."""
+
+import time
 
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from .task import evaluate as evaluate_model
-from .task import load, network_for
+from .task import load, network_for, record_stage
 from .task import train as train_model
 
 torch.set_num_threads(1)
@@ -146,11 +164,20 @@ def model_and_data(msg: Message, context: Context):
     return model, data, context.node_config["partition-id"]
 
 
+def record_step(msg: Message, started: float, work: str, seconds: float) -> None:
+    """The reply's ``client step`` since ``started``, and its ``work`` within it."""
+    server_round = int(msg.content["config"]["server-round"])
+    record_stage(work, seconds, server_round, "client", "client step")
+    record_stage("client step", time.perf_counter() - started, server_round, "client")
+
+
 @app.train()
 def train(msg: Message, context: Context) -> Message:
+    started = time.perf_counter()
     model, data, pid = model_and_data(msg, context)
     x, y = data[f"x{pid}"], data[f"y{pid}"]
     config = context.run_config
+    training = time.perf_counter()
     loss = train_model(
         model,
         x,
@@ -160,25 +187,31 @@ def train(msg: Message, context: Context) -> Message:
         config["learning-rate"],
         config["momentum"],
     )
+    training = time.perf_counter() - training
     metrics = MetricRecord({"num-examples": len(x), "train-loss": loss})
     content = RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics})
-    return Message(content=content, reply_to=msg)
+    reply = Message(content=content, reply_to=msg)
+    record_step(msg, started, "client training", training)
+    return reply
 
 
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
+    started = time.perf_counter()
     model, data, pid = model_and_data(msg, context)
     x, y = data[f"tx{pid}"], data[f"ty{pid}"]
+    evaluation = time.perf_counter()
     loss, accuracy = evaluate_model(model, x, y)
+    evaluation = time.perf_counter() - evaluation
     metrics = MetricRecord({"num-examples": len(x), "loss": loss, "accuracy": accuracy})
-    return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
+    reply = Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
+    record_step(msg, started, "client evaluation", evaluation)
+    return reply
 '''
 
 SERVER_APP = '''\
 """Flower's FedAvg over every client, the global model evaluated centrally after each round."""
 
-import json
-import os
 import time
 from pathlib import Path
 
@@ -187,20 +220,10 @@ from flwr.app import ArrayRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
-from .task import evaluate, load, network_for
+from .task import evaluate, load, network_for, record_stage
 
 torch.set_num_threads(1)
 app = ServerApp()
-
-
-def record_round(server_round: int, seconds: float) -> None:
-    """One ``round`` line, as flowerbed.core.stages writes it, where FLOWERBED_STAGE_TIMES says."""
-    path = os.environ.get("FLOWERBED_STAGE_TIMES")
-    if path:
-        line = {"stage": "round", "seconds": seconds, "round": server_round, "pid": os.getpid(),
-                "side": "server", "within": None}
-        with open(path, "a") as f:
-            f.write(json.dumps(line) + "\\n")
 
 
 @app.main()
@@ -228,7 +251,7 @@ def main(grid: Grid, context: Context) -> None:
                 writer.add_scalar("loss", loss, server_round)
                 writer.add_scalar("accuracy", accuracy, server_round)
                 writer.flush()
-            record_round(server_round, time.perf_counter() - round_started[0])
+            record_stage("round", time.perf_counter() - round_started[0], server_round)
         round_started[0] = time.perf_counter()
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 
