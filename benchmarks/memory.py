@@ -72,9 +72,9 @@ converted from its ``runs.json`` (the runs, whose fuller output ``runs.md``, wit
 the npz and of the cache, is kept as it wrote it) and ``load.json`` (the load part, measured on
 2026-11-26: ``measured.json``, its provenance, kept; ``quick-load.md`` in ``results/memory`` is
 an older quick run's output, kept as it was); the tables still name those files, so that they
-stay as published. That script measured the cache sizes once, not in each repeat: until they
-are measured again, ``--report-only`` of ``results/memory_load`` says that two runs
-(``load/cache-sizes`` in repeats 2 and 3) have no row, and exits 1. To measure a folder anew,
+stay as published. That script measured the cache sizes once, not in each repeat; the two
+repeats it lacked (``load/cache-sizes`` in repeats 2 and 3) were measured on 2026-11-28, with
+the same sizes. To measure a folder anew,
 remove its ``rows.jsonl`` (and ``measured.json``): a rerun adds only what the rows lack.
 """
 
