@@ -12,7 +12,8 @@ sweep adds FedAvg's final global model after 0, 1, 2, 3, 5, 10 and 20 rounds (ro
 random initial model, a chance-level teacher), and a centrally trained teacher (the whole
 training split, the same optimiser, best epoch on the test set).
 
-Stage 2 (``kd.student.distill_student``, the code behind the ``distill-*`` run-config keys):
+Stage 2 (``experiments.flkd_stage2``, which the reproduction of the paper's Table 4 runs
+too: ``kd.student.distill_student``, the code behind the ``distill-*`` run-config keys):
 every teacher distilled into ``mlp-small`` (about a quarter of ``mlp``) on the whole training
 split (the paper's proxy), 10 epochs (the paper's StepLR x0.7 every E/10 epochs at E = 10),
 with each of the eleven objectives in each mode (``labeled``, ``no-ce``, ``unlabeled``).
@@ -79,12 +80,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import tempfile
-import time
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -98,20 +97,20 @@ from result_tables import (
     write_table,
 )
 
-from flowerbed.catalog import get_protocol, parse_run_config
+from flowerbed.catalog import parse_run_config
 from flowerbed.data.federation import load_splits
 from flowerbed.experiments import study_cli
 from flowerbed.experiments.driver import ROWS, Point, Value, budget_of, measured_rows
 from flowerbed.experiments.flkd_stage1 import ADAM, STRATEGIES, train_central
+from flowerbed.experiments.flkd_stage2 import fl_teacher, params_for, students_of, teacher_model
 from flowerbed.experiments.provenance import measurement_lines
 from flowerbed.experiments.study_runs import one_thread_quietly
-from flowerbed.inprocess import resolve_run_config, run_in_process
+from flowerbed.inprocess import resolve_run_config
 from flowerbed.kd.classic_objectives import NAMES as OBJECTIVES
-from flowerbed.kd.objectives import MODES, KDParams, Objective, get_objective
-from flowerbed.kd.student import cpu_latency_ms, distill_student
+from flowerbed.kd.objectives import MODES, get_objective
+from flowerbed.kd.student import cpu_latency_ms
 from flowerbed.models import build_model
 from flowerbed.models.classifier import parameter_count, size_bytes
-from flowerbed.protocols.distill import distill_params, student_training
 from flowerbed.training.loops import evaluate
 
 SWEEP = (0, 1, 2, 3, 5, 10, 20)
@@ -262,26 +261,15 @@ def train_teacher(name: str, dataset: str, seed: int, out: Path) -> tuple[dict, 
     else:
         strategy = name
     overrides = {**fl_overrides(dataset, strategy, rounds, seed), "output-dir": str(out)}
-    run_dir = run_in_process(overrides, NUM_CLIENTS)
-    final = json.loads((run_dir / "history.json").read_text())[-1]["central_accuracy"]
-    if name in SWEEP_TEACHERS:  # the final global model
-        state = torch.load(run_dir / "model.pt", weights_only=True)
-        return state, {"test_accuracy": final, "final_accuracy": final, "round": rounds}
-    state = torch.load(run_dir / "model_best.pt", weights_only=True)
-    best = json.loads((run_dir / "model_best.json").read_text())
-    record = {"test_accuracy": best["central_accuracy"], "final_accuracy": final}
-    return state, record | {"round": best["round"]}
+    # the sweep's teachers: the final global model; the FL strategies': the best round's
+    return fl_teacher(overrides, NUM_CLIENTS, final=name in SWEEP_TEACHERS)
 
 
-def teacher_model(name: str, dataset: str, seed: int, state: dict) -> torch.nn.Module:
+def teacher_of(name: str, dataset: str, seed: int, state: dict) -> torch.nn.Module:
     """Teacher ``name`` with ``state``, as its protocol builds its global model (MOON's has a
-    projection head)."""
-    strategy = name if name in STRATEGIES else "fedavg"
-    config = config_of(dataset, seed, strategy)
-    data = load_splits(config)
-    model = get_protocol(strategy).build_model(config, data.input_shape, data.num_classes)
-    model.load_state_dict(state)
-    return model
+    projection head; the sweep's and the central teacher: FedAvg's)."""
+    config = config_of(dataset, seed, name if name in STRATEGIES else "fedavg")
+    return teacher_model(config, load_splits(config), state)
 
 
 def teacher_row(
@@ -291,7 +279,7 @@ def teacher_row(
     folder, then every (objective, mode) of ``runs`` distilled from it."""
     with tempfile.TemporaryDirectory(prefix="flowerbed-flkd-") as out:
         state, record = train_teacher(name, dataset, seed, Path(out))
-    model = teacher_model(name, dataset, seed, state)
+    model = teacher_of(name, dataset, seed, state)
     row: dict[str, Value] = {
         "dataset": dataset,
         "teacher": name,
@@ -300,75 +288,11 @@ def teacher_row(
         "teacher_final": record["final_accuracy"],
         "teacher_round": record["round"],
     }
-    return row | students_of(model, load_splits(config_of(dataset, seed)), seed, runs, epochs)
+    data = load_splits(config_of(dataset, seed))
+    return row | students_of(model, data, seed, runs, epochs, STUDENT_MODEL)
 
 
 # --- Stage 2: students ---------------------------------------------------------------------
-
-
-@cache
-def student_config(mode: str, epochs: int):
-    """The run config of the ``distill-*`` keys: their defaults are the paper's (alpha 0.5,
-    beta 0.5, T 2, DKD 1 / 8, CRD 0.07 / 128; Adam 1e-3, weight decay 1e-4, batch 24)."""
-    return parse_run_config(resolve_run_config({"distill-mode": mode, "distill-epochs": epochs}))
-
-
-def params_for(mode: str) -> KDParams:
-    return distill_params(student_config(mode, 1))
-
-
-def computed_mode(objective: Objective, mode: str) -> str:
-    """The mode whose run is the same computation as ``mode``'s (module docstring)."""
-    if objective.label_free(params_for("labeled")):
-        return "labeled"
-    if mode == "unlabeled" and not objective.terms_read_labels:
-        return "no-ce"
-    return mode
-
-
-def distill(teacher, data, objective: Objective, mode: str, epochs: int, seed: int) -> dict:
-    """One student distilled from ``teacher`` with ``objective`` in ``mode``: its CE weight,
-    whether it is label-free, its best epoch's and final test accuracy, the best epoch and
-    its seconds."""
-    params = params_for(mode)
-    started = time.perf_counter()
-    result = distill_student(
-        teacher,
-        lambda: build_model(STUDENT_MODEL, data.input_shape, data.num_classes),
-        (data.x_train, data.y_train),
-        (data.x_test, data.y_test),
-        objective,
-        params,
-        student_training(student_config(mode, epochs)),
-        seed,
-    )
-    return {
-        "ce_weight": objective.ce_weight(params),
-        "label_free": objective.label_free(params),
-        "best": result.best["test_accuracy"],
-        "best_epoch": result.best["epoch"],
-        "final": result.final_accuracy,
-        "seconds": time.perf_counter() - started,
-    }
-
-
-def students_of(teacher, data, seed: int, runs, epochs: int) -> dict[str, Value]:
-    """Every (objective, mode) of ``runs`` distilled from ``teacher``, as ``<value>/<objective>
-    /<mode>``; a mode that is the same computation as another (``computed_mode``) is that
-    run's values, its own label-freedom and ``same_as`` the mode it repeats."""
-    computed: dict[tuple[str, str], dict] = {}
-    values: dict[str, Value] = {}
-    for objective, mode in runs:
-        spec = get_objective(objective)
-        source = computed_mode(spec, mode)
-        if (objective, source) not in computed:
-            computed[objective, source] = distill(teacher, data, spec, source, epochs, seed)
-        result = computed[objective, source] | {
-            "label_free": spec.label_free(params_for(mode)),
-            "same_as": source if source != mode else "",
-        }
-        values |= {f"{key}/{objective}/{mode}": value for key, value in result.items()}
-    return values
 
 
 def alone_row(dataset: str, seed: int, epochs: int) -> dict[str, Value]:
