@@ -44,8 +44,9 @@ from ..settings import RunConfig
 from . import ctl_gaussian
 from .ctl_gaussian import final_key
 from .driver import BudgetError, Point, Value
+from .figure_report import FigureReproduction
 from .papers import CTL_FIGURE_4
-from .reproduction import Cell, FigureReproduction, RegimeDifference, Reproduction
+from .reproduction import Cell, RegimeDifference, Reproduction
 
 NUM_NODES = 10
 TARGET = 0.85

@@ -16,16 +16,20 @@ the headline table's part of ``reproduction.md`` and ``report.html`` (``reproduc
   show that two methods are the same;
 * every compared pair's per-seed differences;
 * the regime's differences from the paper's, the budget and the figure's runs' measured time.
+
+``FigureReproduction`` is the figure's part of its paper's reproduction
+(``reproduction.Part``): the rows that measure it, their cells and the regime, reported so.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .document import Block, Heading, Paragraph, Table
 from .papers import Contrast, PaperFigure
-from .reproduction import Cell, RegimeDifference
+from .reproduction import Cell, RegimeDifference, Row, seconds_of
 from .reproduction_report import (
     CLAIM_HEADER,
     NOT_FINITE,
@@ -36,9 +40,8 @@ from .reproduction_report import (
     claim_row,
     interval_text,
     judge,
-    measured_time,
     number,
-    regime_table,
+    part_regime_blocks,
     seed_differences,
     summary,
     values_of,
@@ -201,19 +204,6 @@ def figure_claim_blocks(figure: PaperFigure, cells: list[Cell]) -> list[Block]:
     return blocks + [seed_differences(r) for r in compared.values()]
 
 
-def figure_regime_blocks(
-    figure: PaperFigure, regime: list[RegimeDifference], budget: str, seconds: float
-) -> list[Block]:
-    return [
-        Heading(f"{figure.title}: regime"),
-        Paragraph(
-            f"Budget: {budget}. {measured_time(seconds)}, the sum of these runs' own times;"
-            " where they were measured: the invocations listed in the regime above."
-        ),
-        regime_table(regime),
-    ]
-
-
 def figure_blocks(
     figure: PaperFigure,
     cells: list[Cell],
@@ -225,5 +215,27 @@ def figure_blocks(
     return [
         *figure_measured_blocks(figure, cells),
         *figure_claim_blocks(figure, cells),
-        *figure_regime_blocks(figure, regime, budget, seconds),
+        *part_regime_blocks(figure.title, regime, budget, seconds),
     ]
+
+
+@dataclass(frozen=True)
+class FigureReproduction:
+    """The reproduction of a result shown only in a figure (``figure``), a ``reproduction.Part``
+    of its paper's: the rows of the study that ``measures`` picks; ``cells`` turns them into
+    ``Cell``s (the figure's methods and settings); ``regime(budget)`` lists how that budget
+    differs from the paper."""
+
+    figure: PaperFigure
+    measures: Callable[[Row], bool]
+    cells: Callable[[list[Row]], list[Cell]]
+    regime: Callable[[str], list[RegimeDifference]]
+
+    def blocks(self, rows: list[Row], budget: str) -> list[Block]:
+        """The figure's part of the report (``figure_blocks``) from its rows."""
+        regime = self.regime(budget)
+        return figure_blocks(self.figure, self.cells(rows), regime, budget, seconds_of(rows))
+
+    def lines(self, rows: list[Row]) -> list[str]:
+        """The verdict lines of the figure's claims and contrasts (``figure_lines``)."""
+        return figure_lines(self.figure, self.cells(rows))

@@ -39,11 +39,10 @@ from .driver import (
     read_rows,
     run_study,
 )
-from .figure_report import figure_blocks, figure_lines
 from .papers import PAPERS
 from .provenance import provenance_lines, recorded_runs
 from .ray_runs import RayPlacement
-from .reproduction import Reproduction
+from .reproduction import Reproduction, seconds_of
 from .reproduction_report import claim_line, judge_claims, reproduction_tables
 
 BUDGETS = ("smoke", "cpu", "paper")
@@ -132,26 +131,19 @@ def plan_lines(reproduction: Reproduction, budget: str, workers: int = 1) -> lis
     return lines
 
 
-def seconds_of(rows: list[dict]) -> float:
-    """The sum of the rows' own times."""
-    return sum(float(row.get("seconds", 0.0)) for row in rows)
-
-
 def write_reproduction(reproduction: Reproduction, folder: Path, budget: str) -> list[str]:
     """``reproduction.md`` and ``report.html`` from the rows in ``folder``: the headline
-    table's part, then each figure's (``figure_report``); the verdict lines."""
+    table's part, then each other part's (``Reproduction.parts``: a figure's, the FL + KD
+    benchmark's Table 4); the verdict lines."""
     rows = [row for row in read_rows(folder) if "failed" not in row]
-    own, of_figures = reproduction.rows_of(rows)
+    own, of_parts = reproduction.rows_of(rows)
     cells = reproduction.cells(own)
     table = PAPERS[reproduction.paper]
     lines = [claim_line(result) for result in judge_claims(table, cells)]
     more = []
-    for part, picked in zip(reproduction.figures, of_figures, strict=True):
-        figure_cells = part.cells(picked)
-        more += figure_blocks(
-            part.figure, figure_cells, part.regime(budget), budget, seconds_of(picked)
-        )
-        lines += figure_lines(part.figure, figure_cells)
+    for part, picked in zip(reproduction.parts, of_parts, strict=True):
+        more += part.blocks(picked, budget)
+        lines += part.lines(picked)
     files = reproduction_tables(
         table,
         cells,

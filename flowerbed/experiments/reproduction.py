@@ -9,18 +9,20 @@ every method at once) or one; ``Reproduction.cells`` turns the rows into cells, 
 report (paper vs ours, and a verdict per claimed ordering, paired by seed) needs to know
 nothing about how a study runs.
 
-A result the paper shows only in a figure (``papers.PaperFigure``) is a ``FigureReproduction``
-of the same study: the rows that measure it (``measures``) are set apart from the headline
-table's, turned into cells of their own and reported after it (``figure_report``).
+A second result of the same study is a ``Part`` of the reproduction: the rows that measure it
+(``measures``) are set apart from the headline table's and make its part of the report, after
+the headline table's, and its verdict lines. A result the paper shows only in a figure
+(``papers.PaperFigure``) is one (``figure_report.FigureReproduction``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+from .document import Block
 from .driver import Study, Value
-from .papers import PaperFigure
 
 Row = dict[str, Value]
 
@@ -47,34 +49,39 @@ class RegimeDifference:
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class FigureReproduction:
-    """The reproduction of a result shown only in a figure (``figure``), by the rows of its
-    paper's study that ``measures`` picks; ``cells`` turns them into ``Cell``s (the figure's
-    methods and settings); ``regime(budget)`` lists how that budget differs from the paper."""
+class Part(Protocol):
+    """A second result of the study: ``measures(row)``, whether a row measures it (set apart
+    from the headline table's); ``blocks(rows, budget)``, its part of the report from those
+    rows, after the headline table's; ``lines(rows)``, its verdict lines, as the command
+    prints them."""
 
-    figure: PaperFigure
     measures: Callable[[Row], bool]
-    cells: Callable[[list[Row]], list[Cell]]
-    regime: Callable[[str], list[RegimeDifference]]
+
+    def blocks(self, rows: list[Row], budget: str) -> list[Block]: ...
+
+    def lines(self, rows: list[Row]) -> list[str]: ...
 
 
 @dataclass(frozen=True)
 class Reproduction:
     """A paper's reproduction: ``paper`` is its key in ``papers.PAPERS``; ``study`` runs it
     (budgets ``smoke``, ``cpu``, ``paper``); ``cells`` turns the study's rows into ``Cell``s
-    (those that no figure ``measures``); ``regime(budget)`` lists how that budget differs
-    from the paper; ``figures``: the results it reproduces that the paper shows only in
-    figures."""
+    (those that no part ``measures``); ``regime(budget)`` lists how that budget differs
+    from the paper; ``parts``: the other results it reproduces (``Part``)."""
 
     paper: str
     study: Study
     cells: Callable[[list[Row]], list[Cell]]
     regime: Callable[[str], list[RegimeDifference]]
-    figures: tuple[FigureReproduction, ...] = ()
+    parts: tuple[Part, ...] = ()
 
     def rows_of(self, rows: list[Row]) -> tuple[list[Row], list[list[Row]]]:
-        """``rows`` set apart: the headline table's, and each figure's (``measures``)."""
-        of_figures = [[row for row in rows if part.measures(row)] for part in self.figures]
-        table = [row for row in rows if not any(part.measures(row) for part in self.figures)]
-        return table, of_figures
+        """``rows`` set apart: the headline table's, and each part's (``measures``)."""
+        of_parts = [[row for row in rows if part.measures(row)] for part in self.parts]
+        table = [row for row in rows if not any(part.measures(row) for part in self.parts)]
+        return table, of_parts
+
+
+def seconds_of(rows: list[Row]) -> float:
+    """The sum of the rows' own times."""
+    return sum(float(row.get("seconds", 0.0)) for row in rows)

@@ -19,7 +19,8 @@ name and the measured time. What they show:
   invocation measured its rows (``provenance.provenance_lines``: commit, command, machine, date),
   with how many of the folder's runs no invocation records (measured before ``measured.jsonl``
   existed, or by an invocation killed before its end);
-* then ``more``: the parts for results the paper shows only in figures (``figure_report``).
+* then ``more``: the reproduction's other parts (``reproduction.Part``: a result shown only in a
+  figure, ``figure_report``).
 
 A claim whose paired values include an infinity (CTL's Local never reaching its target) is
 judged by the sign test instead of a t interval (``verdicts.sign_verdict``): the distribution-free
@@ -340,6 +341,21 @@ def regime_blocks(
     ]
 
 
+def part_regime_blocks(
+    title: str, regime: list[RegimeDifference], budget: str, seconds: float
+) -> list[Block]:
+    """The regime of a reproduction's other part (``reproduction.Part``) named ``title``: its
+    budget, its runs' measured time and its differences from the paper's."""
+    return [
+        Heading(f"{title}: regime"),
+        Paragraph(
+            f"Budget: {budget}. {measured_time(seconds)}, the sum of these runs' own times;"
+            " where they were measured: the invocations listed in the regime above."
+        ),
+        regime_table(regime),
+    ]
+
+
 def reproduction_tables(
     table: PaperTable,
     cells: list[Cell],
@@ -353,7 +369,7 @@ def reproduction_tables(
     """``reproduction.md`` and ``report.html`` (module docstring), {file name: text};
     ``provenance``: one sentence per invocation that measured the rows
     (``provenance.provenance_lines``); ``unrecorded``: how many runs none of them records;
-    ``more``: the blocks after the regime (the parts of results shown only in figures)."""
+    ``more``: the blocks after the regime (the reproduction's other parts)."""
     results = judge_claims(table, cells)
     blocks: list[Block] = [
         Paragraph(f"The paper's numbers: {table.source}."),
