@@ -13,7 +13,8 @@ from flowerbed import cli
 from flowerbed.experiments import ctl, ctl_gaussian, reproduce
 from flowerbed.experiments.driver import ROWS, missing_runs, read_rows
 from flowerbed.experiments.figure_report import FigureReproduction
-from flowerbed.experiments.papers import FIGURES, PAPERS
+from flowerbed.experiments.flkd_table4_report import SummaryReproduction
+from flowerbed.experiments.papers import FIGURES, PAPERS, SUMMARIES
 from flowerbed.experiments.provenance import INVOCATIONS
 from flowerbed.experiments.reproduction_report import HTML, MARKDOWN
 
@@ -257,3 +258,9 @@ def test_every_figure_of_a_paper_is_reproduced_by_its_papers_reproduction():
     for paper, reproduction in reproduce.REPRODUCTIONS.items():
         figures = [part for part in reproduction.parts if isinstance(part, FigureReproduction)]
         assert tuple(part.figure for part in figures) == FIGURES.get(paper, ())
+
+
+def test_every_summary_of_a_paper_is_reproduced_by_its_papers_reproduction():
+    for paper, reproduction in reproduce.REPRODUCTIONS.items():
+        parts = [part for part in reproduction.parts if isinstance(part, SummaryReproduction)]
+        assert tuple(part.summary for part in parts) == SUMMARIES.get(paper, ())

@@ -1,7 +1,7 @@
 """Stage 1 of "Benchmarking Federated Learning & Knowledge Distillation for Point Cloud
 Classification": the 13 FL strategies' settings (its Table A2 and Sec. 4.1) and its
 "Centralized" reference, shared by ``benchmarks/flkd.py`` (the offline FL + KD replication) and
-the reproduction of its Table 1 (``experiments.flkd``).
+the reproduction of its Tables 1 and 4 (``experiments.flkd``).
 
 * ``ADAM``: every client's optimiser, Adam at learning rate 1e-3 and weight decay 1e-4 (batch 24
   is the caller's);
@@ -14,6 +14,8 @@ the reproduction of its Table 1 (``experiments.flkd``).
 * ``METHODS``: the names Table 1 gives the 13 strategies, in its order, and ``CENTRALIZED``,
   its reference's; ``BN_AVERAGED`` marks a server optimiser run with flowerbed's batch-norm
   rule instead of the paper code's (``experiments.flkd``);
+* ``method_config``: a run config with a strategy and the paper's keys for it (and the
+  batch-norm rule of a server optimiser);
 * ``train_central``: the model trained with cross-entropy on the whole training split, Adam
   (``ADAM``), StepLR x0.7 every E/10 epochs (the paper: 200 epochs, every 20), the data set's
   training augmentation (the point clouds' dropout, scaling and translation; none for images or
@@ -71,6 +73,17 @@ METHODS = (
 )
 BN_AVERAGED = " (BN averaged)"  # the server optimisers with flowerbed's buffer rule
 CENTRAL_BATCH_SIZE = 24
+
+
+def method_config(config: dict, strategy: str, buffers: str = "optimize") -> dict:
+    """The run config ``config`` with ``strategy`` and the keys the paper sets for it
+    (``STRATEGIES``); a server optimiser's batch-norm running statistics by ``buffers``
+    (``server-optimizer-buffers``): ``optimize``, the paper's code's rule, or ``average``,
+    flowerbed's."""
+    overrides = {**config, "strategy": strategy, **STRATEGIES[strategy]}
+    if strategy in SERVER_OPTIMIZERS:
+        overrides["server-optimizer-buffers"] = buffers
+    return overrides
 
 
 def train_central(config, data, model_name: str, epochs: int = 40) -> tuple[dict, dict]:

@@ -12,7 +12,8 @@ nothing about how a study runs.
 A second result of the same study is a ``Part`` of the reproduction: the rows that measure it
 (``measures``) are set apart from the headline table's and make its part of the report, after
 the headline table's, and its verdict lines. A result the paper shows only in a figure
-(``papers.PaperFigure``) is one (``figure_report.FigureReproduction``).
+(``papers.PaperFigure``) is one (``figure_report.FigureReproduction``), and so is the FL + KD
+benchmark's Table 4 (``flkd_table4_report.SummaryReproduction``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ name and the measured time. What they show:
   with how many of the folder's runs no invocation records (measured before ``measured.jsonl``
   existed, or by an invocation killed before its end);
 * then ``more``: the reproduction's other parts (``reproduction.Part``: a result shown only in a
-  figure, ``figure_report``).
+  figure, ``figure_report``; the FL + KD benchmark's Table 4, ``flkd_table4_report``).
 
 A claim whose paired values include an infinity (CTL's Local never reaching its target) is
 judged by the sign test instead of a t interval (``verdicts.sign_verdict``): the distribution-free
@@ -44,9 +44,9 @@ import statistics
 from dataclasses import dataclass
 
 from .document import Block, Heading, Paragraph, Table, html_page, markdown
-from .papers import PaperFigure, PaperTable
+from .papers import PaperFigure, PaperSummary, PaperTable
 from .reproduction import Cell, RegimeDifference
-from .stats import SIGN_TEST, Interval
+from .stats import SIGN_TEST, Interval, paired_test
 from .verdicts import NO_SEED, NOT_JUDGED, Verdict, chance_crossings, sign_verdict, verdict
 
 MARKDOWN, HTML = "reproduction.md", "report.html"
@@ -136,10 +136,13 @@ def ahead(a: float, b: float, higher_is_better: bool) -> bool:
 
 
 def judge(
-    table: PaperTable | PaperFigure, cells: list[Cell], claim: tuple[str, str, str]
+    table: PaperTable | PaperFigure | PaperSummary,
+    cells: list[Cell],
+    claim: tuple[str, str, str],
 ) -> ClaimResult:
-    """A claim's paired per-seed values and verdict (module docstring); of a figure's claim
-    too, which is judged alike (its ``higher_is_better`` is all ``judge`` reads of either)."""
+    """A claim's paired per-seed values and verdict (module docstring); of a figure's or a
+    summary's claim too, which is judged alike (its ``higher_is_better`` is all ``judge``
+    reads of any)."""
     better, worse, setting = claim
     a, b = values_of(cells, better, setting), values_of(cells, worse, setting)
     seeds = tuple(sorted(set(a) & set(b)))
@@ -192,6 +195,16 @@ def interval_text(interval: Interval) -> str:
 def centre_text(interval: Interval) -> str:
     """The interval's centre, named: the mean of a t interval, the median of a sign test's."""
     return f"{'median' if interval.test == SIGN_TEST else 'mean'} {number(interval.mean)}"
+
+
+def interval_cells(values: list[float]) -> tuple[str, str]:
+    """The mean and the 95 % t interval of the finite ``values`` as a table shows them, with no
+    verdict ("–" for none)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return "–", "–"
+    interval = paired_test(finite)
+    return centre_text(interval), interval_text(interval)
 
 
 def verdict_line(name: str, verdict: Verdict, centre: str, counted: str = "") -> str:
