@@ -72,9 +72,8 @@ round as ``stage/<round>/<side>/<stage>/<within>``, and a ``flwr run``'s wall se
 by stage), made from the rows and the provenance beside them alone; ``docs/benchmarks.md``
 includes both tables of ``round_stages`` and ``table.md`` of ``round_stages_startup``
 (``tests/test_published_tables.py`` checks them). The committed rows of both folders were
-measured on 2026-11-28 by the script before it became a study (``measured.json``, its
-provenance, kept) and converted from its CSV files; to measure anew, remove ``rows.jsonl``
-and ``measured.json``.
+measured by this study on 2026-11-28 (``measured.jsonl`` says where); to measure anew, remove
+``rows.jsonl`` and ``measured.jsonl``: a rerun adds only what the rows lack.
 """
 
 from __future__ import annotations
