@@ -487,8 +487,8 @@ def stages_table(rows: list[dict[str, Value]], folder: Path) -> str:
             " variant does not have the stage",
         ),
     ]
-    for config in CONFIGS:
-        means, labels = stage_means(rows, config)
+    by_config = {config: stage_means(rows, config) for config in CONFIGS}
+    for config, (means, labels) in by_config.items():
         if not means:
             continue
         lines += [
@@ -508,7 +508,7 @@ def stages_table(rows: list[dict[str, Value]], folder: Path) -> str:
                 f"| {name} | {plain:.3f} | {bare:.3f} | {inproc:.3f} | {flwr:.3f}"
                 f" | {inproc - plain:+.3f} | {flwr - plain:+.3f} | {flwr - bare:+.3f} |"
             )
-    lines += outside_training_lines(rows)
+    lines += outside_training_lines({config: means for config, (means, _) in by_config.items()})
     lines += ["", provenance(folder)]
     return "\n".join(lines) + "\n"
 
@@ -526,10 +526,10 @@ def outside_training(means: dict[tuple, dict[str, float]], variant: str) -> dict
     }
 
 
-def outside_training_lines(rows: list[dict[str, Value]]) -> list[str]:
-    """The round less its client training, by configuration and variant, paired by repeat
-    with the plain loop: the seconds each variant adds to a round and the ratio to plain they
-    make, (plain's round + added) / plain's round, and flowerbed's ratio to the bare app's
+def outside_training_lines(means_by_config: dict[str, dict[tuple, dict[str, float]]]) -> list[str]:
+    """The round less its client training, by configuration (``stage_means`` of each) and
+    variant, paired by repeat with the plain loop: the seconds each variant adds to a round
+    and the ratio to plain they make, (plain's round + added) / plain's round, and flowerbed's ratio to the bare app's
     (its round with the plain loop's training over the bare app's): the median over repeats
     (lowest – highest). The bare app is in it where it timed its clients' training.
 
@@ -556,8 +556,7 @@ def outside_training_lines(rows: list[dict[str, Value]]) -> list[str]:
         ),
         "|---|---|---|---|---|---|",
     ]
-    for config in CONFIGS:
-        means, _ = stage_means(rows, config)
+    for config, means in means_by_config.items():
         plain = outside_training(means, PLAIN)
         plain_round = {r: by[stages.ROUND] for (v, r), by in means.items() if v == PLAIN}
         # repeat -> the round each variant would take with the plain loop's training

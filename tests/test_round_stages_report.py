@@ -50,7 +50,11 @@ def test_outside_training_pairs_each_variant_with_the_plain_loop_by_repeat(round
         run_row("bare", 2, {1: (9.0, 1.0), 2: (5.5, 5.0), 3: (5.5, 5.0)}),
         run_row("flwr run", 2, {1: (9.0, 1.0), 2: (5.8, 5.0), 3: (5.8, 5.0)}),
     ]
-    table = table_rows(round_stages.outside_training_lines(rows))
+    table = table_rows(
+        round_stages.outside_training_lines(
+            {"default": round_stages.stage_means(rows, "default")[0]}
+        )
+    )
     labels = round_stages.LABELS
     assert table[labels["plain"]] == ["0.150", "0", "1", ""]
     assert table[labels["bare"]] == [
@@ -78,7 +82,11 @@ def test_a_bare_app_without_its_training_timed_has_no_line_and_no_floor(round_st
         bare,
         run_row("flwr run", 1, {1: (9.0, 1.0), 2: (4.5, 3.9)}),
     ]
-    table = table_rows(round_stages.outside_training_lines(rows))
+    table = table_rows(
+        round_stages.outside_training_lines(
+            {"default": round_stages.stage_means(rows, "default")[0]}
+        )
+    )
     assert round_stages.LABELS["bare"] not in table
     assert table[round_stages.LABELS["flwr run"]] == [
         "0.600",
